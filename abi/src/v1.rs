@@ -1,0 +1,296 @@
+//! Version 1 of the plugin interface. **Frozen once released**: new optional functions are
+//! appended after the field marked `#[sabi(last_prefix_field)]`, new host services after the
+//! method marked so; anything else is a breaking change and goes into a `v2` module, with the
+//! host keeping an adapter per version.
+//!
+//! Data crosses the boundary in two forms. Free-form structured data (tool arguments, JSON
+//! schemas, a tool's structured result) crosses as JSON text, which keeps the interface small
+//! and lets plugins evolve their own formats. Everything the host must understand to do its
+//! job (cards, command specs and outcomes) crosses as `#[repr(C)]` types whose layout
+//! abi_stable checks when a library is loaded.
+
+// `#[sabi_trait]` expands to impl blocks inside a const item.
+#![allow(non_local_definitions)]
+
+use abi_stable::library::RootModule;
+use abi_stable::sabi_types::VersionStrings;
+use abi_stable::std_types::{RBox, ROption, RResult, RStr, RString, RVec};
+use abi_stable::{StableAbi, declare_root_module_statics, package_version_strings, sabi_trait};
+
+/// The name and version a plugin reports about itself.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    pub name: RString,
+    pub version: RString,
+}
+
+impl Manifest {
+    pub fn new(name: &str, version: &str) -> Self {
+        Self { name: name.into(), version: version.into() }
+    }
+}
+
+/// A tool the model can call.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct ToolSpec {
+    /// Unique across all loaded plugins; the model calls the tool by this name.
+    pub name: RString,
+    /// What the model reads to decide when and how to call the tool.
+    pub description: RString,
+    /// JSON Schema of the tool's arguments, as JSON text.
+    pub input_schema: RString,
+}
+
+impl ToolSpec {
+    pub fn new(name: &str, description: &str, input_schema: &serde_json::Value) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            input_schema: input_schema.to_string().into(),
+        }
+    }
+}
+
+/// A piece of the system prompt. The host sorts all loaded sections by `order`, then `id`.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct PromptSection {
+    /// Stable identifier, e.g. `tool:bash`.
+    pub id: RString,
+    pub order: u32,
+    pub text: RString,
+}
+
+impl PromptSection {
+    pub fn new(id: &str, order: u32, text: &str) -> Self {
+        Self { id: id.into(), order, text: text.into() }
+    }
+}
+
+/// One call of one tool, as the host hands it to [`Plugin::invoke`] and the presenters.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    /// The host's id for this call (also the client's card id).
+    pub call_id: RString,
+    /// The session the call belongs to; an opaque token.
+    pub session_id: RString,
+    pub tool: RString,
+    /// The model's arguments, as JSON text. Not validated by the host.
+    pub arguments: RString,
+    /// The session's working directory (absolute).
+    pub cwd: RString,
+}
+
+impl ToolCall {
+    /// Parses the arguments into `T`, with an error message written for the model to read.
+    pub fn arguments<T: serde::de::DeserializeOwned>(&self) -> Result<T, String> {
+        serde_json::from_str(&self.arguments)
+            .map_err(|e| format!("invalid arguments for `{}`: {e}", self.tool))
+    }
+}
+
+/// What a successful call returns.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// What the model reads.
+    pub text: RString,
+    /// The structured result as JSON text (`null` if none); the client receives it as the
+    /// final card's raw output.
+    pub raw_output: RString,
+}
+
+impl ToolOutput {
+    pub fn new(text: impl Into<String>, raw_output: &serde_json::Value) -> Self {
+        Self { text: text.into().into(), raw_output: raw_output.to_string().into() }
+    }
+}
+
+/// How a call is shown to the user. Presentation is pure and display-only: it sees only the
+/// call (and result), so the host can rebuild every card from its log.
+#[repr(u8)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub enum Card {
+    /// A live terminal labelled with the exact command; the host streams the command's output
+    /// into it and closes it with the exit status.
+    Terminal(TerminalCard),
+    /// Anything else: a title, a kind and optional markdown content.
+    Generic(GenericCard),
+}
+
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct TerminalCard {
+    /// The exact command line, shown as the card's title.
+    pub command: RString,
+    pub description: ROption<RString>,
+    /// Absolute directory the command runs in.
+    pub cwd: RString,
+    /// How the command ended; `None` while it runs.
+    pub exit: ROption<TerminalExit>,
+}
+
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct TerminalExit {
+    pub exit_code: ROption<i32>,
+    /// Signal name such as `SIGKILL`, when a signal ended the command.
+    pub signal: ROption<RString>,
+}
+
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct GenericCard {
+    pub title: RString,
+    pub kind: ToolKind,
+    /// Markdown shown in the card's body.
+    pub content: ROption<RString>,
+}
+
+/// The category of a tool call, mirrored by the client's icon.
+#[repr(u8)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolKind {
+    Read,
+    Edit,
+    Delete,
+    Move,
+    Search,
+    Execute,
+    Think,
+    Fetch,
+    Other,
+}
+
+/// The card of a finished call and whether it is shown as failed.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct FinalCard {
+    pub card: Card,
+    pub failed: bool,
+}
+
+/// A command for the host's bash executor.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct CommandSpec {
+    /// Run as `bash -c <command>`.
+    pub command: RString,
+    /// Absolute working directory.
+    pub workdir: RString,
+    /// `None` means the executor's default (120 s); values above its maximum (600 s) are
+    /// lowered to the maximum, and the outcome reports the timeout that applied.
+    pub timeout_ms: ROption<u64>,
+}
+
+/// How a foreground command ended. A non-zero exit, a timeout or an abort are outcomes, not
+/// errors: only an infrastructure failure (bad workdir, no shell) is an error.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct CommandOutcome {
+    /// `None` when a signal ended the command.
+    pub exit_code: ROption<i32>,
+    /// Name of the signal that ended the command, e.g. `SIGKILL`.
+    pub signal: ROption<RString>,
+    /// The timer fired (the command may still have exited 0 while being stopped).
+    pub timed_out: bool,
+    /// The timeout that applied, in milliseconds.
+    pub timeout_ms: u64,
+    /// The user cancelled the turn while the command ran.
+    pub aborted: bool,
+    /// Bounded for the model: a long stream keeps its head and tail around a marker.
+    pub stdout: RString,
+    pub stderr: RString,
+    /// Some output is missing from `stdout`/`stderr`.
+    pub truncated: bool,
+    /// The file holding the full merged stream, when the output was truncated.
+    pub spill_path: ROption<RString>,
+    pub duration_ms: u64,
+}
+
+#[repr(u8)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+}
+
+/// What the host offers a plugin during one call. The object is bound to that call: output of
+/// a command it runs streams into the call's card, and cancelling the turn aborts it.
+///
+/// Methods block until the host has answered; plugin calls run on a host thread made for
+/// blocking.
+#[sabi_trait]
+pub trait HostServices: Send + Sync {
+    /// Runs a command in the foreground and returns when it has ended.
+    fn run(&self, spec: CommandSpec) -> RResult<CommandOutcome, RString>;
+
+    /// Writes to the host's log (stderr), tagged with the plugin's name.
+    #[sabi(last_prefix_field)]
+    fn log(&self, level: LogLevel, message: RStr<'_>);
+}
+
+/// The host services as a plugin receives them: borrowed for the duration of one call.
+pub type HostRef<'a> = HostServices_TO<'a, abi_stable::sabi_types::RRef<'a, ()>>;
+
+/// The owned form, for hosts and tests that build a services object.
+pub type HostBox = HostServices_TO<'static, RBox<()>>;
+
+/// The table of functions a plugin exports. Built by [`export_plugin!`](crate::export_plugin);
+/// never written by hand.
+#[repr(C)]
+#[derive(StableAbi)]
+#[allow(missing_debug_implementations, reason = "a table of function pointers")]
+#[sabi(kind(Prefix(prefix_ref = PluginModuleRef)))]
+pub struct PluginModule {
+    pub manifest: extern "C" fn() -> RResult<Manifest, RString>,
+    pub tools: extern "C" fn() -> RResult<RVec<ToolSpec>, RString>,
+    pub prompt_sections: extern "C" fn() -> RResult<RVec<PromptSection>, RString>,
+    pub invoke: extern "C" fn(&ToolCall, HostRef<'_>) -> RResult<ToolOutput, RString>,
+    pub present_call: extern "C" fn(&ToolCall) -> RResult<Card, RString>,
+    #[sabi(last_prefix_field)]
+    pub present_result: extern "C" fn(&ToolCall, &ToolOutput) -> RResult<FinalCard, RString>,
+    /// Called once when the host replaces or drops this generation of the plugin.
+    pub shutdown: extern "C" fn() -> RResult<(), RString>,
+}
+
+impl RootModule for PluginModuleRef {
+    declare_root_module_statics! {PluginModuleRef}
+    const BASE_NAME: &'static str = "hotsh_plugin";
+    const NAME: &'static str = "hotsh_plugin";
+    const VERSION_STRINGS: VersionStrings = package_version_strings!();
+}
+
+/// What a plugin implements. All functions are associated functions: a plugin holds no state
+/// (the host may load a new build at any moment and never unloads the old one).
+pub trait Plugin {
+    fn manifest() -> Manifest;
+    fn tools() -> Vec<ToolSpec>;
+    fn prompt_sections() -> Vec<PromptSection> {
+        Vec::new()
+    }
+    /// Runs one call. `Err` is a tool error the model reads (bad arguments, a failure of the
+    /// machinery); a command that ran and failed is an `Ok` describing the failure.
+    fn invoke(call: &ToolCall, host: &HostRef<'_>) -> Result<ToolOutput, String>;
+    fn present_call(call: &ToolCall) -> Result<Card, String>;
+    fn present_result(call: &ToolCall, output: &ToolOutput) -> Result<FinalCard, String>;
+    /// Called when the host replaces or drops this build. Plugins hold no resources, so the
+    /// default does nothing.
+    fn shutdown() {}
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn export_name_matches_abi_stable() {
+        assert_eq!(
+            abi_stable::library::ROOT_MODULE_LOADER_NAME,
+            "_1as_0lib_1header_0root_bmodule_bloader"
+        );
+    }
+}
