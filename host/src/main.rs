@@ -1,1 +1,5 @@
-fn main() {}
+//! The `hotsh` binary; everything lives in the library.
+
+fn main() -> std::process::ExitCode {
+    hotsh_host::main()
+}

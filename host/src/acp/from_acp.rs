@@ -1,0 +1,39 @@
+//! ACP → host conversions.
+
+use agent_client_protocol::v1::schema::{ContentBlock, EmbeddedResourceResource, InitializeRequest};
+
+/// Whether the client renders terminals fed through `_meta` (Zed's `terminal_output`).
+pub(super) fn wants_terminal_output(request: &InitializeRequest) -> bool {
+    request
+        .client_capabilities
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.get("terminal_output"))
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false)
+}
+
+/// The user's prompt as text for the model. Resources are inlined or named; media the host
+/// cannot pass on is named, so the model knows something was there.
+pub(super) fn prompt_text(blocks: &[ContentBlock]) -> String {
+    let parts: Vec<String> = blocks
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Text(text) => text.text.clone(),
+            ContentBlock::ResourceLink(link) => format!("[resource: {}]", link.uri),
+            ContentBlock::Resource(embedded) => match &embedded.resource {
+                EmbeddedResourceResource::TextResourceContents(contents) => {
+                    format!("[resource: {}]\n{}", contents.uri, contents.text)
+                }
+                EmbeddedResourceResource::BlobResourceContents(contents) => {
+                    format!("[binary resource omitted: {}]", contents.uri)
+                }
+                _ => "[resource omitted]".to_owned(),
+            },
+            ContentBlock::Image(_) => "[image omitted: not supported by hotsh yet]".to_owned(),
+            ContentBlock::Audio(_) => "[audio omitted: not supported by hotsh yet]".to_owned(),
+            _ => "[content omitted: unknown kind]".to_owned(),
+        })
+        .collect();
+    parts.join("\n")
+}

@@ -1,0 +1,218 @@
+//! Host → ACP conversions: session events become `session/update` payloads.
+//!
+//! Two renderings of a command's card. With Zed's `_meta.terminal_output`, the card is a live
+//! terminal whose id is the tool call id: `terminal_info` on the `tool_call`, each output chunk
+//! as `terminal_output`, and `terminal_exit` on the final update. Without it, the card's
+//! content is one fenced `console` block holding the output so far, replaced as it grows.
+
+use crate::session::{CallStatus, Card, SessionEvent, StopReason, TerminalCard, ToolKind};
+use agent_client_protocol::v1::schema::{
+    self as acp, ContentChunk, Meta, SessionUpdate, Terminal, ToolCall, ToolCallContent,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+};
+use serde_json::json;
+use std::collections::HashMap;
+
+/// The most output a console card holds (its tail); the full output is in the spill file.
+const CONSOLE_TAIL: usize = 64 << 10;
+
+pub(super) fn stop_reason(stop: StopReason) -> acp::StopReason {
+    match stop {
+        StopReason::EndTurn => acp::StopReason::EndTurn,
+        StopReason::Cancelled => acp::StopReason::Cancelled,
+    }
+}
+
+fn kind(kind: ToolKind) -> acp::ToolKind {
+    match kind {
+        ToolKind::Read => acp::ToolKind::Read,
+        ToolKind::Edit => acp::ToolKind::Edit,
+        ToolKind::Delete => acp::ToolKind::Delete,
+        ToolKind::Move => acp::ToolKind::Move,
+        ToolKind::Search => acp::ToolKind::Search,
+        ToolKind::Execute => acp::ToolKind::Execute,
+        ToolKind::Think => acp::ToolKind::Think,
+        ToolKind::Fetch => acp::ToolKind::Fetch,
+        ToolKind::Other => acp::ToolKind::Other,
+    }
+}
+
+fn status(status: CallStatus) -> ToolCallStatus {
+    match status {
+        CallStatus::Completed => ToolCallStatus::Completed,
+        CallStatus::Failed => ToolCallStatus::Failed,
+    }
+}
+
+fn meta(key: &str, value: serde_json::Value) -> Meta {
+    let mut meta = Meta::new();
+    meta.insert(key.to_owned(), value);
+    meta
+}
+
+fn text_content(text: impl Into<String>) -> Vec<ToolCallContent> {
+    vec![ToolCallContent::from(text.into())]
+}
+
+/// Updates for a client that renders `_meta` terminals.
+pub(super) fn update_with_terminal(event: SessionEvent) -> Option<SessionUpdate> {
+    Some(match event {
+        SessionEvent::ToolCallStarted { call_id, card: Card::Terminal(terminal), raw_input, .. } => {
+            let id = call_id.0;
+            SessionUpdate::ToolCall(
+                ToolCall::new(id.clone(), terminal.command)
+                    .kind(acp::ToolKind::Execute)
+                    .status(ToolCallStatus::InProgress)
+                    .content(vec![ToolCallContent::Terminal(Terminal::new(id.clone()))])
+                    .raw_input(raw_input)
+                    .meta(meta("terminal_info", json!({ "terminal_id": id, "cwd": terminal.cwd }))),
+            )
+        }
+        SessionEvent::ToolOutput { call_id, text } => {
+            let id = call_id.0;
+            SessionUpdate::ToolCallUpdate(
+                ToolCallUpdate::new(id.clone(), ToolCallUpdateFields::new())
+                    .meta(meta("terminal_output", json!({ "terminal_id": id, "data": text }))),
+            )
+        }
+        SessionEvent::ToolCallFinished {
+            call_id,
+            card: Card::Terminal(terminal),
+            status: call_status,
+            raw_output,
+            error,
+        } => {
+            let id = call_id.0;
+            let mut fields = ToolCallUpdateFields::new().status(status(call_status)).raw_output(raw_output);
+            if let Some(error) = error {
+                fields = fields.content(text_content(error));
+            }
+            let exit = terminal.exit.unwrap_or(crate::session::TerminalExit { exit_code: None, signal: None });
+            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(id.clone(), fields).meta(meta(
+                "terminal_exit",
+                json!({ "terminal_id": id, "exit_code": exit.exit_code, "signal": exit.signal }),
+            )))
+        }
+        other => return common_update(other),
+    })
+}
+
+/// Updates for a client without `_meta` terminals: output goes into a fenced console block.
+pub(super) fn update_with_console(
+    event: SessionEvent,
+    consoles: &mut HashMap<String, String>,
+) -> Option<SessionUpdate> {
+    Some(match event {
+        SessionEvent::ToolCallStarted { call_id, card: Card::Terminal(terminal), raw_input, .. } => {
+            consoles.insert(call_id.0.clone(), String::new());
+            let mut call = ToolCall::new(call_id.0, terminal.command)
+                .kind(acp::ToolKind::Execute)
+                .status(ToolCallStatus::InProgress)
+                .raw_input(raw_input);
+            if let Some(description) = terminal.description {
+                call = call.content(text_content(description));
+            }
+            SessionUpdate::ToolCall(call)
+        }
+        SessionEvent::ToolOutput { call_id, text } => {
+            let console = consoles.entry(call_id.0.clone()).or_default();
+            append_bounded(console, &text);
+            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                call_id.0,
+                ToolCallUpdateFields::new().content(text_content(fenced_console(console))),
+            ))
+        }
+        SessionEvent::ToolCallFinished {
+            call_id,
+            card: Card::Terminal(TerminalCard { .. }),
+            status: call_status,
+            raw_output,
+            error,
+        } => {
+            let console = consoles.remove(&call_id.0).unwrap_or_default();
+            let mut fields = ToolCallUpdateFields::new().status(status(call_status)).raw_output(raw_output);
+            if let Some(error) = error {
+                fields = fields.content(text_content(error));
+            } else if !console.is_empty() {
+                fields = fields.content(text_content(fenced_console(&console)));
+            }
+            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(call_id.0, fields))
+        }
+        other => return common_update(other),
+    })
+}
+
+/// Updates that do not depend on terminal support.
+fn common_update(event: SessionEvent) -> Option<SessionUpdate> {
+    Some(match event {
+        SessionEvent::AgentText(text) => SessionUpdate::AgentMessageChunk(ContentChunk::new(text.into())),
+        SessionEvent::AgentThought(text) => SessionUpdate::AgentThoughtChunk(ContentChunk::new(text.into())),
+        SessionEvent::ToolCallStarted { call_id, card: Card::Generic(card), raw_input, .. } => {
+            let mut call = ToolCall::new(call_id.0, card.title)
+                .kind(kind(card.kind))
+                .status(ToolCallStatus::InProgress)
+                .raw_input(raw_input);
+            if let Some(content) = card.content {
+                call = call.content(text_content(content));
+            }
+            SessionUpdate::ToolCall(call)
+        }
+        SessionEvent::ToolCallFinished { call_id, card: Card::Generic(card), status: call_status, raw_output, error } => {
+            let mut fields = ToolCallUpdateFields::new()
+                .title(card.title)
+                .status(status(call_status))
+                .raw_output(raw_output);
+            if let Some(content) = error.or(card.content) {
+                fields = fields.content(text_content(content));
+            }
+            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(call_id.0, fields))
+        }
+        // Output of a generic card's call has nowhere to go; terminal cards are rendered by
+        // the two callers before they fall through to here.
+        SessionEvent::ToolOutput { .. }
+        | SessionEvent::ToolCallStarted { card: Card::Terminal(_), .. }
+        | SessionEvent::ToolCallFinished { card: Card::Terminal(_), .. } => return None,
+    })
+}
+
+fn append_bounded(console: &mut String, text: &str) {
+    console.push_str(text);
+    if console.len() > CONSOLE_TAIL {
+        let mut cut = console.len() - CONSOLE_TAIL;
+        while !console.is_char_boundary(cut) {
+            cut += 1;
+        }
+        console.replace_range(..cut, "[… earlier output not shown …]\n");
+    }
+}
+
+/// `text` in a ```` ```console ```` block, with a fence longer than any backtick run inside.
+pub(super) fn fenced_console(text: &str) -> String {
+    let longest_run = text
+        .split(|c| c != '`')
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
+    let fence = "`".repeat(longest_run.max(2) + 1);
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    format!("{fence}console\n{body}\n{fence}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fence_outgrows_backticks_in_the_output() {
+        assert_eq!(fenced_console("a\nb\n"), "```console\na\nb\n```");
+        assert_eq!(fenced_console("x ```` y"), "`````console\nx ```` y\n`````");
+    }
+
+    #[test]
+    fn console_keeps_its_tail() {
+        let mut console = String::new();
+        append_bounded(&mut console, &"x".repeat(CONSOLE_TAIL + 10));
+        assert!(console.starts_with("[… earlier output not shown …]\n"));
+        assert!(console.len() <= CONSOLE_TAIL + 40);
+    }
+}

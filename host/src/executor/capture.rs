@@ -1,0 +1,267 @@
+//! What a command's output becomes: a bounded view for the model (head and tail of each
+//! stream), the full merged stream in a spill file (itself bounded), and nothing else kept.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Limits of one command's captured output.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CaptureLimits {
+    /// Bytes of stdout plus stderr the model sees at most (markers aside).
+    pub(crate) model_budget: usize,
+    /// Bytes the spill file holds at most.
+    pub(crate) spill_cap: u64,
+}
+
+/// One stream's bytes, kept as a bounded head and a bounded tail.
+#[derive(Debug, Default)]
+struct StreamCapture {
+    head: Vec<u8>,
+    /// The most recent bytes after the head; trimmed from the front in batches.
+    tail: Vec<u8>,
+    total: u64,
+}
+
+impl StreamCapture {
+    fn push(&mut self, mut bytes: &[u8], keep: usize) {
+        self.total += bytes.len() as u64;
+        let head_room = keep.saturating_sub(self.head.len());
+        if head_room > 0 {
+            let taken = head_room.min(bytes.len());
+            self.head.extend_from_slice(&bytes[..taken]);
+            bytes = &bytes[taken..];
+        }
+        if bytes.is_empty() {
+            return;
+        }
+        self.tail.extend_from_slice(bytes);
+        // Trim only when the tail holds twice what it keeps, so trimming stays amortised O(1).
+        if self.tail.len() > 2 * keep {
+            let excess = self.tail.len() - keep;
+            self.tail.drain(..excess);
+        }
+    }
+
+    /// The stream cut to `allowance` bytes: head, a marker naming the omitted bytes, tail.
+    fn render(&self, allowance: usize) -> (String, bool) {
+        let held = self.head.len() + self.tail.len();
+        if self.total as usize <= allowance && self.total as usize == held {
+            let mut all = self.head.clone();
+            all.extend_from_slice(&self.tail);
+            return (String::from_utf8_lossy(&all).into_owned(), false);
+        }
+        let head_part = (allowance / 2).min(self.head.len());
+        let tail_part = (allowance - head_part).min(self.tail.len());
+        let tail_bytes = &self.tail[self.tail.len() - tail_part..];
+        let omitted = self.total - head_part as u64 - tail_part as u64;
+        let head = String::from_utf8_lossy(&self.head[..head_part]);
+        let tail = String::from_utf8_lossy(tail_bytes);
+        let text = format!("{head}\n[… {omitted} bytes omitted …]\n{tail}");
+        (text, true)
+    }
+}
+
+/// Which stream a chunk came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// Everything kept of one command's output while it runs.
+#[derive(Debug)]
+pub(crate) struct OutputCapture {
+    limits: CaptureLimits,
+    stdout: StreamCapture,
+    stderr: StreamCapture,
+    spill: Spill,
+}
+
+#[derive(Debug)]
+enum Spill {
+    /// Not needed yet: the merged stream so far, while it fits the model budget.
+    Pending { path: PathBuf, buffered: Vec<u8> },
+    Open { path: PathBuf, file: File, written: u64, capped: bool },
+    /// The file could not be written; the truncation marker says `(unavailable)`.
+    Failed,
+}
+
+/// The captured output in the form the model sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CapturedOutput {
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+    pub(crate) truncated: bool,
+    pub(crate) spill_path: Option<PathBuf>,
+    pub(crate) total_bytes: u64,
+}
+
+impl OutputCapture {
+    pub(crate) fn new(limits: CaptureLimits, spill_path: PathBuf) -> Self {
+        Self {
+            limits,
+            stdout: StreamCapture::default(),
+            stderr: StreamCapture::default(),
+            spill: Spill::Pending { path: spill_path, buffered: Vec::new() },
+        }
+    }
+
+    pub(crate) fn push(&mut self, stream: Stream, bytes: &[u8]) {
+        let keep = self.limits.model_budget;
+        match stream {
+            Stream::Stdout => self.stdout.push(bytes, keep),
+            Stream::Stderr => self.stderr.push(bytes, keep),
+        }
+        self.spill(bytes);
+    }
+
+    fn spill(&mut self, bytes: &[u8]) {
+        match &mut self.spill {
+            Spill::Pending { path, buffered } => {
+                buffered.extend_from_slice(bytes);
+                if buffered.len() > self.limits.model_budget {
+                    let path = std::mem::take(path);
+                    let buffered = std::mem::take(buffered);
+                    self.spill = match open_spill(&path) {
+                        Ok(file) => Spill::Open { path, file, written: 0, capped: false },
+                        Err(error) => {
+                            tracing::warn!(path = %path.display(), %error, "cannot create spill file");
+                            Spill::Failed
+                        }
+                    };
+                    self.spill(&buffered);
+                }
+            }
+            Spill::Open { file, written, capped, path } => {
+                let room = self.limits.spill_cap.saturating_sub(*written);
+                let take = (bytes.len() as u64).min(room) as usize;
+                if take < bytes.len() && !*capped {
+                    *capped = true;
+                    tracing::info!(path = %path.display(), cap = self.limits.spill_cap, "spill file reached its cap");
+                }
+                if take > 0 {
+                    if let Err(error) = file.write_all(&bytes[..take]) {
+                        tracing::warn!(path = %path.display(), %error, "cannot write spill file");
+                        self.spill = Spill::Failed;
+                        return;
+                    }
+                    *written += take as u64;
+                }
+            }
+            Spill::Failed => {}
+        }
+    }
+
+    pub(crate) fn finish(self) -> CapturedOutput {
+        let budget = self.limits.model_budget;
+        let (stdout_share, stderr_share) =
+            share_budget(self.stdout.total as usize, self.stderr.total as usize, budget);
+        let (stdout, cut_out) = self.stdout.render(stdout_share);
+        let (stderr, cut_err) = self.stderr.render(stderr_share);
+        let spill_path = match self.spill {
+            Spill::Open { path, mut file, .. } => {
+                let _ = file.flush();
+                Some(path)
+            }
+            Spill::Pending { .. } | Spill::Failed => None,
+        };
+        CapturedOutput {
+            stdout,
+            stderr,
+            truncated: cut_out || cut_err,
+            spill_path,
+            total_bytes: self.stdout.total + self.stderr.total,
+        }
+    }
+}
+
+fn open_spill(path: &Path) -> std::io::Result<File> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    File::create(path)
+}
+
+/// Splits the model budget between the two streams: the smaller one gets what it needs, up to
+/// half, and the larger one the rest.
+fn share_budget(stdout: usize, stderr: usize, budget: usize) -> (usize, usize) {
+    if stdout + stderr <= budget {
+        return (stdout, stderr);
+    }
+    let half = budget / 2;
+    if stdout <= stderr {
+        let out = stdout.min(half);
+        (out, budget - out)
+    } else {
+        let err = stderr.min(half);
+        (budget - err, err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(model_budget: usize) -> CaptureLimits {
+        CaptureLimits { model_budget, spill_cap: 1 << 20 }
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("hotsh-capture-test-{}-{name}", std::process::id()))
+    }
+
+    #[test]
+    fn small_output_is_kept_whole_without_spill() {
+        let mut capture = OutputCapture::new(limits(100), scratch("small"));
+        capture.push(Stream::Stdout, b"hello\n");
+        capture.push(Stream::Stderr, b"oops\n");
+        let out = capture.finish();
+        assert_eq!(out.stdout, "hello\n");
+        assert_eq!(out.stderr, "oops\n");
+        assert!(!out.truncated);
+        assert_eq!(out.spill_path, None);
+    }
+
+    #[test]
+    fn long_output_keeps_head_and_tail_and_spills_everything() {
+        let path = scratch("long");
+        let mut capture = OutputCapture::new(limits(20), path.clone());
+        let mut all = Vec::new();
+        for i in 0..100u32 {
+            let line = format!("{i:03}\n");
+            all.extend_from_slice(line.as_bytes());
+            capture.push(Stream::Stdout, line.as_bytes());
+        }
+        let out = capture.finish();
+        assert!(out.truncated);
+        assert!(out.stdout.starts_with("000\n001\n"), "{}", out.stdout);
+        assert!(out.stdout.ends_with("098\n099\n"), "{}", out.stdout);
+        assert!(out.stdout.contains("[… 380 bytes omitted …]"), "{}", out.stdout);
+        assert_eq!(out.spill_path.as_deref(), Some(path.as_path()));
+        assert_eq!(std::fs::read(&path).expect("spill file exists"), all);
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn spill_file_stops_at_its_cap() {
+        let path = scratch("cap");
+        let mut capture =
+            OutputCapture::new(CaptureLimits { model_budget: 4, spill_cap: 10 }, path.clone());
+        for _ in 0..10 {
+            capture.push(Stream::Stdout, b"abcd");
+        }
+        let out = capture.finish();
+        assert_eq!(out.total_bytes, 40);
+        assert_eq!(std::fs::read(&path).expect("spill file exists").len(), 10);
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn budget_favours_the_larger_stream() {
+        assert_eq!(share_budget(10, 5, 100), (10, 5));
+        assert_eq!(share_budget(1000, 5, 100), (95, 5));
+        assert_eq!(share_budget(1000, 1000, 100), (50, 50));
+        assert_eq!(share_budget(3, 1000, 100), (3, 97));
+    }
+}

@@ -1,0 +1,13 @@
+//! hotsh: a coding agent for the Agent Client Protocol. See ARCHITECTURE.md for the map.
+
+mod acp;
+mod cli;
+mod executor;
+mod host;
+mod model;
+mod plugins;
+mod run_cli;
+mod session;
+mod turn;
+
+pub use cli::main;

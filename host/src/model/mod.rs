@@ -1,0 +1,149 @@
+//! The model seam: an adapter streams text, reasoning and tool calls for one request.
+//!
+//! A request carries everything the model sees: the system prompt (plugin sections sorted by
+//! order), the conversation so far, and the tools. Adapters: `script` (a recorded list of
+//! responses, for CI and the offline demo) and `none` (no model configured; every request
+//! fails with a message saying how to configure one).
+
+mod script;
+
+pub(crate) use script::ScriptModel;
+
+use futures::future::BoxFuture;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use tokio::sync::mpsc;
+
+/// One message of the conversation, in the order the model saw or said it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub(crate) enum Message {
+    User { text: String },
+    Assistant { text: String, tool_calls: Vec<ModelToolCall> },
+    Tool { call_id: String, text: String, is_error: bool },
+}
+
+/// A tool call as the model made it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct ModelToolCall {
+    /// The model's id for the call, echoed back with its result.
+    pub(crate) id: String,
+    pub(crate) name: String,
+    /// The arguments exactly as the model produced them (JSON text, possibly malformed).
+    pub(crate) arguments: String,
+}
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct ToolDefinition {
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) input_schema: serde_json::Value,
+}
+
+/// Everything one model request carries.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct ModelRequest {
+    pub(crate) system: String,
+    pub(crate) messages: Vec<Message>,
+    pub(crate) tools: Vec<ToolDefinition>,
+}
+
+/// What an adapter streams while it answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ModelEvent {
+    Text(String),
+    Reasoning(String),
+    ToolCall(ModelToolCall),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ModelError {
+    #[error(
+        "no model is configured; start hotsh with `--model script:PATH` (see the README for the script format)"
+    )]
+    NotConfigured,
+    #[error("the model script {path} has no more responses (all {used} were used)")]
+    ScriptExhausted { path: PathBuf, used: usize },
+}
+
+/// A model adapter.
+pub(crate) trait Model: Send + Sync + std::fmt::Debug {
+    /// Answers one request, sending events as they arrive. Returns when the answer is complete.
+    fn respond(
+        &self,
+        request: &ModelRequest,
+        events: mpsc::UnboundedSender<ModelEvent>,
+    ) -> BoxFuture<'_, Result<(), ModelError>>;
+}
+
+/// The adapter used when no model is configured.
+#[derive(Debug)]
+pub(crate) struct NoModel;
+
+impl Model for NoModel {
+    fn respond(
+        &self,
+        _request: &ModelRequest,
+        _events: mpsc::UnboundedSender<ModelEvent>,
+    ) -> BoxFuture<'_, Result<(), ModelError>> {
+        Box::pin(async { Err(ModelError::NotConfigured) })
+    }
+}
+
+/// Which adapter `--model` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ModelSpec {
+    None,
+    Script(PathBuf),
+}
+
+impl std::str::FromStr for ModelSpec {
+    type Err = String;
+
+    fn from_str(spec: &str) -> Result<Self, Self::Err> {
+        match spec.split_once(':') {
+            Some(("script", path)) if !path.is_empty() => Ok(Self::Script(PathBuf::from(path))),
+            _ if spec == "none" => Ok(Self::None),
+            _ => Err(format!("unknown model `{spec}`; expected `script:PATH` or `none`")),
+        }
+    }
+}
+
+/// Builds the adapter a spec names.
+pub(crate) fn open(spec: &ModelSpec) -> anyhow::Result<Box<dyn Model>> {
+    Ok(match spec {
+        ModelSpec::None => Box::new(NoModel),
+        ModelSpec::Script(path) => Box::new(ScriptModel::load(path)?),
+    })
+}
+
+/// Appends every model request, as one JSON line, to a file: what the model was shown, for
+/// debugging prompts and for tests that check what the model received.
+#[derive(Debug)]
+pub(crate) struct Transcript {
+    path: PathBuf,
+    file: std::sync::Mutex<std::fs::File>,
+}
+
+impl Transcript {
+    pub(crate) fn create(path: &Path) -> anyhow::Result<Self> {
+        use anyhow::Context as _;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("cannot open model transcript {}", path.display()))?;
+        Ok(Self { path: path.to_owned(), file: std::sync::Mutex::new(file) })
+    }
+
+    pub(crate) fn record(&self, request: &ModelRequest) {
+        use std::io::Write as _;
+        let Ok(mut line) = serde_json::to_vec(request) else { return };
+        line.push(b'\n');
+        let mut file = self.file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Err(error) = file.write_all(&line) {
+            tracing::warn!(path = %self.path.display(), %error, "cannot write model transcript");
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! The host's adapter for plugins speaking interface v1: converts between the ABI's
+//! `#[repr(C)]` types and the host's own, and is the only code that calls v1 functions.
+
+use super::loader::PromptSection;
+use super::services::CallServices;
+use crate::model::ToolDefinition;
+use crate::session::{Card, GenericCard, TerminalCard, TerminalExit, ToolKind};
+use abi_stable::sabi_trait::TD_Opaque;
+use hotsh_abi::v1 as abi;
+use hotsh_abi::{HostServices_TO, PluginModuleRef, RResult};
+
+/// One call as a plugin receives it.
+#[derive(Debug, Clone)]
+pub(crate) struct PluginCall {
+    pub(crate) call_id: String,
+    pub(crate) session_id: String,
+    pub(crate) tool: String,
+    pub(crate) arguments: String,
+    pub(crate) cwd: String,
+}
+
+/// What a successful call returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PluginOutput {
+    pub(crate) text: String,
+    /// JSON text.
+    pub(crate) raw_output: String,
+}
+
+/// A loaded v1 module. Copyable: it is a pointer to a table that lives as long as the process.
+#[derive(Clone, Copy)]
+pub(crate) struct PluginV1 {
+    module: PluginModuleRef,
+}
+
+impl std::fmt::Debug for PluginV1 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginV1").finish_non_exhaustive()
+    }
+}
+
+fn result<T>(value: RResult<T, hotsh_abi::RString>) -> Result<T, String> {
+    value.into_result().map_err(|e| e.into_string())
+}
+
+impl PluginV1 {
+    pub(crate) fn new(module: PluginModuleRef) -> Self {
+        Self { module }
+    }
+
+    pub(crate) fn manifest(&self) -> Result<(String, String), String> {
+        let manifest = result((self.module.manifest())())?;
+        if manifest.name.trim().is_empty() {
+            return Err("the plugin's manifest has an empty name".to_owned());
+        }
+        Ok((manifest.name.into_string(), manifest.version.into_string()))
+    }
+
+    pub(crate) fn tools(&self) -> Result<Vec<ToolDefinition>, String> {
+        result((self.module.tools())())?
+            .into_iter()
+            .map(|tool| {
+                let input_schema = serde_json::from_str(&tool.input_schema).map_err(|e| {
+                    format!("the input schema of tool `{}` is not JSON: {e}", tool.name)
+                })?;
+                Ok(ToolDefinition {
+                    name: tool.name.into_string(),
+                    description: tool.description.into_string(),
+                    input_schema,
+                })
+            })
+            .collect()
+    }
+
+    pub(crate) fn prompt_sections(&self) -> Result<Vec<PromptSection>, String> {
+        Ok(result((self.module.prompt_sections())())?
+            .into_iter()
+            .map(|s| PromptSection { id: s.id.into_string(), order: s.order, text: s.text.into_string() })
+            .collect())
+    }
+
+    pub(crate) fn invoke(&self, call: &PluginCall, services: &CallServices) -> Result<PluginOutput, String> {
+        let host = HostServices_TO::from_const(services, TD_Opaque);
+        let output = result((self.module.invoke())(&to_abi(call), host))?;
+        Ok(PluginOutput { text: output.text.into_string(), raw_output: output.raw_output.into_string() })
+    }
+
+    pub(crate) fn present_call(&self, call: &PluginCall) -> Result<Card, String> {
+        result((self.module.present_call())(&to_abi(call))).map(from_abi_card)
+    }
+
+    /// The final card and whether it shows as failed.
+    pub(crate) fn present_result(&self, call: &PluginCall, output: &PluginOutput) -> Result<(Card, bool), String> {
+        let output = abi::ToolOutput {
+            text: output.text.as_str().into(),
+            raw_output: output.raw_output.as_str().into(),
+        };
+        let card = result((self.module.present_result())(&to_abi(call), &output))?;
+        Ok((from_abi_card(card.card), card.failed))
+    }
+}
+
+fn to_abi(call: &PluginCall) -> abi::ToolCall {
+    abi::ToolCall {
+        call_id: call.call_id.as_str().into(),
+        session_id: call.session_id.as_str().into(),
+        tool: call.tool.as_str().into(),
+        arguments: call.arguments.as_str().into(),
+        cwd: call.cwd.as_str().into(),
+    }
+}
+
+fn from_abi_card(card: abi::Card) -> Card {
+    match card {
+        abi::Card::Terminal(t) => Card::Terminal(TerminalCard {
+            command: t.command.into_string(),
+            description: t.description.into_option().map(|d| d.into_string()),
+            cwd: t.cwd.into_string(),
+            exit: t.exit.into_option().map(|e| TerminalExit {
+                exit_code: e.exit_code.into_option(),
+                signal: e.signal.into_option().map(|s| s.into_string()),
+            }),
+        }),
+        abi::Card::Generic(g) => Card::Generic(GenericCard {
+            title: g.title.into_string(),
+            kind: match g.kind {
+                abi::ToolKind::Read => ToolKind::Read,
+                abi::ToolKind::Edit => ToolKind::Edit,
+                abi::ToolKind::Delete => ToolKind::Delete,
+                abi::ToolKind::Move => ToolKind::Move,
+                abi::ToolKind::Search => ToolKind::Search,
+                abi::ToolKind::Execute => ToolKind::Execute,
+                abi::ToolKind::Think => ToolKind::Think,
+                abi::ToolKind::Fetch => ToolKind::Fetch,
+                abi::ToolKind::Other => ToolKind::Other,
+            },
+            content: g.content.into_option().map(|c| c.into_string()),
+        }),
+    }
+}

@@ -1,0 +1,205 @@
+//! `hotsh run`: one prompt in a terminal. It is an ACP client of the very same agent (connected
+//! in process), so what it prints is exactly what an editor would be sent: messages, each card
+//! with its command, live output and exit status.
+
+use crate::acp;
+use crate::host::Host;
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    CancelNotification, ClientCapabilities, ContentBlock, InitializeRequest, Meta, NewSessionRequest,
+    PromptRequest, SessionNotification, SessionUpdate, StopReason, ToolCallContent, ToolCallStatus,
+};
+use agent_client_protocol::Client;
+use std::collections::HashMap;
+use std::io::{IsTerminal as _, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+pub(crate) async fn run_prompt(host: Arc<Host>, cwd: PathBuf, prompt: String) -> anyhow::Result<ExitCode> {
+    let screen = Arc::new(Mutex::new(Screen::new(std::io::stdout().is_terminal())));
+    let for_updates = Arc::clone(&screen);
+    let stop = Client
+        .v1()
+        .name("hotsh-run")
+        .on_receive_notification(
+            async move |notification: SessionNotification, _cx| {
+                crate::session::lock(&for_updates).show(&notification.update);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_with(acp::agent(host), async |cx| {
+            let mut meta = Meta::new();
+            meta.insert("terminal_output".into(), true.into());
+            cx.send_request(
+                InitializeRequest::new(ProtocolVersion::V1)
+                    .client_capabilities(ClientCapabilities::new().meta(meta)),
+            )
+            .block_task()
+            .await?;
+            let session = cx.send_request(NewSessionRequest::new(cwd)).block_task().await?;
+            let on_interrupt = (cx.clone(), session.session_id.clone());
+            let interrupt = tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    let (cx, session_id) = on_interrupt;
+                    let _ = cx.send_notification(CancelNotification::new(session_id));
+                }
+            });
+            let prompt = vec![ContentBlock::from(prompt)];
+            let response = cx.send_request(PromptRequest::new(session.session_id, prompt)).block_task().await;
+            interrupt.abort();
+            Ok(response?.stop_reason)
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut screen = crate::session::lock(&screen);
+    screen.finish(stop);
+    Ok(match stop {
+        StopReason::Cancelled => ExitCode::from(130),
+        _ => ExitCode::SUCCESS,
+    })
+}
+
+/// What a card looks like on screen so far.
+#[derive(Debug)]
+struct CardState {
+    terminal: bool,
+}
+
+/// Renders session updates as plain terminal output.
+#[derive(Debug)]
+struct Screen {
+    color: bool,
+    /// The cursor is at the start of a line.
+    at_line_start: bool,
+    /// The last thing printed was a thought (dimmed).
+    in_thought: bool,
+    cards: HashMap<String, CardState>,
+}
+
+impl Screen {
+    fn new(color: bool) -> Self {
+        Self { color, at_line_start: true, in_thought: false, cards: HashMap::new() }
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_owned() }
+    }
+
+    fn write(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+        self.at_line_start = text.ends_with('\n');
+    }
+
+    fn new_line(&mut self) {
+        if !self.at_line_start {
+            self.write("\n");
+        }
+    }
+
+    fn block(&mut self, text: &str) {
+        self.new_line();
+        self.write(text);
+        self.new_line();
+    }
+
+    fn show(&mut self, update: &SessionUpdate) {
+        match update {
+            SessionUpdate::AgentMessageChunk(chunk) => {
+                if self.in_thought {
+                    self.new_line();
+                    self.in_thought = false;
+                }
+                self.write(&content_text(&chunk.content));
+            }
+            SessionUpdate::AgentThoughtChunk(chunk) => {
+                if !self.in_thought {
+                    self.new_line();
+                    self.in_thought = true;
+                }
+                let text = self.paint("2", &content_text(&chunk.content));
+                self.write(&text);
+            }
+            SessionUpdate::ToolCall(call) => {
+                self.in_thought = false;
+                let terminal = meta_object(call.meta.as_ref(), "terminal_info").is_some();
+                let header = if terminal {
+                    self.paint("1", &format!("$ {}", call.title))
+                } else {
+                    self.paint("1", &format!("• {}", call.title))
+                };
+                self.block(&header);
+                for text in call.content.iter().filter_map(tool_content_text) {
+                    self.block(&text);
+                }
+                self.cards.insert(call.tool_call_id.0.to_string(), CardState { terminal });
+            }
+            SessionUpdate::ToolCallUpdate(update) => {
+                let id = update.tool_call_id.0.to_string();
+                if let Some(output) = meta_object(update.meta.as_ref(), "terminal_output") {
+                    let data = output.get("data").and_then(|d| d.as_str()).unwrap_or("");
+                    self.write(data);
+                }
+                let terminal = self.cards.get(&id).is_some_and(|c| c.terminal);
+                if let Some(content) = &update.fields.content
+                    && (!terminal || update.fields.status.is_some())
+                {
+                    for text in content.iter().filter_map(tool_content_text) {
+                        self.block(&text);
+                    }
+                }
+                if let Some(exit) = meta_object(update.meta.as_ref(), "terminal_exit") {
+                    let line = match (exit.get("exit_code").and_then(|c| c.as_i64()), exit.get("signal").and_then(|s| s.as_str())) {
+                        (_, Some(signal)) => self.paint("31", &format!("[killed by {signal}]")),
+                        (Some(0), None) => self.paint("32", "[exit 0]"),
+                        (Some(code), None) => self.paint("31", &format!("[exit {code}]")),
+                        (None, None) => self.paint("31", "[did not run]"),
+                    };
+                    self.block(&line);
+                } else if let Some(status) = update.fields.status
+                    && !terminal
+                {
+                    let line = match status {
+                        ToolCallStatus::Completed => self.paint("32", "[done]"),
+                        ToolCallStatus::Failed => self.paint("31", "[failed]"),
+                        _ => return,
+                    };
+                    self.block(&line);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(&mut self, stop: StopReason) {
+        self.new_line();
+        if stop == StopReason::Cancelled {
+            let line = self.paint("33", "[cancelled]");
+            self.block(&line);
+        }
+    }
+}
+
+fn meta_object<'a>(meta: Option<&'a Meta>, key: &str) -> Option<&'a serde_json::Map<String, serde_json::Value>> {
+    meta?.get(key)?.as_object()
+}
+
+fn content_text(block: &ContentBlock) -> String {
+    match block {
+        ContentBlock::Text(text) => text.text.clone(),
+        _ => String::new(),
+    }
+}
+
+fn tool_content_text(content: &ToolCallContent) -> Option<String> {
+    match content {
+        ToolCallContent::Content(content) => Some(content_text(&content.content)),
+        _ => None,
+    }
+}

@@ -1,0 +1,199 @@
+//! Sessions and what happens in them, in the host's own terms (no ACP types here).
+//!
+//! A [`SessionEvent`] is anything a client sees happen in a session. The turn loop emits them
+//! through an [`EventSink`]; the ACP bridge turns them into `session/update` notifications.
+
+use crate::model::Message;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio_util::sync::CancellationToken;
+
+/// A session's id, opaque to everyone but the host.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct SessionId(pub(crate) String);
+
+impl std::fmt::Display for SessionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The host's id of one tool call; the client's card (and terminal) id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct ToolCallId(pub(crate) String);
+
+impl std::fmt::Display for ToolCallId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// How a tool call is shown (the host's mirror of the plugin ABI's card).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Card {
+    Terminal(TerminalCard),
+    Generic(GenericCard),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TerminalCard {
+    pub(crate) command: String,
+    pub(crate) description: Option<String>,
+    pub(crate) cwd: String,
+    pub(crate) exit: Option<TerminalExit>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TerminalExit {
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) signal: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GenericCard {
+    pub(crate) title: String,
+    pub(crate) kind: ToolKind,
+    pub(crate) content: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ToolKind {
+    Read,
+    Edit,
+    Delete,
+    Move,
+    Search,
+    Execute,
+    Think,
+    Fetch,
+    Other,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CallStatus {
+    Completed,
+    Failed,
+}
+
+/// Something a client sees happen in a session.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum SessionEvent {
+    AgentText(String),
+    AgentThought(String),
+    ToolCallStarted {
+        call_id: ToolCallId,
+        tool: String,
+        card: Card,
+        raw_input: serde_json::Value,
+    },
+    /// Output of a running call's command, coalesced.
+    ToolOutput { call_id: ToolCallId, text: String },
+    ToolCallFinished {
+        call_id: ToolCallId,
+        card: Card,
+        status: CallStatus,
+        raw_output: serde_json::Value,
+        /// The text the model received, when the call failed without a card of its own.
+        error: Option<String>,
+    },
+}
+
+/// Where a session's events go.
+pub(crate) trait EventSink: Send + Sync {
+    fn emit(&self, event: SessionEvent);
+}
+
+/// Why a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StopReason {
+    EndTurn,
+    Cancelled,
+}
+
+/// One conversation with its working directory and history.
+pub(crate) struct Session {
+    pub(crate) id: SessionId,
+    pub(crate) cwd: PathBuf,
+    pub(crate) history: Mutex<Vec<Message>>,
+    /// The running turn's cancel switch; `None` when idle.
+    turn: Mutex<Option<CancellationToken>>,
+    next_call: AtomicU64,
+    /// Where this session's events go: the client connection that created it.
+    sink: Mutex<Option<Arc<dyn EventSink>>>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("id", &self.id).field("cwd", &self.cwd).finish_non_exhaustive()
+    }
+}
+
+/// A second prompt arrived while a turn was running.
+#[derive(Debug, thiserror::Error)]
+#[error("a turn is already running in session {0}; cancel it or wait for it to end")]
+pub(crate) struct Busy(pub(crate) SessionId);
+
+impl Session {
+    pub(crate) fn new(id: SessionId, cwd: PathBuf) -> Self {
+        Self {
+            id,
+            cwd,
+            history: Mutex::new(Vec::new()),
+            turn: Mutex::new(None),
+            next_call: AtomicU64::new(1),
+            sink: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn attach(&self, sink: Arc<dyn EventSink>) {
+        *lock(&self.sink) = Some(sink);
+    }
+
+    pub(crate) fn sink(&self) -> Option<Arc<dyn EventSink>> {
+        lock(&self.sink).clone()
+    }
+
+    /// Marks a turn as running and returns its cancel switch.
+    pub(crate) fn begin_turn(&self) -> Result<CancellationToken, Busy> {
+        let mut turn = lock(&self.turn);
+        if turn.is_some() {
+            return Err(Busy(self.id.clone()));
+        }
+        let token = CancellationToken::new();
+        *turn = Some(token.clone());
+        Ok(token)
+    }
+
+    pub(crate) fn end_turn(&self) {
+        *lock(&self.turn) = None;
+    }
+
+    /// Cancels the running turn, if any.
+    pub(crate) fn cancel(&self) -> bool {
+        match lock(&self.turn).as_ref() {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(crate) fn next_call_id(&self) -> ToolCallId {
+        ToolCallId(format!("call-{}", self.next_call.fetch_add(1, Ordering::Relaxed)))
+    }
+
+    pub(crate) fn push(&self, message: Message) {
+        lock(&self.history).push(message);
+    }
+
+    pub(crate) fn messages(&self) -> Vec<Message> {
+        lock(&self.history).clone()
+    }
+}
+
+/// Locks a mutex whose data stays valid even if a holder panicked.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

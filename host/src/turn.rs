@@ -1,0 +1,311 @@
+//! The prompt loop: model → tool calls → plugins → results back to the model → … until the
+//! model answers without calling a tool, or the user cancels.
+
+use crate::executor::{Drained, LiveOutput};
+use crate::host::Host;
+use crate::model::{Message, ModelEvent, ModelRequest, ModelToolCall};
+use crate::plugins::{CallServices, LoadedPlugin, PluginCall, PluginOutput, Snapshot};
+use crate::session::{
+    CallStatus, Card, EventSink, GenericCard, Session, SessionEvent, StopReason, ToolCallId,
+    ToolKind,
+};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU32;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// How long live output gathers before it is forwarded to the client.
+const COALESCE_WINDOW: Duration = Duration::from_millis(25);
+/// How long a cancelled plugin call may take to return before the turn ends without it.
+const CANCEL_GRACE: Duration = Duration::from_secs(3);
+/// How long a presentation function may take.
+const PRESENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Runs one turn of `session` for the user's `prompt`.
+pub(crate) async fn run_turn(
+    host: &Arc<Host>,
+    session: &Arc<Session>,
+    prompt: String,
+    sink: Arc<dyn EventSink>,
+    cancel: CancellationToken,
+) -> StopReason {
+    session.push(Message::User { text: prompt });
+    tokio::select! {
+        () = host.registry.ready() => {}
+        () = cancel.cancelled() => return StopReason::Cancelled,
+    }
+    loop {
+        if cancel.is_cancelled() {
+            return StopReason::Cancelled;
+        }
+        let snapshot = host.registry.snapshot();
+        let request = ModelRequest {
+            system: system_prompt(session, &snapshot),
+            messages: session.messages(),
+            tools: snapshot.tool_definitions(),
+        };
+        if let Some(transcript) = &host.transcript {
+            transcript.record(&request);
+        }
+        let Some((text, calls)) = ask_model(host, &request, sink.as_ref(), &cancel).await else {
+            return StopReason::Cancelled;
+        };
+        let Ok(calls) = calls else {
+            return StopReason::EndTurn;
+        };
+        session.push(Message::Assistant { text, tool_calls: calls.clone() });
+        if calls.is_empty() {
+            return StopReason::EndTurn;
+        }
+        for call in &calls {
+            if cancel.is_cancelled() {
+                session.push(Message::Tool {
+                    call_id: call.id.clone(),
+                    text: "[not run: the user cancelled the turn]".to_owned(),
+                    is_error: true,
+                });
+                continue;
+            }
+            let (text, is_error) = execute_call(host, session, call, &sink, &cancel).await;
+            session.push(Message::Tool { call_id: call.id.clone(), text, is_error });
+        }
+    }
+}
+
+/// The system prompt: the host's own section, then the plugins' sections by order.
+fn system_prompt(session: &Session, snapshot: &Snapshot) -> String {
+    let mut parts = vec![format!(
+        "You are hotsh, a coding agent working for the user in {}. Use the tools to inspect \
+         and change the project; report what you did and what you found.",
+        session.cwd.display()
+    )];
+    parts.extend(snapshot.prompt_sections().into_iter().map(|s| s.text));
+    parts.join("\n\n")
+}
+
+/// Asks the model, forwarding its text and reasoning to the client as they stream. Returns
+/// `None` when cancelled; `Ok(calls)` for a complete answer; `Err(())` when the model failed
+/// (the user has been told why).
+async fn ask_model(
+    host: &Host,
+    request: &ModelRequest,
+    sink: &dyn EventSink,
+    cancel: &CancellationToken,
+) -> Option<(String, Result<Vec<ModelToolCall>, ()>)> {
+    let (events, mut received) = mpsc::unbounded_channel();
+    let respond = host.model.respond(request, events);
+    tokio::pin!(respond);
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    let mut outcome = None;
+    loop {
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => return None,
+            event = received.recv() => match event {
+                Some(ModelEvent::Text(chunk)) => {
+                    text.push_str(&chunk);
+                    sink.emit(SessionEvent::AgentText(chunk));
+                }
+                Some(ModelEvent::Reasoning(chunk)) => sink.emit(SessionEvent::AgentThought(chunk)),
+                Some(ModelEvent::ToolCall(call)) => calls.push(call),
+                // The sender lives inside `respond`: closed means the answer is complete.
+                None => break,
+            },
+            result = &mut respond, if outcome.is_none() => outcome = Some(result),
+        }
+    }
+    let result = match outcome {
+        Some(result) => result,
+        None => respond.await,
+    };
+    match result {
+        Ok(()) => Some((text, Ok(calls))),
+        Err(error) => {
+            tracing::warn!(%error, "model request failed");
+            let separator = if text.is_empty() { "" } else { "\n\n" };
+            sink.emit(SessionEvent::AgentText(format!("{separator}[hotsh] {error}")));
+            Some((text, Err(())))
+        }
+    }
+}
+
+/// Runs one tool call with its card; returns the text for the model and whether it is an error.
+async fn execute_call(
+    host: &Arc<Host>,
+    session: &Arc<Session>,
+    call: &ModelToolCall,
+    sink: &Arc<dyn EventSink>,
+    cancel: &CancellationToken,
+) -> (String, bool) {
+    let call_id = session.next_call_id();
+    let raw_input = serde_json::from_str(&call.arguments)
+        .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
+    let snapshot = host.registry.snapshot();
+    let Some(plugin) = snapshot.find_tool(&call.name) else {
+        let names: Vec<String> = snapshot.tool_definitions().into_iter().map(|t| t.name).collect();
+        let text = if names.is_empty() {
+            format!("unknown tool `{}`: no tools are loaded", call.name)
+        } else {
+            format!("unknown tool `{}`; the tools are: {}", call.name, names.join(", "))
+        };
+        fail_without_running(sink.as_ref(), call_id, &call.name, raw_input, &text);
+        return (text, true);
+    };
+    let plugin_call = PluginCall {
+        call_id: call_id.0.clone(),
+        session_id: session.id.0.clone(),
+        tool: call.name.clone(),
+        arguments: call.arguments.clone(),
+        cwd: session.cwd.to_string_lossy().into_owned(),
+    };
+    let card = present(&plugin, {
+        let call = plugin_call.clone();
+        move |p| p.api.present_call(&call)
+    })
+    .await
+    .unwrap_or_else(|error| {
+        tracing::debug!(%error, tool = %call.name, "present_call failed; showing a plain card");
+        fallback_card(&call.name)
+    });
+    sink.emit(SessionEvent::ToolCallStarted {
+        call_id: call_id.clone(),
+        tool: call.name.clone(),
+        card: card.clone(),
+        raw_input,
+    });
+
+    let live = Arc::new(LiveOutput::new(host.executor.config().live_cap));
+    let forwarder = tokio::spawn(forward_output(Arc::clone(&live), Arc::clone(sink), call_id.clone()));
+    let services = CallServices {
+        runtime: host.runtime.clone(),
+        executor: Arc::clone(&host.executor),
+        cancel: cancel.clone(),
+        live: Arc::clone(&live),
+        spill_stem: host.spill_root.join(&session.id.0).join(&call_id.0),
+        plugin: plugin.name.clone(),
+        runs: AtomicU32::new(0),
+    };
+    let result = invoke(&plugin, plugin_call.clone(), services, cancel).await;
+    live.close();
+    let _ = forwarder.await;
+
+    match result {
+        Ok(output) => {
+            let presented = present(&plugin, {
+                let (call, output) = (plugin_call, output.clone());
+                move |p| p.api.present_result(&call, &output)
+            })
+            .await;
+            let (card, failed) = presented.unwrap_or_else(|error| {
+                tracing::debug!(%error, "present_result failed; keeping the call's card");
+                (card, false)
+            });
+            sink.emit(SessionEvent::ToolCallFinished {
+                call_id,
+                card,
+                status: if failed { CallStatus::Failed } else { CallStatus::Completed },
+                raw_output: serde_json::from_str(&output.raw_output).unwrap_or(serde_json::Value::Null),
+                error: None,
+            });
+            (output.text, false)
+        }
+        Err(text) => {
+            sink.emit(SessionEvent::ToolCallFinished {
+                call_id,
+                card,
+                status: CallStatus::Failed,
+                raw_output: serde_json::json!({ "error": text }),
+                error: Some(text.clone()),
+            });
+            (text, true)
+        }
+    }
+}
+
+/// Runs the plugin's `invoke` on a blocking thread. If the turn is cancelled and the plugin
+/// does not return within a grace period, the turn goes on without it (its thread is left to
+/// finish on its own).
+async fn invoke(
+    plugin: &Arc<LoadedPlugin>,
+    call: PluginCall,
+    services: CallServices,
+    cancel: &CancellationToken,
+) -> Result<PluginOutput, String> {
+    let plugin = Arc::clone(plugin);
+    let name = plugin.name.clone();
+    let task = tokio::task::spawn_blocking(move || plugin.api.invoke(&call, &services));
+    tokio::pin!(task);
+    let joined = tokio::select! {
+        joined = &mut task => joined,
+        () = cancel.cancelled() => match tokio::time::timeout(CANCEL_GRACE, &mut task).await {
+            Ok(joined) => joined,
+            Err(_) => {
+                tracing::warn!(plugin = %name, "plugin call did not return after cancel; abandoned");
+                return Err(format!("[aborted: the user cancelled the turn; plugin `{name}` did not return]"));
+            }
+        },
+    };
+    joined.unwrap_or_else(|error| Err(format!("plugin `{name}` failed: {error}")))
+}
+
+/// Runs a presentation function on a blocking thread with a time limit.
+async fn present<T: Send + 'static>(
+    plugin: &Arc<LoadedPlugin>,
+    function: impl FnOnce(&LoadedPlugin) -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    let plugin = Arc::clone(plugin);
+    let task = tokio::task::spawn_blocking(move || function(&plugin));
+    match tokio::time::timeout(PRESENT_TIMEOUT, task).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(_) => Err("presentation timed out".to_owned()),
+    }
+}
+
+fn fallback_card(tool: &str) -> Card {
+    Card::Generic(GenericCard { title: tool.to_owned(), kind: ToolKind::Other, content: None })
+}
+
+/// Shows a call that could not run at all (e.g. an unknown tool) as a failed card.
+fn fail_without_running(
+    sink: &dyn EventSink,
+    call_id: ToolCallId,
+    tool: &str,
+    raw_input: serde_json::Value,
+    text: &str,
+) {
+    let card = fallback_card(tool);
+    sink.emit(SessionEvent::ToolCallStarted {
+        call_id: call_id.clone(),
+        tool: tool.to_owned(),
+        card: card.clone(),
+        raw_input,
+    });
+    sink.emit(SessionEvent::ToolCallFinished {
+        call_id,
+        card,
+        status: CallStatus::Failed,
+        raw_output: serde_json::json!({ "error": text }),
+        error: Some(text.to_owned()),
+    });
+}
+
+/// Forwards a call's live output to the client, at most once per coalescing window.
+async fn forward_output(live: Arc<LiveOutput>, sink: Arc<dyn EventSink>, call_id: ToolCallId) {
+    loop {
+        live.changed().await;
+        if !live.is_closed() {
+            tokio::time::sleep(COALESCE_WINDOW).await;
+        }
+        match live.drain() {
+            Drained::Text(text) if text.is_empty() => {}
+            Drained::Text(text) => {
+                sink.emit(SessionEvent::ToolOutput { call_id: call_id.clone(), text });
+            }
+            Drained::Empty => {}
+            Drained::Closed => return,
+        }
+    }
+}
