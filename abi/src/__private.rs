@@ -3,7 +3,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 pub use abi_stable::library::{
-    CheckTypeLayout, LibHeader, RootModuleResult, __call_root_module_loader,
+    __call_root_module_loader, CheckTypeLayout, LibHeader, RootModuleResult,
 };
 pub use abi_stable::std_types::{RResult, RString, RVec};
 

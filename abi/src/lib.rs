@@ -49,8 +49,8 @@ macro_rules! export_plugin {
         const _: () = {
             use $crate::__private::{RResult, RString, RVec, guard};
             use $crate::v1::{
-                Card, FinalCard, HostRef, Manifest, PluginModule, PluginModuleRef,
-                PromptSection, ToolCall, ToolOutput, ToolSpec,
+                Card, FinalCard, HostRef, Manifest, PluginModule, PluginModuleRef, PromptSection,
+                ToolCall, ToolOutput, ToolSpec,
             };
 
             extern "C" fn manifest() -> RResult<Manifest, RString> {
@@ -64,11 +64,18 @@ macro_rules! export_plugin {
                     Ok(<$plugin as $crate::Plugin>::prompt_sections().into())
                 })
             }
-            extern "C" fn invoke(call: &ToolCall, host: HostRef<'_>) -> RResult<ToolOutput, RString> {
-                guard("invoke", || <$plugin as $crate::Plugin>::invoke(call, &host))
+            extern "C" fn invoke(
+                call: &ToolCall,
+                host: HostRef<'_>,
+            ) -> RResult<ToolOutput, RString> {
+                guard("invoke", || {
+                    <$plugin as $crate::Plugin>::invoke(call, &host)
+                })
             }
             extern "C" fn present_call(call: &ToolCall) -> RResult<Card, RString> {
-                guard("present_call", || <$plugin as $crate::Plugin>::present_call(call))
+                guard("present_call", || {
+                    <$plugin as $crate::Plugin>::present_call(call)
+                })
             }
             extern "C" fn present_result(
                 call: &ToolCall,

@@ -9,7 +9,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Debug, Parser)]
-#[command(name = "hotsh", version, about = "A coding agent for the Agent Client Protocol")]
+#[command(
+    name = "hotsh",
+    version,
+    about = "A coding agent for the Agent Client Protocol"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -61,7 +65,11 @@ impl AgentArgs {
     fn into_config(self) -> anyhow::Result<HostConfig> {
         let plugin_dirs = if self.plugin_dirs.is_empty() {
             let exe = std::env::current_exe().context("cannot find the hotsh executable")?;
-            vec![exe.parent().context("the executable has no directory")?.to_owned()]
+            vec![
+                exe.parent()
+                    .context("the executable has no directory")?
+                    .to_owned(),
+            ]
         } else {
             self.plugin_dirs
         };

@@ -31,15 +31,23 @@ pub(crate) struct Host {
 }
 
 /// Variables that hold model credentials; commands never see them (nor copies of their values).
-const MODEL_SECRETS: &[&str] =
-    &["DEEPSEEK_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HOTSH_API_KEY"];
+const MODEL_SECRETS: &[&str] = &[
+    "DEEPSEEK_API_KEY",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "HOTSH_API_KEY",
+];
 
 impl Host {
     /// Builds the host and starts loading plugins in the background: the agent answers
     /// `initialize` at once, and the first turn waits for the scan to finish.
     pub(crate) fn start(config: HostConfig) -> anyhow::Result<Arc<Self>> {
         let model = model::open(&config.model)?;
-        let transcript = config.model_transcript.as_deref().map(Transcript::create).transpose()?;
+        let transcript = config
+            .model_transcript
+            .as_deref()
+            .map(Transcript::create)
+            .transpose()?;
         let env_policy = EnvPolicy {
             host_secrets: MODEL_SECRETS.iter().map(|s| (*s).to_owned()).collect(),
             ..EnvPolicy::default()

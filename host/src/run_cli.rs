@@ -4,19 +4,24 @@
 
 use crate::acp;
 use crate::host::Host;
+use agent_client_protocol::Client;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ClientCapabilities, ContentBlock, InitializeRequest, Meta, NewSessionRequest,
-    PromptRequest, SessionNotification, SessionUpdate, StopReason, ToolCallContent, ToolCallStatus,
+    CancelNotification, ClientCapabilities, ContentBlock, InitializeRequest, Meta,
+    NewSessionRequest, PromptRequest, SessionNotification, SessionUpdate, StopReason,
+    ToolCallContent, ToolCallStatus,
 };
-use agent_client_protocol::Client;
 use std::collections::HashMap;
 use std::io::{IsTerminal as _, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
-pub(crate) async fn run_prompt(host: Arc<Host>, cwd: PathBuf, prompt: String) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run_prompt(
+    host: Arc<Host>,
+    cwd: PathBuf,
+    prompt: String,
+) -> anyhow::Result<ExitCode> {
     let screen = Arc::new(Mutex::new(Screen::new(std::io::stdout().is_terminal())));
     let for_updates = Arc::clone(&screen);
     let stop = Client
@@ -38,7 +43,10 @@ pub(crate) async fn run_prompt(host: Arc<Host>, cwd: PathBuf, prompt: String) ->
             )
             .block_task()
             .await?;
-            let session = cx.send_request(NewSessionRequest::new(cwd)).block_task().await?;
+            let session = cx
+                .send_request(NewSessionRequest::new(cwd))
+                .block_task()
+                .await?;
             let on_interrupt = (cx.clone(), session.session_id.clone());
             let interrupt = tokio::spawn(async move {
                 if tokio::signal::ctrl_c().await.is_ok() {
@@ -47,7 +55,10 @@ pub(crate) async fn run_prompt(host: Arc<Host>, cwd: PathBuf, prompt: String) ->
                 }
             });
             let prompt = vec![ContentBlock::from(prompt)];
-            let response = cx.send_request(PromptRequest::new(session.session_id, prompt)).block_task().await;
+            let response = cx
+                .send_request(PromptRequest::new(session.session_id, prompt))
+                .block_task()
+                .await;
             interrupt.abort();
             Ok(response?.stop_reason)
         })
@@ -80,11 +91,20 @@ struct Screen {
 
 impl Screen {
     fn new(color: bool) -> Self {
-        Self { color, at_line_start: true, in_thought: false, cards: HashMap::new() }
+        Self {
+            color,
+            at_line_start: true,
+            in_thought: false,
+            cards: HashMap::new(),
+        }
     }
 
     fn paint(&self, code: &str, text: &str) -> String {
-        if self.color { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_owned() }
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
     }
 
     fn write(&mut self, text: &str) {
@@ -138,7 +158,8 @@ impl Screen {
                 for text in call.content.iter().filter_map(tool_content_text) {
                     self.block(&text);
                 }
-                self.cards.insert(call.tool_call_id.0.to_string(), CardState { terminal });
+                self.cards
+                    .insert(call.tool_call_id.0.to_string(), CardState { terminal });
             }
             SessionUpdate::ToolCallUpdate(update) => {
                 let id = update.tool_call_id.0.to_string();
@@ -155,7 +176,10 @@ impl Screen {
                     }
                 }
                 if let Some(exit) = meta_object(update.meta.as_ref(), "terminal_exit") {
-                    let line = match (exit.get("exit_code").and_then(|c| c.as_i64()), exit.get("signal").and_then(|s| s.as_str())) {
+                    let line = match (
+                        exit.get("exit_code").and_then(|c| c.as_i64()),
+                        exit.get("signal").and_then(|s| s.as_str()),
+                    ) {
                         (_, Some(signal)) => self.paint("31", &format!("[killed by {signal}]")),
                         (Some(0), None) => self.paint("32", "[exit 0]"),
                         (Some(code), None) => self.paint("31", &format!("[exit {code}]")),
@@ -186,7 +210,10 @@ impl Screen {
     }
 }
 
-fn meta_object<'a>(meta: Option<&'a Meta>, key: &str) -> Option<&'a serde_json::Map<String, serde_json::Value>> {
+fn meta_object<'a>(
+    meta: Option<&'a Meta>,
+    key: &str,
+) -> Option<&'a serde_json::Map<String, serde_json::Value>> {
     meta?.get(key)?.as_object()
 }
 

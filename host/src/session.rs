@@ -5,8 +5,8 @@
 
 use crate::model::Message;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 /// A session's id, opaque to everyone but the host.
@@ -88,7 +88,10 @@ pub(crate) enum SessionEvent {
         raw_input: serde_json::Value,
     },
     /// Output of a running call's command, coalesced.
-    ToolOutput { call_id: ToolCallId, text: String },
+    ToolOutput {
+        call_id: ToolCallId,
+        text: String,
+    },
     ToolCallFinished {
         call_id: ToolCallId,
         card: Card,
@@ -125,7 +128,10 @@ pub(crate) struct Session {
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session").field("id", &self.id).field("cwd", &self.cwd).finish_non_exhaustive()
+        f.debug_struct("Session")
+            .field("id", &self.id)
+            .field("cwd", &self.cwd)
+            .finish_non_exhaustive()
     }
 }
 
@@ -181,7 +187,10 @@ impl Session {
     }
 
     pub(crate) fn next_call_id(&self) -> ToolCallId {
-        ToolCallId(format!("call-{}", self.next_call.fetch_add(1, Ordering::Relaxed)))
+        ToolCallId(format!(
+            "call-{}",
+            self.next_call.fetch_add(1, Ordering::Relaxed)
+        ))
     }
 
     pub(crate) fn push(&self, message: Message) {
@@ -195,5 +204,7 @@ impl Session {
 
 /// Locks a mutex whose data stays valid even if a holder panicked.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

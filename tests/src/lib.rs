@@ -1,0 +1,443 @@
+//! The harness of the end-to-end tests: starts the real `hotsh` binary, talks JSON-RPC to it
+//! over stdio like an editor would, and records everything it sends back.
+//!
+//! Waits are for events (a response, a notification), with generous deadlines that only
+//! turn a hang into a failure; no test relies on timing.
+
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the harness starts hotsh and builds plugins"
+)]
+
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long any single wait may take before the test fails as hung.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_owned()
+}
+
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace().join("target"), PathBuf::from)
+}
+
+/// Builds `hotsh` and the tool-bash plugin (once per test process) and returns the directory
+/// holding both.
+pub fn build_dir() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let status = Command::new(cargo())
+            .args(["build", "-p", "hotsh-host", "-p", "hotsh-tool-bash"])
+            .current_dir(workspace())
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building hotsh failed");
+        target_dir().join("debug")
+    })
+}
+
+pub fn hotsh_binary() -> PathBuf {
+    build_dir().join("hotsh")
+}
+
+pub fn tool_bash_plugin() -> PathBuf {
+    build_dir().join("libhotsh_tool_bash.so")
+}
+
+/// Builds a fixture plugin from `tests/fixtures/<name>` (once per test process) into
+/// `target/fixtures`, away from the `hotsh` binary, and returns the library's path.
+pub fn fixture_plugin(name: &str) -> PathBuf {
+    static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let manifest = workspace()
+        .join("tests/fixtures")
+        .join(name)
+        .join("Cargo.toml");
+    let target = target_dir().join("fixtures");
+    let mut built = BUILT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !built.iter().any(|b| b == name) {
+        let status = Command::new(cargo())
+            .args(["build", "--manifest-path"])
+            .arg(&manifest)
+            .arg("--target-dir")
+            .arg(&target)
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building fixture {name} failed");
+        built.push(name.to_owned());
+    }
+    target
+        .join("debug")
+        .join(format!("libhotsh_fixture_{}.so", name.replace('-', "_")))
+}
+
+/// A scripted model response (see the README for the format).
+pub fn bash_call(command: &str) -> Value {
+    json!({"tool_calls": [{"name": "bash", "arguments": {"command": command}}]})
+}
+
+pub fn say(text: &str) -> Value {
+    json!({"text": text})
+}
+
+/// How to start an agent.
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    pub responses: Vec<Value>,
+    /// Plugin files placed (as links) in the agent's plugin directory.
+    pub plugins: Vec<PathBuf>,
+    /// Extra environment for the agent process.
+    pub env: Vec<(String, String)>,
+}
+
+impl AgentOptions {
+    pub fn script(responses: Vec<Value>) -> Self {
+        Self {
+            responses,
+            plugins: vec![tool_bash_plugin()],
+            env: Vec::new(),
+        }
+    }
+}
+
+/// A running `hotsh acp` with its own scratch directory.
+#[allow(
+    missing_debug_implementations,
+    reason = "holds a child process and channels"
+)]
+pub struct Agent {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    incoming: Receiver<Value>,
+    /// Every message received so far, in order.
+    pub received: Vec<Value>,
+    next_id: u64,
+    pub dir: tempfile::TempDir,
+    /// The session's working directory (inside `dir`).
+    pub workdir: PathBuf,
+    stderr: std::sync::Arc<Mutex<String>>,
+}
+
+impl Agent {
+    pub fn start(options: AgentOptions) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let plugin_dir = dir.path().join("plugins");
+        let workdir = dir.path().join("work");
+        std::fs::create_dir_all(&plugin_dir).expect("plugin dir");
+        std::fs::create_dir_all(&workdir).expect("work dir");
+        for plugin in &options.plugins {
+            let name = plugin.file_name().expect("plugin file name");
+            std::os::unix::fs::symlink(plugin, plugin_dir.join(name)).expect("link plugin");
+        }
+        let script = dir.path().join("script.json");
+        std::fs::write(&script, json!({"responses": options.responses}).to_string())
+            .expect("script");
+        let mut command = Command::new(hotsh_binary());
+        command
+            .arg("acp")
+            .arg("--model")
+            .arg(format!("script:{}", script.display()))
+            .arg("--plugin-dir")
+            .arg(&plugin_dir)
+            .arg("--model-transcript")
+            .arg(dir.path().join("transcript.jsonl"))
+            .env("HOTSH_LOG", "debug")
+            .env("TMPDIR", dir.path())
+            .envs(options.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().expect("hotsh starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let (send, incoming) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let value: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+                    panic!("hotsh wrote a non-JSON line to stdout ({e}): {line}")
+                });
+                if send.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = std::sync::Arc::new(Mutex::new(String::new()));
+        let stderr_pipe = child.stderr.take().expect("stderr");
+        let log = std::sync::Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr_pipe).lines() {
+                let Ok(line) = line else { break };
+                let mut log = log
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        let stdin = child.stdin.take();
+        Self {
+            child,
+            stdin,
+            incoming,
+            received: Vec::new(),
+            next_id: 1,
+            dir,
+            workdir,
+            stderr,
+        }
+    }
+
+    /// Everything hotsh wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn send_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(line.as_bytes()).expect("write to hotsh");
+        stdin.write_all(b"\n").expect("write to hotsh");
+        stdin.flush().expect("flush to hotsh");
+    }
+
+    /// Sends a request and returns its id.
+    pub fn request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send_line(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
+        );
+        id
+    }
+
+    pub fn notify(&mut self, method: &str, params: Value) {
+        self.send_line(&json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string());
+    }
+
+    /// Waits for the next message that satisfies `matches` (already received ones first, in
+    /// order, from `from` on) and returns its index in `received`.
+    pub fn wait_for_from(&mut self, from: usize, mut matches: impl FnMut(&Value) -> bool) -> usize {
+        if let Some(index) = self.received.iter().skip(from).position(&mut matches) {
+            return from + index;
+        }
+        let started = Instant::now();
+        loop {
+            let left = DEADLINE.saturating_sub(started.elapsed());
+            match self.incoming.recv_timeout(left) {
+                Ok(value) => {
+                    self.received.push(value);
+                    if matches(self.received.last().expect("just pushed")) {
+                        return self.received.len() - 1;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => panic!(
+                    "no matching message within {DEADLINE:?}; received: {:#?}\nstderr:\n{}",
+                    self.received,
+                    self.stderr()
+                ),
+                Err(RecvTimeoutError::Disconnected) => panic!(
+                    "hotsh closed stdout; received: {:#?}\nstderr:\n{}",
+                    self.received,
+                    self.stderr()
+                ),
+            }
+        }
+    }
+
+    pub fn wait_for(&mut self, matches: impl FnMut(&Value) -> bool) -> Value {
+        let index = self.wait_for_from(0, matches);
+        self.received[index].clone()
+    }
+
+    /// Waits for the response to request `id`.
+    pub fn response(&mut self, id: u64) -> Value {
+        self.wait_for(|m| m.get("id") == Some(&json!(id)) && m.get("method").is_none())
+    }
+
+    pub fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.request(method, params);
+        self.response(id)
+    }
+
+    /// `initialize`, advertising Zed's terminal support or not.
+    pub fn initialize(&mut self, terminal_output: bool) -> Value {
+        let capabilities = if terminal_output {
+            json!({"_meta": {"terminal_output": true}})
+        } else {
+            json!({})
+        };
+        let response = self.call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
+        );
+        assert!(
+            response.get("result").is_some(),
+            "initialize failed: {response}"
+        );
+        response
+    }
+
+    pub fn new_session(&mut self) -> String {
+        let cwd = self.workdir.to_string_lossy().into_owned();
+        let response = self.call("session/new", json!({"cwd": cwd, "mcpServers": []}));
+        response["result"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("session/new failed: {response}"))
+            .to_owned()
+    }
+
+    pub fn start_prompt(&mut self, session: &str, text: &str) -> u64 {
+        self.request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
+        )
+    }
+
+    /// Sends a prompt and waits for its answer.
+    pub fn prompt(&mut self, session: &str, text: &str) -> Value {
+        let id = self.start_prompt(session, text);
+        self.response(id)
+    }
+
+    /// The `session/update` payloads received so far for `session`.
+    pub fn updates(&self, session: &str) -> Vec<Value> {
+        self.received
+            .iter()
+            .filter(|m| m["method"] == "session/update" && m["params"]["sessionId"] == session)
+            .map(|m| m["params"]["update"].clone())
+            .collect()
+    }
+
+    /// Every model request so far, as the model saw it.
+    pub fn model_requests(&self) -> Vec<Value> {
+        let path = self.dir.path().join("transcript.jsonl");
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("transcript line is JSON"))
+            .collect()
+    }
+
+    /// The tool results the model received, in order: (text, is_error).
+    pub fn tool_results(&self) -> Vec<(String, bool)> {
+        let requests = self.model_requests();
+        let Some(last) = requests.last() else {
+            return Vec::new();
+        };
+        last["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| {
+                (
+                    m["text"].as_str().expect("text").to_owned(),
+                    m["is_error"].as_bool().expect("is_error"),
+                )
+            })
+            .collect()
+    }
+
+    /// Closes stdin and waits for hotsh to exit; returns its exit status.
+    pub fn finish(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for hotsh") {
+                return status;
+            }
+            assert!(
+                started.elapsed() < DEADLINE,
+                "hotsh did not exit after stdin closed"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Pids of live processes whose command line contains `needle`.
+pub fn processes_matching(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        // Zombies have an empty cmdline and are not running.
+        if cmdline.contains(needle) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Polls `condition` every 10 ms until it holds or `DEADLINE` passes.
+pub fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !condition() {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "timed out waiting for: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Tool-call updates for `call_id` in order.
+pub fn card_updates<'a>(updates: &'a [Value], call_id: &str) -> Vec<&'a Value> {
+    updates
+        .iter()
+        .filter(|u| u["toolCallId"] == call_id)
+        .collect()
+}
+
+/// Counts of each `sessionUpdate` kind, for readable assertions.
+pub fn update_kinds(updates: &[Value]) -> HashMap<String, usize> {
+    let mut kinds = HashMap::new();
+    for update in updates {
+        *kinds
+            .entry(update["sessionUpdate"].as_str().unwrap_or("?").to_owned())
+            .or_insert(0) += 1;
+    }
+    kinds
+}

@@ -1,6 +1,8 @@
 //! ACP → host conversions.
 
-use agent_client_protocol::v1::schema::{ContentBlock, EmbeddedResourceResource, InitializeRequest};
+use agent_client_protocol::v1::schema::{
+    ContentBlock, EmbeddedResourceResource, InitializeRequest,
+};
 
 /// Whether the client renders terminals fed through `_meta` (Zed's `terminal_output`).
 pub(super) fn wants_terminal_output(request: &InitializeRequest) -> bool {

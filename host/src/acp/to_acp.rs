@@ -57,7 +57,12 @@ fn text_content(text: impl Into<String>) -> Vec<ToolCallContent> {
 /// Updates for a client that renders `_meta` terminals.
 pub(super) fn update_with_terminal(event: SessionEvent) -> Option<SessionUpdate> {
     Some(match event {
-        SessionEvent::ToolCallStarted { call_id, card: Card::Terminal(terminal), raw_input, .. } => {
+        SessionEvent::ToolCallStarted {
+            call_id,
+            card: Card::Terminal(terminal),
+            raw_input,
+            ..
+        } => {
             let id = call_id.0;
             SessionUpdate::ToolCall(
                 ToolCall::new(id.clone(), terminal.command)
@@ -65,14 +70,19 @@ pub(super) fn update_with_terminal(event: SessionEvent) -> Option<SessionUpdate>
                     .status(ToolCallStatus::InProgress)
                     .content(vec![ToolCallContent::Terminal(Terminal::new(id.clone()))])
                     .raw_input(raw_input)
-                    .meta(meta("terminal_info", json!({ "terminal_id": id, "cwd": terminal.cwd }))),
+                    .meta(meta(
+                        "terminal_info",
+                        json!({ "terminal_id": id, "cwd": terminal.cwd }),
+                    )),
             )
         }
         SessionEvent::ToolOutput { call_id, text } => {
             let id = call_id.0;
             SessionUpdate::ToolCallUpdate(
-                ToolCallUpdate::new(id.clone(), ToolCallUpdateFields::new())
-                    .meta(meta("terminal_output", json!({ "terminal_id": id, "data": text }))),
+                ToolCallUpdate::new(id.clone(), ToolCallUpdateFields::new()).meta(meta(
+                    "terminal_output",
+                    json!({ "terminal_id": id, "data": text }),
+                )),
             )
         }
         SessionEvent::ToolCallFinished {
@@ -83,11 +93,16 @@ pub(super) fn update_with_terminal(event: SessionEvent) -> Option<SessionUpdate>
             error,
         } => {
             let id = call_id.0;
-            let mut fields = ToolCallUpdateFields::new().status(status(call_status)).raw_output(raw_output);
+            let mut fields = ToolCallUpdateFields::new()
+                .status(status(call_status))
+                .raw_output(raw_output);
             if let Some(error) = error {
                 fields = fields.content(text_content(error));
             }
-            let exit = terminal.exit.unwrap_or(crate::session::TerminalExit { exit_code: None, signal: None });
+            let exit = terminal.exit.unwrap_or(crate::session::TerminalExit {
+                exit_code: None,
+                signal: None,
+            });
             SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(id.clone(), fields).meta(meta(
                 "terminal_exit",
                 json!({ "terminal_id": id, "exit_code": exit.exit_code, "signal": exit.signal }),
@@ -103,7 +118,12 @@ pub(super) fn update_with_console(
     consoles: &mut HashMap<String, String>,
 ) -> Option<SessionUpdate> {
     Some(match event {
-        SessionEvent::ToolCallStarted { call_id, card: Card::Terminal(terminal), raw_input, .. } => {
+        SessionEvent::ToolCallStarted {
+            call_id,
+            card: Card::Terminal(terminal),
+            raw_input,
+            ..
+        } => {
             consoles.insert(call_id.0.clone(), String::new());
             let mut call = ToolCall::new(call_id.0, terminal.command)
                 .kind(acp::ToolKind::Execute)
@@ -130,7 +150,9 @@ pub(super) fn update_with_console(
             error,
         } => {
             let console = consoles.remove(&call_id.0).unwrap_or_default();
-            let mut fields = ToolCallUpdateFields::new().status(status(call_status)).raw_output(raw_output);
+            let mut fields = ToolCallUpdateFields::new()
+                .status(status(call_status))
+                .raw_output(raw_output);
             if let Some(error) = error {
                 fields = fields.content(text_content(error));
             } else if !console.is_empty() {
@@ -145,9 +167,18 @@ pub(super) fn update_with_console(
 /// Updates that do not depend on terminal support.
 fn common_update(event: SessionEvent) -> Option<SessionUpdate> {
     Some(match event {
-        SessionEvent::AgentText(text) => SessionUpdate::AgentMessageChunk(ContentChunk::new(text.into())),
-        SessionEvent::AgentThought(text) => SessionUpdate::AgentThoughtChunk(ContentChunk::new(text.into())),
-        SessionEvent::ToolCallStarted { call_id, card: Card::Generic(card), raw_input, .. } => {
+        SessionEvent::AgentText(text) => {
+            SessionUpdate::AgentMessageChunk(ContentChunk::new(text.into()))
+        }
+        SessionEvent::AgentThought(text) => {
+            SessionUpdate::AgentThoughtChunk(ContentChunk::new(text.into()))
+        }
+        SessionEvent::ToolCallStarted {
+            call_id,
+            card: Card::Generic(card),
+            raw_input,
+            ..
+        } => {
             let mut call = ToolCall::new(call_id.0, card.title)
                 .kind(kind(card.kind))
                 .status(ToolCallStatus::InProgress)
@@ -157,7 +188,13 @@ fn common_update(event: SessionEvent) -> Option<SessionUpdate> {
             }
             SessionUpdate::ToolCall(call)
         }
-        SessionEvent::ToolCallFinished { call_id, card: Card::Generic(card), status: call_status, raw_output, error } => {
+        SessionEvent::ToolCallFinished {
+            call_id,
+            card: Card::Generic(card),
+            status: call_status,
+            raw_output,
+            error,
+        } => {
             let mut fields = ToolCallUpdateFields::new()
                 .title(card.title)
                 .status(status(call_status))
@@ -170,8 +207,14 @@ fn common_update(event: SessionEvent) -> Option<SessionUpdate> {
         // Output of a generic card's call has nowhere to go; terminal cards are rendered by
         // the two callers before they fall through to here.
         SessionEvent::ToolOutput { .. }
-        | SessionEvent::ToolCallStarted { card: Card::Terminal(_), .. }
-        | SessionEvent::ToolCallFinished { card: Card::Terminal(_), .. } => return None,
+        | SessionEvent::ToolCallStarted {
+            card: Card::Terminal(_),
+            ..
+        }
+        | SessionEvent::ToolCallFinished {
+            card: Card::Terminal(_),
+            ..
+        } => return None,
     })
 }
 
@@ -188,11 +231,7 @@ fn append_bounded(console: &mut String, text: &str) {
 
 /// `text` in a ```` ```console ```` block, with a fence longer than any backtick run inside.
 pub(super) fn fenced_console(text: &str) -> String {
-    let longest_run = text
-        .split(|c| c != '`')
-        .map(str::len)
-        .max()
-        .unwrap_or(0);
+    let longest_run = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest_run.max(2) + 1);
     let body = text.strip_suffix('\n').unwrap_or(text);
     format!("{fence}console\n{body}\n{fence}")

@@ -82,7 +82,12 @@ pub(crate) struct OutputCapture {
 enum Spill {
     /// Not needed yet: the merged stream so far, while it fits the model budget.
     Pending { path: PathBuf, buffered: Vec<u8> },
-    Open { path: PathBuf, file: File, written: u64, capped: bool },
+    Open {
+        path: PathBuf,
+        file: File,
+        written: u64,
+        capped: bool,
+    },
     /// The file could not be written; the truncation marker says `(unavailable)`.
     Failed,
 }
@@ -103,7 +108,10 @@ impl OutputCapture {
             limits,
             stdout: StreamCapture::default(),
             stderr: StreamCapture::default(),
-            spill: Spill::Pending { path: spill_path, buffered: Vec::new() },
+            spill: Spill::Pending {
+                path: spill_path,
+                buffered: Vec::new(),
+            },
         }
     }
 
@@ -124,7 +132,12 @@ impl OutputCapture {
                     let path = std::mem::take(path);
                     let buffered = std::mem::take(buffered);
                     self.spill = match open_spill(&path) {
-                        Ok(file) => Spill::Open { path, file, written: 0, capped: false },
+                        Ok(file) => Spill::Open {
+                            path,
+                            file,
+                            written: 0,
+                            capped: false,
+                        },
                         Err(error) => {
                             tracing::warn!(path = %path.display(), %error, "cannot create spill file");
                             Spill::Failed
@@ -133,7 +146,12 @@ impl OutputCapture {
                     self.spill(&buffered);
                 }
             }
-            Spill::Open { file, written, capped, path } => {
+            Spill::Open {
+                file,
+                written,
+                capped,
+                path,
+            } => {
                 let room = self.limits.spill_cap.saturating_sub(*written);
                 let take = (bytes.len() as u64).min(room) as usize;
                 if take < bytes.len() && !*capped {
@@ -155,8 +173,11 @@ impl OutputCapture {
 
     pub(crate) fn finish(self) -> CapturedOutput {
         let budget = self.limits.model_budget;
-        let (stdout_share, stderr_share) =
-            share_budget(self.stdout.total as usize, self.stderr.total as usize, budget);
+        let (stdout_share, stderr_share) = share_budget(
+            self.stdout.total as usize,
+            self.stderr.total as usize,
+            budget,
+        );
         let (stdout, cut_out) = self.stdout.render(stdout_share);
         let (stderr, cut_err) = self.stderr.render(stderr_share);
         let spill_path = match self.spill {
@@ -204,7 +225,10 @@ mod tests {
     use super::*;
 
     fn limits(model_budget: usize) -> CaptureLimits {
-        CaptureLimits { model_budget, spill_cap: 1 << 20 }
+        CaptureLimits {
+            model_budget,
+            spill_cap: 1 << 20,
+        }
     }
 
     fn scratch(name: &str) -> PathBuf {
@@ -237,7 +261,11 @@ mod tests {
         assert!(out.truncated);
         assert!(out.stdout.starts_with("000\n001\n"), "{}", out.stdout);
         assert!(out.stdout.ends_with("098\n099\n"), "{}", out.stdout);
-        assert!(out.stdout.contains("[… 380 bytes omitted …]"), "{}", out.stdout);
+        assert!(
+            out.stdout.contains("[… 380 bytes omitted …]"),
+            "{}",
+            out.stdout
+        );
         assert_eq!(out.spill_path.as_deref(), Some(path.as_path()));
         assert_eq!(std::fs::read(&path).expect("spill file exists"), all);
         let _ = std::fs::remove_file(path);
@@ -246,8 +274,13 @@ mod tests {
     #[test]
     fn spill_file_stops_at_its_cap() {
         let path = scratch("cap");
-        let mut capture =
-            OutputCapture::new(CaptureLimits { model_budget: 4, spill_cap: 10 }, path.clone());
+        let mut capture = OutputCapture::new(
+            CaptureLimits {
+                model_budget: 4,
+                spill_cap: 10,
+            },
+            path.clone(),
+        );
         for _ in 0..10 {
             capture.push(Stream::Stdout, b"abcd");
         }

@@ -3,8 +3,7 @@
 use std::ffi::{OsStr, OsString};
 
 /// Name fragments that mark a variable as a credential (matched case-insensitively).
-const SECRET_NAME_PARTS: &[&str] =
-    &["KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL"];
+const SECRET_NAME_PARTS: &[&str] = &["KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL"];
 
 /// Which variables of the host's environment a command does not see.
 #[derive(Debug, Clone, Default)]
@@ -38,7 +37,9 @@ impl EnvPolicy {
                 if self.keep.iter().any(|k| *k == name) {
                     return true;
                 }
-                if self.drop.iter().any(|d| *d == name) || self.host_secrets.iter().any(|s| *s == name) {
+                if self.drop.iter().any(|d| *d == name)
+                    || self.host_secrets.iter().any(|s| *s == name)
+                {
                     return false;
                 }
                 let upper = name.to_ascii_uppercase();
@@ -66,7 +67,9 @@ mod tests {
     }
 
     fn names(kept: &[(OsString, OsString)]) -> Vec<String> {
-        kept.iter().map(|(k, _)| k.to_string_lossy().into_owned()).collect()
+        kept.iter()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect()
     }
 
     #[test]

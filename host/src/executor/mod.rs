@@ -50,7 +50,10 @@ impl Default for ExecutorConfig {
             max_timeout: Duration::from_secs(600),
             kill_grace: Duration::from_secs(2),
             drain_grace: Duration::from_millis(250),
-            capture: CaptureLimits { model_budget: 30_000, spill_cap: 256 << 20 },
+            capture: CaptureLimits {
+                model_budget: 30_000,
+                spill_cap: 256 << 20,
+            },
             live_cap: 256 << 10,
         }
     }
@@ -87,7 +90,10 @@ pub(crate) enum RunError {
     #[error("working directory {0} does not exist or is not a directory")]
     BadWorkdir(PathBuf),
     #[error("cannot start {shell}: {source}")]
-    Spawn { shell: String, source: std::io::Error },
+    Spawn {
+        shell: String,
+        source: std::io::Error,
+    },
 }
 
 /// The host's bash executor.
@@ -138,7 +144,10 @@ impl Executor {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        #[expect(clippy::disallowed_methods, reason = "the executor is where processes start")]
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the executor is where processes start"
+        )]
         let mut child = command.spawn().map_err(|source| RunError::Spawn {
             shell: self.config.shell.display().to_string(),
             source,

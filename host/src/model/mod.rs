@@ -18,9 +18,18 @@ use tokio::sync::mpsc;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub(crate) enum Message {
-    User { text: String },
-    Assistant { text: String, tool_calls: Vec<ModelToolCall> },
-    Tool { call_id: String, text: String, is_error: bool },
+    User {
+        text: String,
+    },
+    Assistant {
+        text: String,
+        tool_calls: Vec<ModelToolCall>,
+    },
+    Tool {
+        call_id: String,
+        text: String,
+        is_error: bool,
+    },
 }
 
 /// A tool call as the model made it.
@@ -105,7 +114,9 @@ impl std::str::FromStr for ModelSpec {
         match spec.split_once(':') {
             Some(("script", path)) if !path.is_empty() => Ok(Self::Script(PathBuf::from(path))),
             _ if spec == "none" => Ok(Self::None),
-            _ => Err(format!("unknown model `{spec}`; expected `script:PATH` or `none`")),
+            _ => Err(format!(
+                "unknown model `{spec}`; expected `script:PATH` or `none`"
+            )),
         }
     }
 }
@@ -134,14 +145,22 @@ impl Transcript {
             .append(true)
             .open(path)
             .with_context(|| format!("cannot open model transcript {}", path.display()))?;
-        Ok(Self { path: path.to_owned(), file: std::sync::Mutex::new(file) })
+        Ok(Self {
+            path: path.to_owned(),
+            file: std::sync::Mutex::new(file),
+        })
     }
 
     pub(crate) fn record(&self, request: &ModelRequest) {
         use std::io::Write as _;
-        let Ok(mut line) = serde_json::to_vec(request) else { return };
+        let Ok(mut line) = serde_json::to_vec(request) else {
+            return;
+        };
         line.push(b'\n');
-        let mut file = self.file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut file = self
+            .file
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Err(error) = file.write_all(&line) {
             tracing::warn!(path = %self.path.display(), %error, "cannot write model transcript");
         }

@@ -52,7 +52,10 @@ pub(crate) struct LoadedPlugin {
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum Rejection {
     #[error("cannot read {path}: {source}")]
-    Unreadable { path: PathBuf, source: std::io::Error },
+    Unreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("not a complete ELF shared library (still being written, or truncated)")]
     Incomplete,
     #[error("not a hotsh plugin (no abi_stable root module)")]
@@ -74,12 +77,18 @@ pub(crate) enum Rejection {
 /// Loads `path` as a new generation. `scratch` is where the private copy is written (it is
 /// removed again once loaded).
 pub(crate) fn load(path: &Path, scratch: &Path) -> Result<LoadedPlugin, Rejection> {
-    let bytes = std::fs::read(path)
-        .map_err(|source| Rejection::Unreadable { path: path.to_owned(), source })?;
+    let bytes = std::fs::read(path).map_err(|source| Rejection::Unreadable {
+        path: path.to_owned(),
+        source,
+    })?;
     load_bytes(path, &bytes, scratch)
 }
 
-pub(crate) fn load_bytes(path: &Path, bytes: &[u8], scratch: &Path) -> Result<LoadedPlugin, Rejection> {
+pub(crate) fn load_bytes(
+    path: &Path,
+    bytes: &[u8],
+    scratch: &Path,
+) -> Result<LoadedPlugin, Rejection> {
     if !is_complete_elf(bytes) {
         return Err(Rejection::Incomplete);
     }
@@ -90,11 +99,15 @@ pub(crate) fn load_bytes(path: &Path, bytes: &[u8], scratch: &Path) -> Result<Lo
         return Err(Rejection::NotAPlugin);
     }
     let generation = Generation(NEXT_GENERATION.fetch_add(1, Ordering::Relaxed));
-    let stem = path.file_stem().map_or_else(|| "plugin".into(), |s| s.to_string_lossy());
+    let stem = path
+        .file_stem()
+        .map_or_else(|| "plugin".into(), |s| s.to_string_lossy());
     let copy = scratch.join(format!("{stem}.{}.{generation}.so", std::process::id()));
     std::fs::create_dir_all(scratch)
         .and_then(|()| std::fs::write(&copy, bytes))
-        .map_err(|e| Rejection::Open(format!("cannot write private copy {}: {e}", copy.display())))?;
+        .map_err(|e| {
+            Rejection::Open(format!("cannot write private copy {}: {e}", copy.display()))
+        })?;
     let library = RawLibrary::load_at(&copy);
     // The mapping stays valid after the name is gone; nothing is left behind even if the host
     // is killed later.
@@ -128,16 +141,21 @@ fn reject(error: LibraryError) -> Rejection {
         LibraryError::GetSymbolError { .. } | LibraryError::InvalidAbiHeader(_) => {
             Rejection::NotAPlugin
         }
-        LibraryError::IncompatibleVersionNumber { expected_version, actual_version, .. } => {
-            Rejection::Version {
-                expected: expected_version.to_string(),
-                found: actual_version.to_string(),
-            }
+        LibraryError::IncompatibleVersionNumber {
+            expected_version,
+            actual_version,
+            ..
+        } => Rejection::Version {
+            expected: expected_version.to_string(),
+            found: actual_version.to_string(),
+        },
+        LibraryError::AbiInstability(details) => {
+            Rejection::Layout(layout_summary(&details.to_string()))
         }
-        LibraryError::AbiInstability(details) => Rejection::Layout(layout_summary(&details.to_string())),
-        LibraryError::RootModule { err: RootModuleError::Unwound, .. } => {
-            Rejection::ConstructorPanicked
-        }
+        LibraryError::RootModule {
+            err: RootModuleError::Unwound,
+            ..
+        } => Rejection::ConstructorPanicked,
         other => Rejection::Open(first_line(&other.to_string())),
     }
 }
@@ -171,7 +189,11 @@ pub(crate) fn layout_summary(report: &str) -> String {
 }
 
 fn first_line(text: &str) -> String {
-    text.lines().find(|l| !l.trim().is_empty()).unwrap_or(text).trim().to_owned()
+    text.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or(text)
+        .trim()
+        .to_owned()
 }
 
 /// True when `bytes` is a 64-bit little-endian ELF whose section header table (written last
@@ -213,7 +235,9 @@ mod tests {
         elf[0x3C..0x3E].copy_from_slice(&1u16.to_le_bytes());
         assert!(is_complete_elf(&elf));
         assert!(!is_complete_elf(&elf[..150]));
-        assert!(!is_complete_elf(b"not an elf file at all, not even close to one......................"));
+        assert!(!is_complete_elf(
+            b"not an elf file at all, not even close to one......................"
+        ));
     }
 
     #[test]

@@ -28,7 +28,10 @@ pub(crate) struct Snapshot {
 impl Snapshot {
     /// The plugin serving `tool`: the first one, in load order, that declares it.
     pub(crate) fn find_tool(&self, tool: &str) -> Option<Arc<LoadedPlugin>> {
-        self.plugins.iter().find(|p| p.tools.iter().any(|t| t.name == tool)).cloned()
+        self.plugins
+            .iter()
+            .find(|p| p.tools.iter().any(|t| t.name == tool))
+            .cloned()
     }
 
     /// Every tool the model may call, without duplicates.
@@ -44,8 +47,11 @@ impl Snapshot {
 
     /// The plugins' prompt sections, sorted by order then id.
     pub(crate) fn prompt_sections(&self) -> Vec<loader::PromptSection> {
-        let mut sections: Vec<_> =
-            self.plugins.iter().flat_map(|p| p.prompt_sections.iter().cloned()).collect();
+        let mut sections: Vec<_> = self
+            .plugins
+            .iter()
+            .flat_map(|p| p.prompt_sections.iter().cloned())
+            .collect();
         sections.sort_by(|a, b| (a.order, &a.id).cmp(&(b.order, &b.id)));
         sections
     }
@@ -62,11 +68,20 @@ pub(crate) struct Registry {
 
 impl Registry {
     pub(crate) fn new(scratch: PathBuf) -> Self {
-        Self { snapshot: RwLock::default(), ready: watch::Sender::new(false), scratch }
+        Self {
+            snapshot: RwLock::default(),
+            ready: watch::Sender::new(false),
+            scratch,
+        }
     }
 
     pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
-        Arc::clone(&self.snapshot.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+        Arc::clone(
+            &self
+                .snapshot
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 
     /// Waits until the initial scan of the plugin directories is done.
@@ -112,8 +127,10 @@ impl Registry {
                 }
             }
         }
-        *self.snapshot.write().unwrap_or_else(std::sync::PoisonError::into_inner) =
-            Arc::new(Snapshot { plugins });
+        *self
+            .snapshot
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(Snapshot { plugins });
         self.ready.send_replace(true);
     }
 }
@@ -129,7 +146,11 @@ fn candidate_files(dir: &Path) -> Vec<PathBuf> {
     };
     let mut files: Vec<PathBuf> = entries
         .filter_map(Result::ok)
-        .filter(|entry| entry.file_type().is_ok_and(|t| t.is_file() || t.is_symlink()))
+        .filter(|entry| {
+            entry
+                .file_type()
+                .is_ok_and(|t| t.is_file() || t.is_symlink())
+        })
         .map(|entry| entry.path())
         .filter(|path| is_library_name(path))
         .collect();
@@ -138,8 +159,10 @@ fn candidate_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 pub(crate) fn is_library_name(path: &Path) -> bool {
-    path.file_name().and_then(|n| n.to_str()).is_some_and(|name| {
-        name.starts_with(std::env::consts::DLL_PREFIX)
-            && name.ends_with(std::env::consts::DLL_SUFFIX)
-    })
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|name| {
+            name.starts_with(std::env::consts::DLL_PREFIX)
+                && name.ends_with(std::env::consts::DLL_SUFFIX)
+        })
 }

@@ -40,7 +40,9 @@ impl abi::HostServices for CallServices {
         let executor = Arc::clone(&self.executor);
         let live = Arc::clone(&self.live);
         let cancel = self.cancel.clone();
-        let task = self.runtime.spawn(async move { executor.run(request, &live, &cancel).await });
+        let task = self
+            .runtime
+            .spawn(async move { executor.run(request, &live, &cancel).await });
         match self.runtime.block_on(task) {
             Ok(Ok(outcome)) => RResult::ROk(to_abi_outcome(outcome)),
             Ok(Err(error)) => RResult::RErr(error.to_string().into()),

@@ -75,14 +75,25 @@ impl PluginV1 {
     pub(crate) fn prompt_sections(&self) -> Result<Vec<PromptSection>, String> {
         Ok(result((self.module.prompt_sections())())?
             .into_iter()
-            .map(|s| PromptSection { id: s.id.into_string(), order: s.order, text: s.text.into_string() })
+            .map(|s| PromptSection {
+                id: s.id.into_string(),
+                order: s.order,
+                text: s.text.into_string(),
+            })
             .collect())
     }
 
-    pub(crate) fn invoke(&self, call: &PluginCall, services: &CallServices) -> Result<PluginOutput, String> {
+    pub(crate) fn invoke(
+        &self,
+        call: &PluginCall,
+        services: &CallServices,
+    ) -> Result<PluginOutput, String> {
         let host = HostServices_TO::from_const(services, TD_Opaque);
         let output = result((self.module.invoke())(&to_abi(call), host))?;
-        Ok(PluginOutput { text: output.text.into_string(), raw_output: output.raw_output.into_string() })
+        Ok(PluginOutput {
+            text: output.text.into_string(),
+            raw_output: output.raw_output.into_string(),
+        })
     }
 
     pub(crate) fn present_call(&self, call: &PluginCall) -> Result<Card, String> {
@@ -90,7 +101,11 @@ impl PluginV1 {
     }
 
     /// The final card and whether it shows as failed.
-    pub(crate) fn present_result(&self, call: &PluginCall, output: &PluginOutput) -> Result<(Card, bool), String> {
+    pub(crate) fn present_result(
+        &self,
+        call: &PluginCall,
+        output: &PluginOutput,
+    ) -> Result<(Card, bool), String> {
         let output = abi::ToolOutput {
             text: output.text.as_str().into(),
             raw_output: output.raw_output.as_str().into(),

@@ -36,7 +36,10 @@ impl BashArgs {
     /// The directory the command runs in: `workdir` resolved against the session's cwd.
     fn workdir(&self, call: &ToolCall) -> String {
         match &self.workdir {
-            Some(dir) => Path::new(call.cwd.as_str()).join(dir).to_string_lossy().into_owned(),
+            Some(dir) => Path::new(call.cwd.as_str())
+                .join(dir)
+                .to_string_lossy()
+                .into_owned(),
             None => call.cwd.to_string(),
         }
     }
@@ -108,9 +111,10 @@ impl Plugin for ToolBash {
             timeout_ms: args.timeout.into(),
         };
         match host.run(spec) {
-            RResult::ROk(outcome) => {
-                Ok(ToolOutput::new(render::model_text(&outcome), &render::raw_output(&outcome)))
-            }
+            RResult::ROk(outcome) => Ok(ToolOutput::new(
+                render::model_text(&outcome),
+                &render::raw_output(&outcome),
+            )),
             RResult::RErr(error) => Err(format!("bash could not run the command: {error}")),
         }
     }
@@ -136,7 +140,10 @@ impl Plugin for ToolBash {
             exit_code: raw.exit_code.into(),
             signal: raw.signal.map(Into::into).into(),
         });
-        Ok(FinalCard { card: Card::Terminal(card), failed })
+        Ok(FinalCard {
+            card: Card::Terminal(card),
+            failed,
+        })
     }
 }
 

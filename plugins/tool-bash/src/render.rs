@@ -24,7 +24,11 @@ pub(crate) fn raw_output(outcome: &CommandOutcome) -> serde_json::Value {
         timeout_ms: outcome.timeout_ms,
         aborted: outcome.aborted,
         truncated: outcome.truncated,
-        spill_path: outcome.spill_path.as_ref().map(|s| s.to_string()).into_option(),
+        spill_path: outcome
+            .spill_path
+            .as_ref()
+            .map(|s| s.to_string())
+            .into_option(),
         duration_ms: outcome.duration_ms,
     };
     serde_json::to_value(raw).unwrap_or(serde_json::Value::Null)
@@ -52,7 +56,10 @@ pub(crate) fn model_text(outcome: &CommandOutcome) -> String {
         blocks.push(format!("[killed by signal: {signal}]"));
     }
     if outcome.truncated {
-        let path = outcome.spill_path.as_ref().map_or("(unavailable)", |p| p.as_str());
+        let path = outcome
+            .spill_path
+            .as_ref()
+            .map_or("(unavailable)", |p| p.as_str());
         blocks.push(format!("[output truncated; full output: {path}]"));
     }
     match outcome.exit_code.into_option() {

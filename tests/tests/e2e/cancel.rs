@@ -1,0 +1,70 @@
+//! `session/cancel` stops the running command's whole process group and ends the turn.
+
+use hotsh_tests::{Agent, AgentOptions, bash_call, card_updates, eventually, processes_matching};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+#[test]
+fn cancel_kills_the_command_and_answers_cancelled() {
+    // A distinctive duration makes the sleep findable in the process table.
+    let marker = "sleep 30.0417";
+    let mut agent = Agent::start(AgentOptions::script(vec![
+        bash_call(&format!("{marker}; echo never")),
+        json!({"text": "unused"}),
+    ]));
+    agent.initialize(true);
+    let session = agent.new_session();
+    let prompt = agent.start_prompt(&session, "sleep");
+    agent.wait_for(|m| m["params"]["update"]["sessionUpdate"] == "tool_call");
+    eventually("the sleep to start", || {
+        !processes_matching(marker).is_empty()
+    });
+
+    let cancelled_at = Instant::now();
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    let response = agent.response(prompt);
+    let latency = cancelled_at.elapsed();
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    // Far below the sleep's 30 s: the command was stopped, not waited for. (The latency
+    // itself is measured by the benchmark, not asserted here.)
+    assert!(latency < Duration::from_secs(10), "cancel took {latency:?}");
+    eventually("the sleep to be gone", || {
+        processes_matching(marker).is_empty()
+    });
+
+    let updates = agent.updates(&session);
+    let id = updates
+        .iter()
+        .find(|u| u["sessionUpdate"] == "tool_call")
+        .unwrap()["toolCallId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let card = card_updates(&updates, &id);
+    let last = card.last().unwrap();
+    assert_eq!(last["status"], "failed");
+    assert_eq!(last["_meta"]["terminal_exit"]["signal"], "SIGTERM");
+    assert_eq!(last["rawOutput"]["aborted"], true);
+
+    // The agent keeps serving: the session takes a new prompt.
+    let next = agent.prompt(&session, "again");
+    assert_eq!(next["result"]["stopReason"], "end_turn", "{next}");
+}
+
+#[test]
+fn cancel_stops_background_children_of_the_command_too() {
+    let marker = "sleep 30.0419";
+    let command = format!("{marker} & {marker} & wait");
+    let mut agent = Agent::start(AgentOptions::script(vec![bash_call(&command)]));
+    agent.initialize(true);
+    let session = agent.new_session();
+    let prompt = agent.start_prompt(&session, "sleep twice");
+    eventually("both sleeps to start", || {
+        processes_matching(marker).len() >= 2
+    });
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    assert_eq!(agent.response(prompt)["result"]["stopReason"], "cancelled");
+    eventually("every sleep to be gone", || {
+        processes_matching(marker).is_empty()
+    });
+}

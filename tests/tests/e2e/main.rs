@@ -1,0 +1,9 @@
+//! End-to-end tests: each starts the real `hotsh` and talks to it over stdio.
+
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+mod bad_input;
+mod cancel;
+mod cards;
+mod panics;
+mod run_cli;
