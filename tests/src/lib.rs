@@ -37,13 +37,21 @@ fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace().join("target"), PathBuf::from)
 }
 
-/// Builds `hotsh` and the tool-bash plugin (once per test process) and returns the directory
+/// Builds `hotsh`, the tool-bash plugin and the example plugin (once per test process) and returns the directory
 /// holding both.
 pub fn build_dir() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
         let status = Command::new(cargo())
-            .args(["build", "-p", "hotsh-host", "-p", "hotsh-tool-bash"])
+            .args([
+                "build",
+                "-p",
+                "hotsh-host",
+                "-p",
+                "hotsh-tool-bash",
+                "-p",
+                "hotsh-plugin-hello",
+            ])
             .current_dir(workspace())
             .status()
             .expect("cargo runs");
@@ -58,6 +66,11 @@ pub fn hotsh_binary() -> PathBuf {
 
 pub fn tool_bash_plugin() -> PathBuf {
     build_dir().join("libhotsh_tool_bash.so")
+}
+
+/// The example plugin (`examples/plugin-hello`).
+pub fn hello_plugin() -> PathBuf {
+    build_dir().join("libhotsh_plugin_hello.so")
 }
 
 /// Builds a fixture plugin from `tests/fixtures/<name>` (once per test process) into
@@ -105,6 +118,8 @@ pub struct AgentOptions {
     pub plugins: Vec<PathBuf>,
     /// Extra environment for the agent process.
     pub env: Vec<(String, String)>,
+    /// Start `hotsh` with no arguments at all (no model, plugins from its own directory).
+    pub bare: bool,
 }
 
 impl AgentOptions {
@@ -113,6 +128,16 @@ impl AgentOptions {
             responses,
             plugins: vec![tool_bash_plugin()],
             env: Vec::new(),
+            bare: false,
+        }
+    }
+
+    pub fn bare() -> Self {
+        Self {
+            responses: Vec::new(),
+            plugins: Vec::new(),
+            env: Vec::new(),
+            bare: true,
         }
     }
 }
@@ -150,14 +175,17 @@ impl Agent {
         std::fs::write(&script, json!({"responses": options.responses}).to_string())
             .expect("script");
         let mut command = Command::new(hotsh_binary());
+        if !options.bare {
+            command
+                .arg("acp")
+                .arg("--model")
+                .arg(format!("script:{}", script.display()))
+                .arg("--plugin-dir")
+                .arg(&plugin_dir)
+                .arg("--model-transcript")
+                .arg(dir.path().join("transcript.jsonl"));
+        }
         command
-            .arg("acp")
-            .arg("--model")
-            .arg(format!("script:{}", script.display()))
-            .arg("--plugin-dir")
-            .arg(&plugin_dir)
-            .arg("--model-transcript")
-            .arg(dir.path().join("transcript.jsonl"))
             .env("HOTSH_LOG", "debug")
             .env("TMPDIR", dir.path())
             .envs(options.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))

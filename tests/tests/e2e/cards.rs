@@ -190,3 +190,28 @@ fn long_output_is_bounded_for_the_model_and_names_the_spill_file() {
             .ends_with("299998\n299999")
     );
 }
+
+#[test]
+fn timeout_stops_the_command_and_says_so() {
+    let call = json!({"tool_calls": [{"name": "bash", "arguments": {"command": "echo started; sleep 30.0431", "timeout": 300}}]});
+    let mut agent = Agent::start(AgentOptions::script(vec![call, say("ok")]));
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "go");
+    assert_eq!(
+        agent.tool_results(),
+        vec![(
+            "started\n[timed out after 300ms]\n[killed by signal: SIGTERM]".to_owned(),
+            false
+        )]
+    );
+    let updates = agent.updates(&session);
+    let last = updates
+        .iter()
+        .rev()
+        .find(|u| u["_meta"].get("terminal_exit").is_some())
+        .unwrap();
+    assert_eq!(last["_meta"]["terminal_exit"]["signal"], "SIGTERM");
+    assert_eq!(last["rawOutput"]["timed_out"], true);
+    assert_eq!(last["rawOutput"]["timeout_ms"], 300);
+}

@@ -6,4 +6,5 @@ mod bad_input;
 mod cancel;
 mod cards;
 mod panics;
+mod plugins;
 mod run_cli;

@@ -1,0 +1,75 @@
+//! Plugins other than tool-bash: generic cards, several plugins at once, default loading.
+
+use hotsh_tests::{Agent, AgentOptions, hello_plugin, tool_bash_plugin};
+use serde_json::json;
+
+#[test]
+fn example_plugin_serves_its_tool_with_a_generic_card() {
+    let calls = json!({"tool_calls": [{"name": "hello", "arguments": {"name": "Ada"}}]});
+    let mut options = AgentOptions::script(vec![calls, json!({"text": "greeted"})]);
+    options.plugins = vec![tool_bash_plugin(), hello_plugin()];
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "greet Ada");
+    assert_eq!(
+        agent.tool_results(),
+        vec![("Hello, Ada!".to_owned(), false)]
+    );
+    let updates = agent.updates(&session);
+    let call = updates
+        .iter()
+        .find(|u| u["sessionUpdate"] == "tool_call")
+        .unwrap();
+    assert_eq!(call["title"], "Greet Ada");
+    // `other` is ACP's default kind, so it may be left out.
+    assert!(call.get("kind").is_none_or(|k| k == "other"), "{call}");
+    assert!(call["_meta"].get("terminal_info").is_none());
+    let done = updates.iter().find(|u| u["status"] == "completed").unwrap();
+    assert_eq!(
+        done["content"],
+        json!([{"type": "content", "content": {"type": "text", "text": "Hello, Ada!"}}])
+    );
+    assert_eq!(done["rawOutput"], json!({"greeting": "Hello, Ada!"}));
+    // Both plugins' tools and prompt sections reach the model, sections in order.
+    let request = &agent.model_requests()[0];
+    let tools: Vec<&str> = request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["hello", "bash"]);
+    let system = request["system"].as_str().unwrap();
+    let bash_at = system.find("## Running commands").unwrap();
+    let hello_at = system.find("Use `hello`").unwrap();
+    assert!(
+        bash_at < hello_at,
+        "sections must be sorted by order (105 before 200)"
+    );
+}
+
+#[test]
+fn bare_hotsh_serves_acp_with_plugins_from_its_own_directory() {
+    let mut agent = Agent::start(AgentOptions::bare());
+    let init = agent.initialize(true);
+    assert_eq!(init["result"]["agentInfo"]["name"], "hotsh");
+    let session = agent.new_session();
+    let response = agent.prompt(&session, "hello?");
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    let text = agent.updates(&session).pop().unwrap()["content"]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        text.contains("no model is configured; start hotsh with `--model script:PATH`"),
+        "{text}"
+    );
+    // The default plugin directory is the executable's: tool-bash was found there.
+    let stderr = agent.stderr();
+    assert!(
+        stderr.contains("plugin loaded") && stderr.contains("tool-bash"),
+        "{stderr}"
+    );
+    assert!(agent.finish().success());
+}
