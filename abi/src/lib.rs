@@ -23,9 +23,10 @@ pub mod __private;
 
 pub use abi_stable::std_types::{ROption, RResult, RStr, RString, RVec};
 pub use v1::{
-    Card, CommandOutcome, CommandSpec, FinalCard, GenericCard, HostRef, HostServices,
-    HostServices_TO, LogLevel, Manifest, Plugin, PluginModule, PluginModuleRef, PromptSection,
-    TerminalCard, TerminalExit, ToolCall, ToolKind, ToolOutput, ToolSpec,
+    Card, CardStatus, CommandOutcome, CommandSpec, FinalCard, GenericCard, HostRef, HostServices,
+    HostServices_TO, KillOutcome, LogLevel, Manifest, Plugin, PluginModule, PluginModuleRef,
+    PromptSection, TaskOutput, TaskStarted, TaskState, TaskStatus, TerminalCard, TerminalExit,
+    ToolCall, ToolKind, ToolOutput, ToolSpec,
 };
 
 /// The interface version a plugin built against this crate speaks.

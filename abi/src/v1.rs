@@ -175,12 +175,22 @@ pub enum ToolKind {
     Other,
 }
 
-/// The card of a finished call and whether it is shown as failed.
+/// The card of a finished call and how it is shown.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
 pub struct FinalCard {
     pub card: Card,
-    pub failed: bool,
+    pub status: CardStatus,
+}
+
+#[repr(u8)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CardStatus {
+    Completed,
+    Failed,
+    /// The call started a background task: the card stays open, and the host closes it with the
+    /// task's outcome when the task ends.
+    Running,
 }
 
 /// A command for the host's bash executor.
@@ -216,9 +226,66 @@ pub struct CommandOutcome {
     pub stderr: RString,
     /// Some output is missing from `stdout`/`stderr`.
     pub truncated: bool,
-    /// The file holding the full merged stream, when the output was truncated.
+    /// The file holding the merged stream, when the output was truncated.
     pub spill_path: ROption<RString>,
+    /// Bytes in the spill file: less than `total_bytes` when the file reached its size limit.
+    pub spill_bytes: u64,
+    /// Bytes the command wrote to stdout and stderr.
+    pub total_bytes: u64,
     pub duration_ms: u64,
+}
+
+/// A background task as the host reports it.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct TaskStatus {
+    pub state: TaskState,
+    /// Set once the task has exited normally.
+    pub exit_code: ROption<i32>,
+    /// Name of the signal that ended the task, e.g. `SIGTERM`.
+    pub signal: ROption<RString>,
+}
+
+#[repr(u8)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskState {
+    Running,
+    /// Ended on its own (see the exit code or signal).
+    Exited,
+    /// Ended because it was killed (`kill`, or the host shutting down).
+    Killed,
+}
+
+/// A background task that was just started.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct TaskStarted {
+    /// `bash-N`, unique within the host process.
+    pub task_id: RString,
+    /// The file that receives the task's full output.
+    pub output_path: RString,
+}
+
+/// Output produced since the previous read (each byte is delivered once).
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct TaskOutput {
+    pub text: RString,
+    /// Bytes that were produced since the previous read but no longer fit the host's bound;
+    /// they are in `output_path`.
+    pub dropped_bytes: u64,
+    pub output_path: RString,
+    pub status: TaskStatus,
+}
+
+/// What a kill did.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct KillOutcome {
+    /// False when the task had already ended: nothing was killed.
+    pub killed: bool,
+    /// The task's final status.
+    pub status: TaskStatus,
 }
 
 #[repr(u8)]
@@ -241,8 +308,25 @@ pub trait HostServices: Send + Sync {
     fn run(&self, spec: CommandSpec) -> RResult<CommandOutcome, RString>;
 
     /// Writes to the host's log (stderr), tagged with the plugin's name.
-    #[sabi(last_prefix_field)]
     fn log(&self, level: LogLevel, message: RStr<'_>);
+
+    /// Starts a command in the background (no timeout; `spec.timeout_ms` is ignored) owned by
+    /// the calling session, and returns at once.
+    fn start(&self, spec: CommandSpec) -> RResult<TaskStarted, RString>;
+
+    /// The output of a task produced since the previous read, and its status. Errors for an
+    /// unknown task id.
+    fn read_output(&self, task_id: RStr<'_>) -> RResult<TaskOutput, RString>;
+
+    /// Kills a task's whole process group and returns once it has ended. Killing a task that
+    /// already ended is not an error: `killed` is false. Errors for an unknown task id.
+    fn kill(&self, task_id: RStr<'_>) -> RResult<KillOutcome, RString>;
+
+    /// The owner token (the session id) recorded when the task started. Errors for an unknown
+    /// task id. The host does not check ownership in `read_output`/`kill`: the tool does, so
+    /// it can word the refusal.
+    #[sabi(last_prefix_field)]
+    fn owner_of(&self, task_id: RStr<'_>) -> RResult<ROption<RString>, RString>;
 }
 
 /// The host services as a plugin receives them: borrowed for the duration of one call.

@@ -1,12 +1,13 @@
 //! The command line: `hotsh [acp]`, `hotsh run`.
 
-use crate::executor::ExecutorConfig;
+use crate::config::ConfigFile;
 use crate::host::{Host, HostConfig};
 use crate::model::ModelSpec;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -49,6 +50,10 @@ struct AgentArgs {
     /// Append every model request, as one JSON line, to FILE.
     #[arg(long, value_name = "FILE")]
     model_transcript: Option<PathBuf>,
+    /// The configuration file (TOML). Default: `$XDG_CONFIG_HOME/hotsh/config.toml` (or
+    /// `~/.config/hotsh/config.toml`), if it exists.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -73,13 +78,11 @@ impl AgentArgs {
         } else {
             self.plugin_dirs
         };
-        Ok(HostConfig {
-            model: self.model.0.unwrap_or(ModelSpec::None),
-            plugin_dirs,
-            model_transcript: self.model_transcript,
-            executor: ExecutorConfig::default(),
-            spill_root: std::env::temp_dir().join("hotsh-spill"),
-        })
+        let file = ConfigFile::load(self.config.as_deref())?;
+        let mut config =
+            HostConfig::new(self.model.0.unwrap_or(ModelSpec::None), plugin_dirs, file);
+        config.model_transcript = self.model_transcript;
+        Ok(config)
     }
 }
 
@@ -112,7 +115,9 @@ pub fn main() -> ExitCode {
                 };
                 let cwd = std::path::absolute(&cwd).context("cannot resolve --cwd")?;
                 let host = Host::start(agent.into_config()?)?;
-                crate::run_cli::run_prompt(host, cwd, prompt).await
+                let code = crate::run_cli::run_prompt(Arc::clone(&host), cwd, prompt).await;
+                host.shutdown().await;
+                code
             }
         }
     });
@@ -129,7 +134,9 @@ pub fn main() -> ExitCode {
 
 async fn serve(args: AgentArgs) -> anyhow::Result<ExitCode> {
     let host = Host::start(args.into_config()?)?;
-    crate::acp::serve_stdio(host).await?;
+    let served = crate::acp::serve_stdio(Arc::clone(&host)).await;
+    host.shutdown().await;
+    served?;
     Ok(ExitCode::SUCCESS)
 }
 

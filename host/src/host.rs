@@ -1,22 +1,57 @@
-//! The host: owner of every long-lived resource (sessions, plugins, the executor, the model).
+//! The host: owner of every long-lived resource (sessions, plugins, the executor and its
+//! background tasks, the model).
 
-use crate::executor::{EnvPolicy, Executor, ExecutorConfig};
+use crate::config::ConfigFile;
+use crate::executor::{EnvPolicy, Executor, ExecutorConfig, TaskEnded, TaskState, TaskStatus};
 use crate::model::{self, Model, ModelSpec, Transcript};
 use crate::plugins::Registry;
-use crate::session::{Session, SessionId, lock};
+use crate::session::{
+    CallStatus, Card, GenericCard, Session, SessionEvent, SessionId, ToolCallId, ToolKind, lock,
+};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-/// How the agent is set up (from the command line).
+/// How the agent is set up (from the command line and the config file).
 #[derive(Debug, Clone)]
 pub(crate) struct HostConfig {
     pub(crate) model: ModelSpec,
     pub(crate) plugin_dirs: Vec<PathBuf>,
     pub(crate) model_transcript: Option<PathBuf>,
     pub(crate) executor: ExecutorConfig,
-    /// Per-session directories of spill files live here.
+    pub(crate) env_keep: Vec<String>,
+    pub(crate) env_drop: Vec<String>,
+    /// Per-session directories of output files live here.
     pub(crate) spill_root: PathBuf,
+}
+
+impl HostConfig {
+    pub(crate) fn new(model: ModelSpec, plugin_dirs: Vec<PathBuf>, file: ConfigFile) -> Self {
+        let mut executor = ExecutorConfig::default();
+        if let Some(max) = file.executor.max_background_tasks {
+            executor.max_tasks_per_owner = max;
+        }
+        if let Some(mib) = file.executor.spill_cap_mib {
+            executor.capture.spill_cap = mib << 20;
+        }
+        Self {
+            model,
+            plugin_dirs,
+            model_transcript: None,
+            executor,
+            env_keep: file.env.keep,
+            env_drop: file.env.drop,
+            spill_root: std::env::temp_dir().join("hotsh-spill"),
+        }
+    }
+}
+
+/// The card a background task's start call left open, to close when the task ends.
+#[derive(Debug)]
+struct OpenCard {
+    session: SessionId,
+    call_id: ToolCallId,
+    title: String,
 }
 
 #[derive(Debug)]
@@ -28,6 +63,8 @@ pub(crate) struct Host {
     pub(crate) spill_root: PathBuf,
     pub(crate) runtime: tokio::runtime::Handle,
     sessions: Mutex<HashMap<SessionId, Arc<Session>>>,
+    /// Open cards by task id. The lock also orders "card drawn" against "task ended".
+    task_cards: Mutex<HashMap<String, OpenCard>>,
 }
 
 /// Variables that hold model credentials; commands never see them (nor copies of their values).
@@ -50,23 +87,35 @@ impl Host {
             .transpose()?;
         let env_policy = EnvPolicy {
             host_secrets: MODEL_SECRETS.iter().map(|s| (*s).to_owned()).collect(),
-            ..EnvPolicy::default()
+            keep: config.env_keep.clone(),
+            drop: config.env_drop.clone(),
         };
+        let (executor, mut completions) = Executor::new(config.executor.clone(), &env_policy)?;
         let scratch = std::env::temp_dir().join("hotsh-plugin-copies");
         let registry = Arc::new(Registry::new(scratch));
         let runtime = tokio::runtime::Handle::current();
         let loading = Arc::clone(&registry);
         let dirs = config.plugin_dirs.clone();
         runtime.spawn_blocking(move || loading.load_dirs(&dirs));
-        Ok(Arc::new(Self {
+        sweep_spill_dirs(&config.spill_root);
+        let host = Arc::new(Self {
             registry,
-            executor: Arc::new(Executor::new(config.executor, &env_policy)),
+            executor,
             model,
             transcript,
             spill_root: config.spill_root,
             runtime,
             sessions: Mutex::default(),
-        }))
+            task_cards: Mutex::default(),
+        });
+        let weak = Arc::downgrade(&host);
+        host.runtime.spawn(async move {
+            while let Some(ended) = completions.recv().await {
+                let Some(host) = weak.upgrade() else { return };
+                host.task_ended(ended);
+            }
+        });
+        Ok(host)
     }
 
     pub(crate) fn new_session(&self, cwd: PathBuf) -> Arc<Session> {
@@ -78,5 +127,157 @@ impl Host {
 
     pub(crate) fn session(&self, id: &SessionId) -> Option<Arc<Session>> {
         lock(&self.sessions).get(id).cloned()
+    }
+
+    /// Where a session's output files go: `<spill root>/<host pid>.<session id>/`.
+    pub(crate) fn session_output_dir(&self, session: &SessionId) -> PathBuf {
+        self.spill_root
+            .join(format!("{}.{session}", std::process::id()))
+    }
+
+    /// Stops every background task and removes this process's output files.
+    pub(crate) async fn shutdown(&self) {
+        self.executor.dispose().await;
+        let prefix = format!("{}.", std::process::id());
+        remove_dirs_where(&self.spill_root, |name| name.starts_with(&prefix));
+    }
+
+    /// A call that started `task_id` drew its card as running: close the card when the task
+    /// ends, or now if it already has.
+    pub(crate) fn keep_card_open_for_task(
+        &self,
+        task_id: &str,
+        session: &SessionId,
+        call_id: &ToolCallId,
+        title: &str,
+    ) {
+        let mut cards = lock(&self.task_cards);
+        // The executor records a task's end before it reports it, and the report is handled
+        // under this lock: either the end is visible here, or the card is found there.
+        match self.executor.ended(task_id) {
+            Some(ended) => {
+                drop(cards);
+                self.close_task_card(session, call_id, title, &ended);
+            }
+            None => {
+                let card = OpenCard {
+                    session: session.clone(),
+                    call_id: call_id.clone(),
+                    title: title.to_owned(),
+                };
+                cards.insert(task_id.to_owned(), card);
+            }
+        }
+    }
+
+    /// A background task ended: tell its session's model (next request) and close its card.
+    fn task_ended(&self, ended: TaskEnded) {
+        let card = lock(&self.task_cards).remove(&ended.id.0);
+        if let Some(card) = card {
+            self.close_task_card(&card.session, &card.call_id, &card.title, &ended);
+        }
+        let session = ended
+            .owner
+            .as_ref()
+            .and_then(|owner| self.session(&SessionId(owner.clone())));
+        match session {
+            Some(session) => session.add_notice(task_notice(&ended)),
+            None => {
+                tracing::debug!(task = %ended.id, "task ended for a session that is gone; notice dropped")
+            }
+        }
+    }
+
+    fn close_task_card(
+        &self,
+        session: &SessionId,
+        call_id: &ToolCallId,
+        title: &str,
+        ended: &TaskEnded,
+    ) {
+        let Some(sink) = self.session(session).and_then(|s| s.sink()) else {
+            return;
+        };
+        let failed = ended.status.exit_code != Some(0);
+        let content = format!(
+            "{} {}; full output: {}",
+            ended.id,
+            describe_end(&ended.status),
+            ended.output_path.display()
+        );
+        sink.emit(SessionEvent::ToolCallFinished {
+            call_id: call_id.clone(),
+            card: Card::Generic(GenericCard {
+                title: title.to_owned(),
+                kind: ToolKind::Execute,
+                content: Some(content),
+            }),
+            status: if failed {
+                CallStatus::Failed
+            } else {
+                CallStatus::Completed
+            },
+            raw_output: serde_json::json!({
+                "task_id": ended.id.0,
+                "state": match ended.status.state {
+                    TaskState::Running => "running",
+                    TaskState::Exited => "exited",
+                    TaskState::Killed => "killed",
+                },
+                "exit_code": ended.status.exit_code,
+                "signal": ended.status.signal,
+                "output_path": ended.output_path,
+            }),
+            error: None,
+        });
+    }
+}
+
+/// "exited with code 0", "was killed (SIGTERM)", "was ended by signal SIGSEGV".
+fn describe_end(status: &TaskStatus) -> String {
+    match (status.state, status.exit_code, &status.signal) {
+        (TaskState::Killed, _, Some(signal)) => format!("was killed ({signal})"),
+        (TaskState::Killed, _, None) => "was killed".to_owned(),
+        (_, Some(code), _) => format!("exited with code {code}"),
+        (_, None, Some(signal)) => format!("was ended by signal {signal}"),
+        (_, None, None) => "ended".to_owned(),
+    }
+}
+
+/// The notice the model reads at its next request.
+fn task_notice(ended: &TaskEnded) -> String {
+    let mut command: String = ended.command.chars().take(200).collect();
+    if command.len() < ended.command.len() {
+        command.push('…');
+    }
+    format!(
+        "[background task {} `{command}` {}. Its unread output is still available with bash_output; full output: {}]",
+        ended.id,
+        describe_end(&ended.status),
+        ended.output_path.display()
+    )
+}
+
+/// Removes output directories left by hotsh processes that are no longer running.
+fn sweep_spill_dirs(root: &std::path::Path) {
+    remove_dirs_where(root, |name| {
+        let Some(pid) = name.split('.').next().and_then(|p| p.parse::<u32>().ok()) else {
+            return false;
+        };
+        pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    });
+}
+
+fn remove_dirs_where(root: &std::path::Path, matches: impl Fn(&str) -> bool) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if name.to_str().is_some_and(&matches)
+            && let Err(error) = std::fs::remove_dir_all(entry.path())
+        {
+            tracing::debug!(dir = %entry.path().display(), %error, "cannot remove output directory");
+        }
     }
 }

@@ -2,6 +2,7 @@
 
 mod acp;
 mod cli;
+mod config;
 mod executor;
 mod host;
 mod model;
@@ -11,3 +12,4 @@ mod session;
 mod turn;
 
 pub use cli::main;
+pub use executor::run_shim_if_asked;

@@ -74,6 +74,8 @@ pub(crate) enum ToolKind {
 pub(crate) enum CallStatus {
     Completed,
     Failed,
+    /// The call returned but the work it started (a background task) goes on.
+    Running,
 }
 
 /// Something a client sees happen in a session.
@@ -124,6 +126,9 @@ pub(crate) struct Session {
     next_call: AtomicU64,
     /// Where this session's events go: the client connection that created it.
     sink: Mutex<Option<Arc<dyn EventSink>>>,
+    /// Notices for the model (e.g. a background task ended), delivered with the next model
+    /// request.
+    notices: Mutex<Vec<String>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -149,7 +154,19 @@ impl Session {
             turn: Mutex::new(None),
             next_call: AtomicU64::new(1),
             sink: Mutex::new(None),
+            notices: Mutex::new(Vec::new()),
         }
+    }
+
+    pub(crate) fn add_notice(&self, text: String) {
+        lock(&self.notices).push(text);
+    }
+
+    /// Moves pending notices into the history, where the next model request will see them.
+    pub(crate) fn deliver_notices(&self) {
+        let notices = std::mem::take(&mut *lock(&self.notices));
+        let mut history = lock(&self.history);
+        history.extend(notices.into_iter().map(|text| Message::Notice { text }));
     }
 
     pub(crate) fn attach(&self, sink: Arc<dyn EventSink>) {

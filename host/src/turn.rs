@@ -30,6 +30,7 @@ pub(crate) async fn run_turn(
     sink: Arc<dyn EventSink>,
     cancel: CancellationToken,
 ) -> StopReason {
+    session.deliver_notices();
     session.push(Message::User { text: prompt });
     tokio::select! {
         () = host.registry.ready() => {}
@@ -39,6 +40,7 @@ pub(crate) async fn run_turn(
         if cancel.is_cancelled() {
             return StopReason::Cancelled;
         }
+        session.deliver_notices();
         let snapshot = host.registry.snapshot();
         let request = ModelRequest {
             system: system_prompt(session, &snapshot),
@@ -199,16 +201,20 @@ async fn execute_call(
         Arc::clone(sink),
         call_id.clone(),
     ));
-    let services = CallServices {
+    let output_dir = host.session_output_dir(&session.id);
+    let services = Arc::new(CallServices {
         runtime: host.runtime.clone(),
         executor: Arc::clone(&host.executor),
         cancel: cancel.clone(),
         live: Arc::clone(&live),
-        spill_stem: host.spill_root.join(&session.id.0).join(&call_id.0),
+        spill_stem: output_dir.join(&call_id.0),
         plugin: plugin.name.clone(),
         runs: AtomicU32::new(0),
-    };
-    let result = invoke(&plugin, plugin_call.clone(), services, cancel).await;
+        session_id: session.id.0.clone(),
+        task_output_dir: output_dir,
+        started: std::sync::Mutex::default(),
+    });
+    let result = invoke(&plugin, plugin_call.clone(), Arc::clone(&services), cancel).await;
     live.close();
     let _ = forwarder.await;
 
@@ -219,22 +225,30 @@ async fn execute_call(
                 move |p| p.api.present_result(&call, &output)
             })
             .await;
-            let (card, failed) = presented.unwrap_or_else(|error| {
+            let (card, mut status) = presented.unwrap_or_else(|error| {
                 tracing::debug!(%error, "present_result failed; keeping the call's card");
-                (card, false)
+                (card, CallStatus::Completed)
             });
+            let started = crate::session::lock(&services.started).first().cloned();
+            if status == CallStatus::Running && started.is_none() {
+                tracing::debug!(tool = %call.name, "card drawn as running but no task was started");
+                status = CallStatus::Completed;
+            }
             sink.emit(SessionEvent::ToolCallFinished {
-                call_id,
-                card,
-                status: if failed {
-                    CallStatus::Failed
-                } else {
-                    CallStatus::Completed
-                },
+                call_id: call_id.clone(),
+                card: card.clone(),
+                status,
                 raw_output: serde_json::from_str(&output.raw_output)
                     .unwrap_or(serde_json::Value::Null),
                 error: None,
             });
+            if let (CallStatus::Running, Some(task_id)) = (status, started) {
+                let title = match &card {
+                    Card::Generic(card) => card.title.clone(),
+                    Card::Terminal(card) => card.command.clone(),
+                };
+                host.keep_card_open_for_task(&task_id, &session.id, &call_id, &title);
+            }
             (output.text, false)
         }
         Err(text) => {
@@ -256,7 +270,7 @@ async fn execute_call(
 async fn invoke(
     plugin: &Arc<LoadedPlugin>,
     call: PluginCall,
-    services: CallServices,
+    services: Arc<CallServices>,
     cancel: &CancellationToken,
 ) -> Result<PluginOutput, String> {
     let plugin = Arc::clone(plugin);

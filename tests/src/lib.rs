@@ -120,6 +120,8 @@ pub struct AgentOptions {
     pub env: Vec<(String, String)>,
     /// Start `hotsh` with no arguments at all (no model, plugins from its own directory).
     pub bare: bool,
+    /// The configuration file's text (TOML), passed with `--config`.
+    pub config: Option<String>,
 }
 
 impl AgentOptions {
@@ -129,6 +131,7 @@ impl AgentOptions {
             plugins: vec![tool_bash_plugin()],
             env: Vec::new(),
             bare: false,
+            config: None,
         }
     }
 
@@ -138,6 +141,7 @@ impl AgentOptions {
             plugins: Vec::new(),
             env: Vec::new(),
             bare: true,
+            config: None,
         }
     }
 }
@@ -184,9 +188,16 @@ impl Agent {
                 .arg(&plugin_dir)
                 .arg("--model-transcript")
                 .arg(dir.path().join("transcript.jsonl"));
+            if let Some(config) = &options.config {
+                let path = dir.path().join("config.toml");
+                std::fs::write(&path, config).expect("config file");
+                command.arg("--config").arg(path);
+            }
         }
         command
             .env("HOTSH_LOG", "debug")
+            // Never the developer's own configuration.
+            .env("XDG_CONFIG_HOME", dir.path().join("config-home"))
             .env("TMPDIR", dir.path())
             .envs(options.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::piped())
@@ -389,6 +400,28 @@ impl Agent {
             .collect()
     }
 
+    /// Kills hotsh with SIGKILL (no chance to clean up) and reaps it.
+    pub fn kill9(&mut self) {
+        self.child.kill().expect("SIGKILL hotsh");
+        self.child.wait().expect("reap hotsh");
+    }
+
+    /// Peak resident memory of hotsh so far (VmHWM), in KiB.
+    pub fn peak_rss_kib(&self) -> u64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("proc status");
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM")
+    }
+
+    /// The text of the tool result the model received last.
+    pub fn last_tool_result(&self) -> (String, bool) {
+        self.tool_results().pop().expect("a tool result")
+    }
+
     /// Closes stdin and waits for hotsh to exit; returns its exit status.
     pub fn finish(mut self) -> std::process::ExitStatus {
         drop(self.stdin.take());
@@ -437,6 +470,13 @@ pub fn processes_matching(needle: &str) -> Vec<u32> {
         }
     }
     found
+}
+
+/// Waits until the file at `path` contains `needle`.
+pub fn wait_for_file_containing(path: &Path, needle: &str) {
+    eventually(&format!("{} to contain {needle:?}", path.display()), || {
+        std::fs::read_to_string(path).is_ok_and(|text| text.contains(needle))
+    });
 }
 
 /// Polls `condition` every 10 ms until it holds or `DEADLINE` passes.

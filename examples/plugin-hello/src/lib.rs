@@ -6,8 +6,8 @@
 //! including turning any panic into an error the model reads.
 
 use hotsh_abi::{
-    Card, FinalCard, GenericCard, HostRef, Manifest, Plugin, PromptSection, ROption, ToolCall,
-    ToolKind, ToolOutput, ToolSpec,
+    Card, CardStatus, FinalCard, GenericCard, HostRef, Manifest, Plugin, PromptSection, ROption,
+    ToolCall, ToolKind, ToolOutput, ToolSpec,
 };
 use serde::Deserialize;
 
@@ -71,7 +71,7 @@ impl Plugin for Hello {
         card.content = ROption::RSome(output.text.clone());
         Ok(FinalCard {
             card: Card::Generic(card),
-            failed: false,
+            status: CardStatus::Completed,
         })
     }
 }

@@ -41,6 +41,7 @@ fn status(status: CallStatus) -> ToolCallStatus {
     match status {
         CallStatus::Completed => ToolCallStatus::Completed,
         CallStatus::Failed => ToolCallStatus::Failed,
+        CallStatus::Running => ToolCallStatus::InProgress,
     }
 }
 

@@ -75,21 +75,7 @@ pub(crate) struct OutputCapture {
     limits: CaptureLimits,
     stdout: StreamCapture,
     stderr: StreamCapture,
-    spill: Spill,
-}
-
-#[derive(Debug)]
-enum Spill {
-    /// Not needed yet: the merged stream so far, while it fits the model budget.
-    Pending { path: PathBuf, buffered: Vec<u8> },
-    Open {
-        path: PathBuf,
-        file: File,
-        written: u64,
-        capped: bool,
-    },
-    /// The file could not be written; the truncation marker says `(unavailable)`.
-    Failed,
+    spill: SpillFile,
 }
 
 /// The captured output in the form the model sees.
@@ -98,20 +84,18 @@ pub(crate) struct CapturedOutput {
     pub(crate) stdout: String,
     pub(crate) stderr: String,
     pub(crate) truncated: bool,
-    pub(crate) spill_path: Option<PathBuf>,
+    pub(crate) spill: Option<SpillSummary>,
     pub(crate) total_bytes: u64,
 }
 
 impl OutputCapture {
+    /// The spill file is created only once the output outgrows the model's view.
     pub(crate) fn new(limits: CaptureLimits, spill_path: PathBuf) -> Self {
         Self {
             limits,
             stdout: StreamCapture::default(),
             stderr: StreamCapture::default(),
-            spill: Spill::Pending {
-                path: spill_path,
-                buffered: Vec::new(),
-            },
+            spill: SpillFile::lazy(spill_path, limits.spill_cap, limits.model_budget),
         }
     }
 
@@ -121,54 +105,7 @@ impl OutputCapture {
             Stream::Stdout => self.stdout.push(bytes, keep),
             Stream::Stderr => self.stderr.push(bytes, keep),
         }
-        self.spill(bytes);
-    }
-
-    fn spill(&mut self, bytes: &[u8]) {
-        match &mut self.spill {
-            Spill::Pending { path, buffered } => {
-                buffered.extend_from_slice(bytes);
-                if buffered.len() > self.limits.model_budget {
-                    let path = std::mem::take(path);
-                    let buffered = std::mem::take(buffered);
-                    self.spill = match open_spill(&path) {
-                        Ok(file) => Spill::Open {
-                            path,
-                            file,
-                            written: 0,
-                            capped: false,
-                        },
-                        Err(error) => {
-                            tracing::warn!(path = %path.display(), %error, "cannot create spill file");
-                            Spill::Failed
-                        }
-                    };
-                    self.spill(&buffered);
-                }
-            }
-            Spill::Open {
-                file,
-                written,
-                capped,
-                path,
-            } => {
-                let room = self.limits.spill_cap.saturating_sub(*written);
-                let take = (bytes.len() as u64).min(room) as usize;
-                if take < bytes.len() && !*capped {
-                    *capped = true;
-                    tracing::info!(path = %path.display(), cap = self.limits.spill_cap, "spill file reached its cap");
-                }
-                if take > 0 {
-                    if let Err(error) = file.write_all(&bytes[..take]) {
-                        tracing::warn!(path = %path.display(), %error, "cannot write spill file");
-                        self.spill = Spill::Failed;
-                        return;
-                    }
-                    *written += take as u64;
-                }
-            }
-            Spill::Failed => {}
-        }
+        self.spill.write(bytes);
     }
 
     pub(crate) fn finish(self) -> CapturedOutput {
@@ -180,24 +117,126 @@ impl OutputCapture {
         );
         let (stdout, cut_out) = self.stdout.render(stdout_share);
         let (stderr, cut_err) = self.stderr.render(stderr_share);
-        let spill_path = match self.spill {
-            Spill::Open { path, mut file, .. } => {
-                let _ = file.flush();
-                Some(path)
-            }
-            Spill::Pending { .. } | Spill::Failed => None,
-        };
         CapturedOutput {
             stdout,
             stderr,
             truncated: cut_out || cut_err,
-            spill_path,
+            spill: self.spill.finish(),
             total_bytes: self.stdout.total + self.stderr.total,
         }
     }
 }
 
-fn open_spill(path: &Path) -> std::io::Result<File> {
+/// A file receiving a command's full merged output, up to a cap.
+#[derive(Debug)]
+pub(crate) struct SpillFile {
+    path: PathBuf,
+    cap: u64,
+    state: SpillState,
+}
+
+#[derive(Debug)]
+enum SpillState {
+    /// Not created yet: the output so far, while it stays under the threshold.
+    Pending {
+        buffered: Vec<u8>,
+        threshold: usize,
+    },
+    Open {
+        file: File,
+        written: u64,
+    },
+    /// The file could not be written; reports name it `(unavailable)`.
+    Failed,
+}
+
+/// Where a spill file is and how much of the output it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SpillSummary {
+    pub(crate) path: PathBuf,
+    pub(crate) bytes: u64,
+}
+
+impl SpillFile {
+    /// Created only when more than `threshold` bytes arrive.
+    pub(crate) fn lazy(path: PathBuf, cap: u64, threshold: usize) -> Self {
+        Self {
+            path,
+            cap,
+            state: SpillState::Pending {
+                buffered: Vec::new(),
+                threshold,
+            },
+        }
+    }
+
+    /// Created now.
+    pub(crate) fn eager(path: PathBuf, cap: u64) -> Self {
+        let mut spill = Self::lazy(path, cap, 0);
+        spill.open(Vec::new());
+        spill
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn open(&mut self, buffered: Vec<u8>) {
+        self.state = match create(&self.path) {
+            Ok(file) => SpillState::Open { file, written: 0 },
+            Err(error) => {
+                tracing::warn!(path = %self.path.display(), %error, "cannot create spill file");
+                SpillState::Failed
+            }
+        };
+        self.write(&buffered);
+    }
+
+    pub(crate) fn write(&mut self, bytes: &[u8]) {
+        match &mut self.state {
+            SpillState::Pending {
+                buffered,
+                threshold,
+            } => {
+                buffered.extend_from_slice(bytes);
+                if buffered.len() > *threshold {
+                    let buffered = std::mem::take(buffered);
+                    self.open(buffered);
+                }
+            }
+            SpillState::Open { file, written } => {
+                let room = self.cap.saturating_sub(*written);
+                let take = (bytes.len() as u64).min(room) as usize;
+                if take == 0 {
+                    return;
+                }
+                if let Err(error) = file.write_all(&bytes[..take]) {
+                    tracing::warn!(path = %self.path.display(), %error, "cannot write spill file");
+                    self.state = SpillState::Failed;
+                    return;
+                }
+                *written += take as u64;
+            }
+            SpillState::Failed => {}
+        }
+    }
+
+    /// The summary, or `None` when no file was needed or it could not be written.
+    pub(crate) fn finish(self) -> Option<SpillSummary> {
+        match self.state {
+            SpillState::Open { mut file, written } => {
+                let _ = file.flush();
+                Some(SpillSummary {
+                    path: self.path,
+                    bytes: written,
+                })
+            }
+            SpillState::Pending { .. } | SpillState::Failed => None,
+        }
+    }
+}
+
+fn create(path: &Path) -> std::io::Result<File> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -244,7 +283,7 @@ mod tests {
         assert_eq!(out.stdout, "hello\n");
         assert_eq!(out.stderr, "oops\n");
         assert!(!out.truncated);
-        assert_eq!(out.spill_path, None);
+        assert_eq!(out.spill, None);
     }
 
     #[test]
@@ -266,7 +305,13 @@ mod tests {
             "{}",
             out.stdout
         );
-        assert_eq!(out.spill_path.as_deref(), Some(path.as_path()));
+        assert_eq!(
+            out.spill,
+            Some(SpillSummary {
+                path: path.clone(),
+                bytes: all.len() as u64
+            })
+        );
         assert_eq!(std::fs::read(&path).expect("spill file exists"), all);
         let _ = std::fs::remove_file(path);
     }
@@ -286,6 +331,7 @@ mod tests {
         }
         let out = capture.finish();
         assert_eq!(out.total_bytes, 40);
+        assert_eq!(out.spill.map(|s| s.bytes), Some(10));
         assert_eq!(std::fs::read(&path).expect("spill file exists").len(), 10);
         let _ = std::fs::remove_file(path);
     }

@@ -5,13 +5,14 @@
 //! gigabyte becomes a bounded number of bounded updates instead of a flood, and a slow client
 //! never slows the command down.
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
 use tokio::sync::Notify;
 
 /// Bytes waiting for the client, with the count of bytes that did not fit.
 #[derive(Debug, Default)]
 struct Pending {
-    bytes: Vec<u8>,
+    bytes: VecDeque<u8>,
     /// Bytes dropped from the front of `bytes` since the last drain.
     skipped: u64,
     /// An incomplete UTF-8 sequence held back from the previous drain.
@@ -50,7 +51,10 @@ impl LiveOutput {
     pub(crate) fn push(&self, bytes: &[u8]) {
         {
             let mut pending = self.lock();
-            pending.bytes.extend_from_slice(bytes);
+            // Only the newest `cap` bytes can survive; skip the rest without copying it.
+            let keep = &bytes[bytes.len().saturating_sub(self.cap)..];
+            pending.skipped += (bytes.len() - keep.len()) as u64;
+            pending.bytes.extend(keep);
             if pending.bytes.len() > self.cap {
                 let excess = pending.bytes.len() - self.cap;
                 pending.bytes.drain(..excess);
@@ -94,7 +98,7 @@ impl LiveOutput {
             // The held-back bytes belonged before the gap; they cannot complete any more.
             bytes.clear();
         }
-        bytes.append(&mut pending.bytes);
+        bytes.extend(pending.bytes.drain(..));
         let mut text = String::new();
         if pending.skipped > 0 {
             text.push_str(&format!(
@@ -122,7 +126,7 @@ impl LiveOutput {
 }
 
 /// The length of the longest prefix that does not end inside a UTF-8 sequence.
-fn complete_utf8_prefix(bytes: &[u8]) -> usize {
+pub(crate) fn complete_utf8_prefix(bytes: &[u8]) -> usize {
     // A sequence is at most 4 bytes: look back at most 3 for its lead byte.
     for back in 1..=3.min(bytes.len()) {
         let byte = bytes[bytes.len() - back];

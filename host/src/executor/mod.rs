@@ -1,30 +1,50 @@
 //! The bash executor: the only module that spawns processes (ARCHITECTURE.md, invariant 2).
 //!
-//! A command runs as `bash -c <command>` in a process group of its own, with stdin from
-//! `/dev/null` and an environment scrubbed of the host's secrets. Its output goes three ways:
-//! a bounded head and tail per stream for the model, the full merged stream to a bounded spill
-//! file, and a bounded live buffer that a forwarder streams to the client. Stopping a command
-//! (timeout, cancel) signals the whole group: SIGTERM, then SIGKILL after a grace period.
-//! When the command's shell exits, whatever it left running in its group is killed too.
+//! Every command runs under a shim (`shim.rs`, the host binary re-executed) that runs
+//! `bash -c <command>` in a process group of its own, re-parents the command's orphans to
+//! itself, and kills all of it when the command ends, when it is told to stop, or when the host
+//! goes away (it watches a pipe only the host holds the write end of). stdin is `/dev/null`;
+//! the environment is the host's minus its secrets.
+//!
+//! Output goes several ways: for a foreground command, a bounded head and tail per stream for
+//! the model, the full merged stream to a spill file (bounded) when the model's view is cut,
+//! and a bounded live buffer a forwarder streams to the client; for a background task, an
+//! output file from the start and a bounded buffer of output not yet read.
 
 mod capture;
 mod env;
 mod live;
+mod shim;
+mod task;
 
-pub(crate) use capture::CaptureLimits;
+pub(crate) use capture::{CaptureLimits, SpillSummary};
 pub(crate) use env::EnvPolicy;
 pub(crate) use live::{Drained, LiveOutput};
+pub(crate) use task::{TaskEnded, TaskId, TaskRead, TaskState, TaskStatus};
 
-use capture::{OutputCapture, Stream};
-use rustix::process::{Pid, Signal, kill_process_group};
+use capture::{OutputCapture, SpillFile, Stream};
+use std::collections::HashMap;
 use std::ffi::OsString;
+use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use task::Task;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::{ChildStderr, ChildStdout, Command};
+use tokio::process::{Child, ChildStderr, ChildStdout, Command};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+/// Runs the shim if this process was started as one. Call first thing in `main`.
+pub fn run_shim_if_asked() {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    if args.first().is_some_and(|a| a == shim::SUBCOMMAND) {
+        shim::main(&args[1..]);
+    }
+}
 
 /// Executor settings; the defaults are the documented contract.
 #[derive(Debug, Clone)]
@@ -32,14 +52,17 @@ pub(crate) struct ExecutorConfig {
     pub(crate) shell: PathBuf,
     pub(crate) default_timeout: Duration,
     pub(crate) max_timeout: Duration,
-    /// Between SIGTERM to a group and SIGKILL.
+    /// Between SIGTERM to a command and SIGKILL.
     pub(crate) kill_grace: Duration,
-    /// How long to keep reading after the shell exited and its group was killed (a process
-    /// that left the group may still hold the pipes).
+    /// How long to keep reading after a command ended (its pipes close at once normally).
     pub(crate) drain_grace: Duration,
     pub(crate) capture: CaptureLimits,
     /// Bytes of live output that may wait for the client between two forwards.
     pub(crate) live_cap: usize,
+    /// Bytes of a background task's output kept between two reads.
+    pub(crate) unread_cap: usize,
+    /// Background tasks one owner (session) may have running at once.
+    pub(crate) max_tasks_per_owner: usize,
 }
 
 impl Default for ExecutorConfig {
@@ -55,6 +78,8 @@ impl Default for ExecutorConfig {
                 spill_cap: 256 << 20,
             },
             live_cap: 256 << 10,
+            unread_cap: 30_000,
+            max_tasks_per_owner: 16,
         }
     }
 }
@@ -69,7 +94,7 @@ pub(crate) struct RunRequest {
     pub(crate) spill_path: PathBuf,
 }
 
-/// How a command ended. Non-zero exits, timeouts and aborts are outcomes, not errors.
+/// How a foreground command ended. Non-zero exits, timeouts and aborts are outcomes, not errors.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RunOutcome {
     pub(crate) exit_code: Option<i32>,
@@ -80,20 +105,56 @@ pub(crate) struct RunOutcome {
     pub(crate) stdout: String,
     pub(crate) stderr: String,
     pub(crate) truncated: bool,
-    pub(crate) spill_path: Option<PathBuf>,
+    pub(crate) spill: Option<SpillSummary>,
+    pub(crate) total_bytes: u64,
     pub(crate) duration: Duration,
 }
 
-/// Infrastructure failures: the command did not run.
+/// A background command.
+#[derive(Debug, Clone)]
+pub(crate) struct StartRequest {
+    pub(crate) command: String,
+    pub(crate) workdir: PathBuf,
+    /// Opaque token recorded with the task (the session id); never interpreted here.
+    pub(crate) owner: Option<String>,
+    /// Directory for the task's output file (`<task id>.log`).
+    pub(crate) output_dir: PathBuf,
+}
+
+/// A background task that was just started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Started {
+    pub(crate) id: TaskId,
+    pub(crate) output_path: PathBuf,
+}
+
+/// What a kill did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Killed {
+    /// False when the task had already ended.
+    pub(crate) killed: bool,
+    pub(crate) status: TaskStatus,
+}
+
+/// Infrastructure failures and refusals: the command did not run.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum RunError {
     #[error("working directory {0} does not exist or is not a directory")]
     BadWorkdir(PathBuf),
-    #[error("cannot start {shell}: {source}")]
-    Spawn {
-        shell: String,
-        source: std::io::Error,
-    },
+    #[error("cannot start a command: {0}")]
+    Spawn(std::io::Error),
+    #[error(
+        "too many background tasks ({running} running; the limit is {limit}); stop one with bash_kill or wait for one to finish"
+    )]
+    TooManyTasks { running: usize, limit: usize },
+    #[error("the executor is shutting down")]
+    Disposed,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub(crate) enum TaskError {
+    #[error("unknown task id {0}")]
+    Unknown(String),
 }
 
 /// The host's bash executor.
@@ -102,16 +163,88 @@ pub(crate) struct Executor {
     config: ExecutorConfig,
     /// The environment every command gets, computed once from the host's.
     env: Vec<(OsString, OsString)>,
+    /// The shim's program: this very executable.
+    shim_program: PathBuf,
+    /// Read end of the lifeline, handed to every shim as fd 3. The write end is only ever
+    /// held by this process (close-on-exec), so its death is every shim's end of file.
+    lifeline_read: OwnedFd,
+    _lifeline_write: OwnedFd,
+    tasks: Mutex<HashMap<TaskId, Arc<Task>>>,
+    next_task: AtomicU64,
+    completions: mpsc::UnboundedSender<TaskEnded>,
+    disposed: AtomicBool,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Executor {
-    pub(crate) fn new(config: ExecutorConfig, env_policy: &EnvPolicy) -> Self {
+    /// The executor and the stream of background-task completions (exactly one per task,
+    /// none after [`Executor::dispose`]).
+    pub(crate) fn new(
+        config: ExecutorConfig,
+        env_policy: &EnvPolicy,
+    ) -> std::io::Result<(Arc<Self>, mpsc::UnboundedReceiver<TaskEnded>)> {
         let env = env_policy.scrub(std::env::vars_os());
-        Self { config, env }
+        let (lifeline_read, lifeline_write) = lifeline()?;
+        let (completions, receiver) = mpsc::unbounded_channel();
+        let executor = Self {
+            config,
+            env,
+            shim_program: PathBuf::from("/proc/self/exe"),
+            lifeline_read,
+            _lifeline_write: lifeline_write,
+            tasks: Mutex::default(),
+            next_task: AtomicU64::new(1),
+            completions,
+            disposed: AtomicBool::new(false),
+        };
+        Ok((Arc::new(executor), receiver))
     }
 
     pub(crate) fn config(&self) -> &ExecutorConfig {
         &self.config
+    }
+
+    /// Starts a shim running `command` in `workdir`. Must run on a runtime worker thread.
+    fn spawn(&self, command: &str, workdir: &Path) -> Result<Child, RunError> {
+        if self.disposed.load(Ordering::SeqCst) {
+            return Err(RunError::Disposed);
+        }
+        if !workdir.is_dir() {
+            return Err(RunError::BadWorkdir(workdir.to_owned()));
+        }
+        let mut shim = Command::new(&self.shim_program);
+        shim.args(shim::arguments(
+            self.config.kill_grace,
+            &self.config.shell,
+            command,
+        ))
+        .current_dir(workdir)
+        .env_clear()
+        .envs(self.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+        let lifeline = self.lifeline_read.as_raw_fd();
+        // SAFETY: dup2 is async-signal-safe; the fd stays open for the executor's lifetime.
+        unsafe {
+            shim.pre_exec(move || {
+                if libc::dup2(lifeline, shim::LIFELINE_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the executor is where processes start"
+        )]
+        shim.spawn().map_err(RunError::Spawn)
     }
 
     /// Runs a command to its end (or until it is stopped), streaming output into `live`. The
@@ -123,48 +256,28 @@ impl Executor {
         live: &LiveOutput,
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, RunError> {
-        if !request.workdir.is_dir() {
-            return Err(RunError::BadWorkdir(request.workdir));
-        }
         let timeout = request
             .timeout
             .unwrap_or(self.config.default_timeout)
             .min(self.config.max_timeout);
         let started_at = Instant::now();
-
-        let mut command = Command::new(&self.config.shell);
-        command
-            .arg("-c")
-            .arg(&request.command)
-            .current_dir(&request.workdir)
-            .env_clear()
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        #[expect(
-            clippy::disallowed_methods,
-            reason = "the executor is where processes start"
-        )]
-        let mut child = command.spawn().map_err(|source| RunError::Spawn {
-            shell: self.config.shell.display().to_string(),
-            source,
-        })?;
-        let group = child.id().and_then(|id| Pid::from_raw(id as i32));
+        let mut child = self.spawn(&request.command, &request.workdir)?;
+        let pid = child.id();
         let mut capture = OutputCapture::new(self.config.capture, request.spill_path);
 
         // The pump borrows the capture; the block ends both borrows before `finish`.
         let (status, timed_out, aborted) = {
-            let pump = pump_output(child.stdout.take(), child.stderr.take(), &mut capture, live);
+            let pump = pump_output(child.stdout.take(), child.stderr.take(), |stream, bytes| {
+                capture.push(stream, bytes);
+                live.push(bytes);
+            });
             tokio::pin!(pump);
             let mut pump_done = false;
             let deadline = tokio::time::sleep(timeout);
             tokio::pin!(deadline);
             let mut timed_out = false;
             let mut aborted = false;
-            let mut kill_at: Option<tokio::time::Instant> = None;
+            let mut last_resort: Option<tokio::time::Instant> = None;
 
             let status = loop {
                 tokio::select! {
@@ -172,22 +285,18 @@ impl Executor {
                     () = &mut pump, if !pump_done => pump_done = true,
                     () = &mut deadline, if !timed_out && !aborted => {
                         timed_out = true;
-                        signal_group(group, Signal::TERM);
-                        kill_at = Some(tokio::time::Instant::now() + self.config.kill_grace);
+                        last_resort = Some(self.stop(pid));
                     }
                     () = cancel.cancelled(), if !timed_out && !aborted => {
                         aborted = true;
-                        signal_group(group, Signal::TERM);
-                        kill_at = Some(tokio::time::Instant::now() + self.config.kill_grace);
+                        last_resort = Some(self.stop(pid));
                     }
-                    () = sleep_until_opt(kill_at) => {
-                        signal_group(group, Signal::KILL);
-                        kill_at = None;
+                    () = sleep_until_opt(last_resort) => {
+                        kill_shim(pid);
+                        last_resort = None;
                     }
                 }
             };
-            // Whatever the shell left behind in its group goes with it.
-            signal_group(group, Signal::KILL);
             if !pump_done {
                 let _ = tokio::time::timeout(self.config.drain_grace, &mut pump).await;
             }
@@ -195,13 +304,7 @@ impl Executor {
         };
 
         let captured = capture.finish();
-        let (exit_code, signal) = match status {
-            Ok(status) => (status.code(), status.signal().map(signal_name)),
-            Err(error) => {
-                tracing::warn!(%error, "cannot wait for command");
-                (None, None)
-            }
-        };
+        let (exit_code, signal) = exit_of(status);
         Ok(RunOutcome {
             exit_code,
             signal,
@@ -211,35 +314,200 @@ impl Executor {
             stdout: captured.stdout,
             stderr: captured.stderr,
             truncated: captured.truncated,
-            spill_path: captured.spill_path,
+            spill: captured.spill,
+            total_bytes: captured.total_bytes,
             duration: started_at.elapsed(),
         })
     }
+
+    /// Asks a shim to stop its command (SIGTERM, SIGKILL after the grace period). Returns when
+    /// to kill the shim itself if it has not exited by then.
+    fn stop(&self, pid: Option<u32>) -> tokio::time::Instant {
+        if let Some(pid) = pid {
+            // SAFETY: a signal to our own child; ESRCH if it is already gone.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+        }
+        tokio::time::Instant::now() + self.config.kill_grace + Duration::from_secs(5)
+    }
+
+    /// Starts a background task and returns at once. Must run on a runtime worker thread.
+    pub(crate) fn start(self: &Arc<Self>, request: StartRequest) -> Result<Started, RunError> {
+        let running = lock(&self.tasks)
+            .values()
+            .filter(|t| t.owner == request.owner && t.status().is_running())
+            .count();
+        let limit = self.config.max_tasks_per_owner;
+        if running >= limit {
+            return Err(RunError::TooManyTasks { running, limit });
+        }
+        let mut child = self.spawn(&request.command, &request.workdir)?;
+        let id = TaskId(format!(
+            "bash-{}",
+            self.next_task.fetch_add(1, Ordering::SeqCst)
+        ));
+        let output_path = request.output_dir.join(format!("{id}.log"));
+        let output = SpillFile::eager(output_path.clone(), self.config.capture.spill_cap);
+        let task = Arc::new(Task::new(
+            id.clone(),
+            request.owner,
+            request.command,
+            child.id(),
+            self.config.unread_cap,
+            output,
+        ));
+        lock(&self.tasks).insert(id.clone(), Arc::clone(&task));
+        let executor = Arc::clone(self);
+        tokio::spawn(async move {
+            let pump = pump_output(child.stdout.take(), child.stderr.take(), |_, bytes| {
+                task.push(bytes)
+            });
+            let (status, ()) = tokio::join!(child.wait(), pump);
+            let (exit_code, signal) = exit_of(status);
+            let state = if task.kill_requested.load(Ordering::SeqCst) {
+                TaskState::Killed
+            } else {
+                TaskState::Exited
+            };
+            let status = TaskStatus {
+                state,
+                exit_code,
+                signal,
+            };
+            task.finish(status);
+            if !executor.disposed.load(Ordering::SeqCst)
+                && let Some(ended) = executor.ended(&task.id.0)
+            {
+                let _ = executor.completions.send(ended);
+            }
+        });
+        Ok(Started { id, output_path })
+    }
+
+    fn task(&self, id: &str) -> Result<Arc<Task>, TaskError> {
+        lock(&self.tasks)
+            .get(&TaskId(id.to_owned()))
+            .cloned()
+            .ok_or_else(|| TaskError::Unknown(id.to_owned()))
+    }
+
+    /// The output of a task produced since the previous read.
+    pub(crate) fn read_output(&self, id: &str) -> Result<TaskRead, TaskError> {
+        Ok(self.task(id)?.read())
+    }
+
+    /// How a task ended, or `None` while it runs (or if the id is unknown).
+    pub(crate) fn ended(&self, id: &str) -> Option<TaskEnded> {
+        let task = self.task(id).ok()?;
+        let status = task.status();
+        (!status.is_running()).then(|| TaskEnded {
+            id: task.id.clone(),
+            owner: task.owner.clone(),
+            command: task.command.clone(),
+            status,
+            output_path: task.output_path().clone(),
+        })
+    }
+
+    /// The owner token recorded at start.
+    pub(crate) fn owner_of(&self, id: &str) -> Result<Option<String>, TaskError> {
+        Ok(self.task(id)?.owner.clone())
+    }
+
+    /// Kills a task's whole process group and waits for it to end.
+    pub(crate) async fn kill(&self, id: &str) -> Result<Killed, TaskError> {
+        let task = self.task(id)?;
+        let status = task.status();
+        if !status.is_running() {
+            return Ok(Killed {
+                killed: false,
+                status,
+            });
+        }
+        task.kill_requested.store(true, Ordering::SeqCst);
+        let last_resort = self.stop(task.pid);
+        let status = tokio::select! {
+            status = task.ended() => status,
+            () = tokio::time::sleep_until(last_resort) => {
+                kill_shim(task.pid);
+                task.ended().await
+            }
+        };
+        Ok(Killed {
+            killed: true,
+            status,
+        })
+    }
+
+    /// Stops every running task and waits (within the grace period) for them to end. No
+    /// completion is reported afterwards.
+    pub(crate) async fn dispose(&self) {
+        self.disposed.store(true, Ordering::SeqCst);
+        let running: Vec<Arc<Task>> = lock(&self.tasks)
+            .values()
+            .filter(|t| t.status().is_running())
+            .cloned()
+            .collect();
+        for task in &running {
+            task.kill_requested.store(true, Ordering::SeqCst);
+            self.stop(task.pid);
+        }
+        let all_ended = futures::future::join_all(running.iter().map(|t| t.ended()));
+        let grace = self.config.kill_grace + Duration::from_secs(1);
+        if tokio::time::timeout(grace, all_ended).await.is_err() {
+            tracing::warn!(
+                "some background tasks did not end in time; their shims kill them when the host exits"
+            );
+        }
+    }
 }
 
-/// Reads both pipes until both are closed, feeding the capture and the live buffer.
+/// The close-on-exec pipe whose write end only the host holds.
+fn lifeline() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    use std::os::fd::FromRawFd as _;
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 just created these descriptors and nothing else owns them.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Kills a shim that did not stop in time (its shell then dies with it).
+fn kill_shim(pid: Option<u32>) {
+    if let Some(pid) = pid {
+        tracing::warn!(pid, "a command's shim did not stop in time; killing it");
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    }
+}
+
+fn exit_of(status: std::io::Result<std::process::ExitStatus>) -> (Option<i32>, Option<String>) {
+    match status {
+        Ok(status) => (status.code(), status.signal().map(signal_name)),
+        Err(error) => {
+            tracing::warn!(%error, "cannot wait for command");
+            (None, None)
+        }
+    }
+}
+
+/// Reads both pipes until both are closed, handing every chunk to `sink`.
 async fn pump_output(
     mut stdout: Option<ChildStdout>,
     mut stderr: Option<ChildStderr>,
-    capture: &mut OutputCapture,
-    live: &LiveOutput,
+    mut sink: impl FnMut(Stream, &[u8]),
 ) {
     let mut out_buf = vec![0u8; 64 << 10];
     let mut err_buf = vec![0u8; 64 << 10];
     while stdout.is_some() || stderr.is_some() {
         tokio::select! {
             read = read_some(&mut stdout, &mut out_buf) => match read {
-                Some(n) => {
-                    capture.push(Stream::Stdout, &out_buf[..n]);
-                    live.push(&out_buf[..n]);
-                }
+                Some(n) => sink(Stream::Stdout, &out_buf[..n]),
                 None => stdout = None,
             },
             read = read_some(&mut stderr, &mut err_buf) => match read {
-                Some(n) => {
-                    capture.push(Stream::Stderr, &err_buf[..n]);
-                    live.push(&err_buf[..n]);
-                }
+                Some(n) => sink(Stream::Stderr, &err_buf[..n]),
                 None => stderr = None,
             },
         }
@@ -261,13 +529,6 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
-    }
-}
-
-fn signal_group(group: Option<Pid>, signal: Signal) {
-    if let Some(group) = group {
-        // ESRCH (the group is already gone) is the common, harmless case.
-        let _ = kill_process_group(group, signal);
     }
 }
 

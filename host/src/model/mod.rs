@@ -30,6 +30,10 @@ pub(crate) enum Message {
         text: String,
         is_error: bool,
     },
+    /// Something the host tells the model between messages, e.g. that a background task ended.
+    Notice {
+        text: String,
+    },
 }
 
 /// A tool call as the model made it.

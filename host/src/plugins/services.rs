@@ -5,7 +5,11 @@
 //! work to the host's runtime (processes are never spawned from a blocking-pool thread, see
 //! DESIGN §6) and waits for the answer.
 
-use crate::executor::{Executor, LiveOutput, RunOutcome, RunRequest};
+use crate::executor::{
+    Executor, Killed, LiveOutput, RunOutcome, RunRequest, StartRequest, TaskRead, TaskState,
+    TaskStatus,
+};
+use crate::session::lock;
 use hotsh_abi::v1 as abi;
 use hotsh_abi::{ROption, RResult, RStr, RString};
 use std::path::PathBuf;
@@ -24,6 +28,25 @@ pub(crate) struct CallServices {
     pub(crate) spill_stem: PathBuf,
     pub(crate) plugin: String,
     pub(crate) runs: AtomicU32,
+    /// The calling session: the owner of the tasks this call starts.
+    pub(crate) session_id: String,
+    /// Where background tasks of this session write their output.
+    pub(crate) task_output_dir: PathBuf,
+    /// Background tasks started during this call, in order.
+    pub(crate) started: std::sync::Mutex<Vec<String>>,
+}
+
+impl CallServices {
+    /// Runs `future` on the host's runtime (a worker thread: processes are never spawned from
+    /// the blocking thread a plugin call runs on) and waits for it.
+    fn on_runtime<T: Send + 'static>(
+        &self,
+        future: impl std::future::Future<Output = T> + Send + 'static,
+    ) -> Result<T, RString> {
+        self.runtime
+            .block_on(self.runtime.spawn(future))
+            .map_err(|join| format!("the executor failed: {join}").into())
+    }
 }
 
 impl abi::HostServices for CallServices {
@@ -40,13 +63,10 @@ impl abi::HostServices for CallServices {
         let executor = Arc::clone(&self.executor);
         let live = Arc::clone(&self.live);
         let cancel = self.cancel.clone();
-        let task = self
-            .runtime
-            .spawn(async move { executor.run(request, &live, &cancel).await });
-        match self.runtime.block_on(task) {
+        match self.on_runtime(async move { executor.run(request, &live, &cancel).await }) {
             Ok(Ok(outcome)) => RResult::ROk(to_abi_outcome(outcome)),
             Ok(Err(error)) => RResult::RErr(error.to_string().into()),
-            Err(join) => RResult::RErr(format!("the executor failed: {join}").into()),
+            Err(error) => RResult::RErr(error),
         }
     }
 
@@ -60,6 +80,75 @@ impl abi::HostServices for CallServices {
             abi::LogLevel::Debug => tracing::debug!(plugin, "{message}"),
         }
     }
+
+    fn start(&self, spec: abi::CommandSpec) -> RResult<abi::TaskStarted, RString> {
+        let request = StartRequest {
+            command: spec.command.into_string(),
+            workdir: PathBuf::from(spec.workdir.as_str()),
+            owner: Some(self.session_id.clone()),
+            output_dir: self.task_output_dir.clone(),
+        };
+        let executor = Arc::clone(&self.executor);
+        match self.on_runtime(async move { executor.start(request) }) {
+            Ok(Ok(started)) => {
+                lock(&self.started).push(started.id.0.clone());
+                RResult::ROk(abi::TaskStarted {
+                    task_id: started.id.0.into(),
+                    output_path: started.output_path.to_string_lossy().into_owned().into(),
+                })
+            }
+            Ok(Err(error)) => RResult::RErr(error.to_string().into()),
+            Err(error) => RResult::RErr(error),
+        }
+    }
+
+    fn read_output(&self, task_id: RStr<'_>) -> RResult<abi::TaskOutput, RString> {
+        match self.executor.read_output(task_id.as_str()) {
+            Ok(read) => RResult::ROk(to_abi_read(read)),
+            Err(error) => RResult::RErr(error.to_string().into()),
+        }
+    }
+
+    fn kill(&self, task_id: RStr<'_>) -> RResult<abi::KillOutcome, RString> {
+        let executor = Arc::clone(&self.executor);
+        let id = task_id.as_str().to_owned();
+        match self.on_runtime(async move { executor.kill(&id).await }) {
+            Ok(Ok(Killed { killed, status })) => RResult::ROk(abi::KillOutcome {
+                killed,
+                status: to_abi_status(status),
+            }),
+            Ok(Err(error)) => RResult::RErr(error.to_string().into()),
+            Err(error) => RResult::RErr(error),
+        }
+    }
+
+    fn owner_of(&self, task_id: RStr<'_>) -> RResult<ROption<RString>, RString> {
+        match self.executor.owner_of(task_id.as_str()) {
+            Ok(owner) => RResult::ROk(owner.map(RString::from).into()),
+            Err(error) => RResult::RErr(error.to_string().into()),
+        }
+    }
+}
+
+fn to_abi_status(status: TaskStatus) -> abi::TaskStatus {
+    abi::TaskStatus {
+        state: match status.state {
+            TaskState::Running => abi::TaskState::Running,
+            TaskState::Exited => abi::TaskState::Exited,
+            TaskState::Killed => abi::TaskState::Killed,
+        },
+        exit_code: status.exit_code.into(),
+        signal: status.signal.map(RString::from).into(),
+    }
+}
+
+fn to_abi_read(read: TaskRead) -> abi::TaskOutput {
+    abi::TaskOutput {
+        text: read.text.into(),
+        dropped_bytes: read.dropped_bytes,
+        output_path: read.output_path.to_string_lossy().into_owned().into(),
+        status: to_abi_status(read.status),
+    }
 }
 
 fn to_abi_outcome(outcome: RunOutcome) -> abi::CommandOutcome {
@@ -72,10 +161,12 @@ fn to_abi_outcome(outcome: RunOutcome) -> abi::CommandOutcome {
         stdout: outcome.stdout.into(),
         stderr: outcome.stderr.into(),
         truncated: outcome.truncated,
-        spill_path: match outcome.spill_path {
-            Some(path) => ROption::RSome(path.to_string_lossy().into_owned().into()),
+        spill_path: match &outcome.spill {
+            Some(spill) => ROption::RSome(spill.path.to_string_lossy().into_owned().into()),
             None => ROption::RNone,
         },
+        spill_bytes: outcome.spill.as_ref().map_or(0, |s| s.bytes),
+        total_bytes: outcome.total_bytes,
         duration_ms: outcome.duration.as_millis() as u64,
     }
 }

@@ -4,7 +4,7 @@
 use super::loader::PromptSection;
 use super::services::CallServices;
 use crate::model::ToolDefinition;
-use crate::session::{Card, GenericCard, TerminalCard, TerminalExit, ToolKind};
+use crate::session::{CallStatus, Card, GenericCard, TerminalCard, TerminalExit, ToolKind};
 use abi_stable::sabi_trait::TD_Opaque;
 use hotsh_abi::v1 as abi;
 use hotsh_abi::{HostServices_TO, PluginModuleRef, RResult};
@@ -105,13 +105,18 @@ impl PluginV1 {
         &self,
         call: &PluginCall,
         output: &PluginOutput,
-    ) -> Result<(Card, bool), String> {
+    ) -> Result<(Card, CallStatus), String> {
         let output = abi::ToolOutput {
             text: output.text.as_str().into(),
             raw_output: output.raw_output.as_str().into(),
         };
         let card = result((self.module.present_result())(&to_abi(call), &output))?;
-        Ok((from_abi_card(card.card), card.failed))
+        let status = match card.status {
+            abi::CardStatus::Completed => CallStatus::Completed,
+            abi::CardStatus::Failed => CallStatus::Failed,
+            abi::CardStatus::Running => CallStatus::Running,
+        };
+        Ok((from_abi_card(card.card), status))
     }
 }
 

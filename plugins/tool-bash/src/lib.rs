@@ -1,12 +1,15 @@
-//! The `bash` tool: runs a command through the host's executor and tells the model exactly
-//! what happened (stdout, `[stderr]`, then markers in a fixed order).
+//! The bash tools: `bash` runs a command (in the foreground, or in the background as a task),
+//! `bash_output` reads a task's new output, `bash_kill` stops a task. The model is told exactly
+//! what happened: stdout, `[stderr]`, then markers in a fixed order.
 
 mod render;
 
 use hotsh_abi::{
-    Card, CommandSpec, FinalCard, HostRef, Manifest, Plugin, PromptSection, ROption, RResult,
-    TerminalCard, TerminalExit, ToolCall, ToolOutput, ToolSpec,
+    Card, CardStatus, CommandSpec, FinalCard, GenericCard, HostRef, Manifest, Plugin,
+    PromptSection, ROption, RResult, TerminalCard, TerminalExit, ToolCall, ToolKind, ToolOutput,
+    ToolSpec,
 };
+use render::{RawOutput, TaskReport};
 use serde::Deserialize;
 use std::path::Path;
 
@@ -19,6 +22,8 @@ struct BashArgs {
     timeout: Option<u64>,
     description: Option<String>,
     workdir: Option<String>,
+    #[serde(default)]
+    run_in_background: bool,
 }
 
 impl BashArgs {
@@ -43,11 +48,55 @@ impl BashArgs {
             None => call.cwd.to_string(),
         }
     }
+
+    fn spec(&self, call: &ToolCall) -> CommandSpec {
+        CommandSpec {
+            command: self.command.as_str().into(),
+            workdir: self.workdir(call).into(),
+            timeout_ms: self.timeout.into(),
+        }
+    }
+}
+
+/// The arguments of `bash_output` and `bash_kill`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskArgs {
+    task_id: String,
+}
+
+impl TaskArgs {
+    /// Parses and checks the id's shape (`bash-N`).
+    fn parse(call: &ToolCall) -> Result<Self, String> {
+        let args: Self = call.arguments()?;
+        let well_formed = args
+            .task_id
+            .strip_prefix("bash-")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if !well_formed {
+            return Err(format!(
+                "malformed task id `{}`; task ids look like bash-3",
+                args.task_id
+            ));
+        }
+        Ok(args)
+    }
+
+    /// Refuses a task of another session (and reports an unknown id).
+    fn check_owner(&self, call: &ToolCall, host: &HostRef<'_>) -> Result<(), String> {
+        match host.owner_of(self.task_id.as_str().into()) {
+            RResult::ROk(ROption::RSome(owner)) if owner == call.session_id => Ok(()),
+            RResult::ROk(_) => Err(format!("task {} belongs to another session", self.task_id)),
+            RResult::RErr(error) => Err(error.into_string()),
+        }
+    }
 }
 
 const BASH_DESCRIPTION: &str = "Runs a command with `bash -c` and returns its output. \
 Each call starts a fresh shell in the session's working directory (or `workdir`); `cd`, \
-variables and other shell state do not carry over between calls. stdin is empty.";
+variables and other shell state do not carry over between calls. stdin is empty. With \
+`run_in_background`, the command starts as a background task and the call returns its id at \
+once; read its output with `bash_output` and stop it with `bash_kill`.";
 
 const BASH_PROMPT: &str = "\
 ## Running commands
@@ -59,9 +108,14 @@ worked. Other markers say the command was stopped: `[timed out after Nms]` (the 
 timeout is 120000 ms, at most 600000 ms; pass `timeout` for longer commands) and \
 `[killed by signal: NAME]`. Long output keeps its beginning and its end around a marker; \
 `[output truncated; full output: PATH]` names a file holding all of it, which you can search \
-with grep or read in parts.";
+with grep or read in parts.
 
-/// The tool-bash plugin.
+For servers, watchers and anything that runs long, pass `run_in_background: true`: you get a \
+task id such as `bash-3` at once. `bash_output` returns only what the task printed since your \
+last read, and its status; `bash_kill` stops it. When a background task ends you are told in \
+a notice.";
+
+/// The bash plugin.
 #[derive(Debug)]
 pub struct ToolBash;
 
@@ -71,7 +125,7 @@ impl Plugin for ToolBash {
     }
 
     fn tools() -> Vec<ToolSpec> {
-        let schema = serde_json::json!({
+        let bash = serde_json::json!({
             "type": "object",
             "properties": {
                 "command": {
@@ -82,7 +136,7 @@ impl Plugin for ToolBash {
                     "type": "integer",
                     "minimum": 1,
                     "maximum": 600000,
-                    "description": "Milliseconds before the command is stopped (default 120000, at most 600000)."
+                    "description": "Milliseconds before the command is stopped (default 120000, at most 600000). Not for background tasks."
                 },
                 "description": {
                     "type": "string",
@@ -91,12 +145,36 @@ impl Plugin for ToolBash {
                 "workdir": {
                     "type": "string",
                     "description": "Directory to run in; a relative path is taken from the session's working directory."
+                },
+                "run_in_background": {
+                    "type": "boolean",
+                    "description": "Start the command as a background task and return its id at once."
                 }
             },
             "required": ["command"],
             "additionalProperties": false
         });
-        vec![ToolSpec::new("bash", BASH_DESCRIPTION, &schema)]
+        let task = |what: &str| {
+            serde_json::json!({
+                "type": "object",
+                "properties": {"task_id": {"type": "string", "description": what}},
+                "required": ["task_id"],
+                "additionalProperties": false
+            })
+        };
+        vec![
+            ToolSpec::new("bash", BASH_DESCRIPTION, &bash),
+            ToolSpec::new(
+                "bash_output",
+                "Returns what a background task printed since the last read, and its status.",
+                &task("The task id, e.g. bash-3."),
+            ),
+            ToolSpec::new(
+                "bash_kill",
+                "Stops a background task and everything it started.",
+                &task("The task id, e.g. bash-3."),
+            ),
+        ]
     }
 
     fn prompt_sections() -> Vec<PromptSection> {
@@ -104,47 +182,145 @@ impl Plugin for ToolBash {
     }
 
     fn invoke(call: &ToolCall, host: &HostRef<'_>) -> Result<ToolOutput, String> {
-        let args = BashArgs::parse(call)?;
-        let spec = CommandSpec {
-            command: args.command.as_str().into(),
-            workdir: args.workdir(call).into(),
-            timeout_ms: args.timeout.into(),
-        };
-        match host.run(spec) {
-            RResult::ROk(outcome) => Ok(ToolOutput::new(
-                render::model_text(&outcome),
-                &render::raw_output(&outcome),
-            )),
-            RResult::RErr(error) => Err(format!("bash could not run the command: {error}")),
+        match call.tool.as_str() {
+            "bash" => {
+                let args = BashArgs::parse(call)?;
+                if args.run_in_background {
+                    let started = host
+                        .start(args.spec(call))
+                        .into_result()
+                        .map_err(|e| format!("bash could not start the task: {e}"))?;
+                    Ok(ToolOutput::new(
+                        render::started_text(&started),
+                        &serde_json::json!({
+                            "task_id": started.task_id.as_str(),
+                            "output_path": started.output_path.as_str(),
+                        }),
+                    ))
+                } else {
+                    match host.run(args.spec(call)) {
+                        RResult::ROk(outcome) => Ok(ToolOutput::new(
+                            render::model_text(&outcome),
+                            &render::raw_output(&outcome),
+                        )),
+                        RResult::RErr(error) => {
+                            Err(format!("bash could not run the command: {error}"))
+                        }
+                    }
+                }
+            }
+            "bash_output" => {
+                let args = TaskArgs::parse(call)?;
+                args.check_owner(call, host)?;
+                let read = host
+                    .read_output(args.task_id.as_str().into())
+                    .into_result()?;
+                let report = TaskReport::read(&args.task_id, &read);
+                Ok(ToolOutput::new(report.text(), &report.raw()))
+            }
+            "bash_kill" => {
+                let args = TaskArgs::parse(call)?;
+                args.check_owner(call, host)?;
+                let outcome = host.kill(args.task_id.as_str().into()).into_result()?;
+                let report = TaskReport::kill(&args.task_id, &outcome);
+                Ok(ToolOutput::new(report.text(), &report.raw()))
+            }
+            other => Err(format!("tool-bash has no tool `{other}`")),
         }
     }
 
     fn present_call(call: &ToolCall) -> Result<Card, String> {
-        let args = BashArgs::parse(call)?;
-        Ok(Card::Terminal(TerminalCard {
-            command: args.command.as_str().into(),
-            description: args.description.as_deref().map(Into::into).into(),
-            cwd: args.workdir(call).into(),
-            exit: ROption::RNone,
-        }))
+        match call.tool.as_str() {
+            "bash" => {
+                let args = BashArgs::parse(call)?;
+                if args.run_in_background {
+                    return Ok(generic(
+                        format!("Start in the background: {}", args.command),
+                        None,
+                    ));
+                }
+                Ok(Card::Terminal(TerminalCard {
+                    command: args.command.as_str().into(),
+                    description: args.description.as_deref().map(Into::into).into(),
+                    cwd: args.workdir(call).into(),
+                    exit: ROption::RNone,
+                }))
+            }
+            "bash_output" => {
+                let args = TaskArgs::parse(call)?;
+                Ok(generic(
+                    format!("Read output from background task {}", args.task_id),
+                    None,
+                ))
+            }
+            "bash_kill" => {
+                let args = TaskArgs::parse(call)?;
+                Ok(generic(
+                    format!("Kill background task {}", args.task_id),
+                    None,
+                ))
+            }
+            other => Err(format!("tool-bash has no tool `{other}`")),
+        }
     }
 
     fn present_result(call: &ToolCall, output: &ToolOutput) -> Result<FinalCard, String> {
-        let Card::Terminal(mut card) = Self::present_call(call)? else {
-            return Err("bash cards are terminals".to_owned());
-        };
-        let raw: render::RawOutput = serde_json::from_str(&output.raw_output)
-            .map_err(|e| format!("bash result is not the expected JSON: {e}"))?;
-        let failed = raw.exit_code != Some(0);
-        card.exit = ROption::RSome(TerminalExit {
-            exit_code: raw.exit_code.into(),
-            signal: raw.signal.map(Into::into).into(),
-        });
-        Ok(FinalCard {
-            card: Card::Terminal(card),
-            failed,
-        })
+        let raw: serde_json::Value = serde_json::from_str(&output.raw_output)
+            .map_err(|e| format!("bash result is not JSON: {e}"))?;
+        match call.tool.as_str() {
+            "bash" => {
+                let args = BashArgs::parse(call)?;
+                if args.run_in_background {
+                    let task_id = raw["task_id"].as_str().unwrap_or("?");
+                    let path = raw["output_path"].as_str().unwrap_or("?");
+                    return Ok(FinalCard {
+                        card: generic(
+                            format!("Background task {task_id}: {}", args.command),
+                            Some(format!("Running; full output: {path}")),
+                        ),
+                        status: CardStatus::Running,
+                    });
+                }
+                let Card::Terminal(mut card) = Self::present_call(call)? else {
+                    return Err("foreground bash cards are terminals".to_owned());
+                };
+                let raw: RawOutput = serde_json::from_value(raw)
+                    .map_err(|e| format!("bash result is not the expected JSON: {e}"))?;
+                let failed = raw.exit_code != Some(0);
+                card.exit = ROption::RSome(TerminalExit {
+                    exit_code: raw.exit_code.into(),
+                    signal: raw.signal.map(Into::into).into(),
+                });
+                Ok(FinalCard {
+                    card: Card::Terminal(card),
+                    status: if failed {
+                        CardStatus::Failed
+                    } else {
+                        CardStatus::Completed
+                    },
+                })
+            }
+            "bash_output" | "bash_kill" => {
+                let Card::Generic(mut card) = Self::present_call(call)? else {
+                    return Err("task cards are generic".to_owned());
+                };
+                card.content = ROption::RSome(render::fenced(&output.text).into());
+                Ok(FinalCard {
+                    card: Card::Generic(card),
+                    status: CardStatus::Completed,
+                })
+            }
+            other => Err(format!("tool-bash has no tool `{other}`")),
+        }
     }
+}
+
+fn generic(title: String, content: Option<String>) -> Card {
+    Card::Generic(GenericCard {
+        title: title.into(),
+        kind: ToolKind::Execute,
+        content: content.map(Into::into).into(),
+    })
 }
 
 hotsh_abi::export_plugin!(ToolBash);

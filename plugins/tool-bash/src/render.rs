@@ -1,6 +1,6 @@
 //! The text the model reads and the structured result the client receives.
 
-use hotsh_abi::CommandOutcome;
+use hotsh_abi::{CommandOutcome, KillOutcome, TaskOutput, TaskStarted, TaskState, TaskStatus};
 use serde::{Deserialize, Serialize};
 
 /// The structured result, sent to the client as the card's raw output.
@@ -56,11 +56,14 @@ pub(crate) fn model_text(outcome: &CommandOutcome) -> String {
         blocks.push(format!("[killed by signal: {signal}]"));
     }
     if outcome.truncated {
-        let path = outcome
-            .spill_path
-            .as_ref()
-            .map_or("(unavailable)", |p| p.as_str());
-        blocks.push(format!("[output truncated; full output: {path}]"));
+        blocks.push(match outcome.spill_path.as_ref().into_option() {
+            None => "[output truncated; full output: (unavailable)]".to_owned(),
+            Some(path) if outcome.spill_bytes < outcome.total_bytes => format!(
+                "[output truncated; full output: {path} (its first {} of {} bytes only)]",
+                outcome.spill_bytes, outcome.total_bytes
+            ),
+            Some(path) => format!("[output truncated; full output: {path}]"),
+        });
     }
     match outcome.exit_code.into_option() {
         Some(0) | None => {}
@@ -70,6 +73,111 @@ pub(crate) fn model_text(outcome: &CommandOutcome) -> String {
         return "(no output)".to_owned();
     }
     blocks.join("\n")
+}
+
+/// What `bash` with `run_in_background` tells the model.
+pub(crate) fn started_text(started: &TaskStarted) -> String {
+    format!(
+        "Started background task {id}. Read its output with bash_output {{\"task_id\": \"{id}\"}}; \
+         stop it with bash_kill. Full output: {path}",
+        id = started.task_id,
+        path = started.output_path
+    )
+}
+
+/// `[status: running]`, `[status: completed, exit code: 0]`, `[status: killed]`, …
+pub(crate) fn status_line(status: &TaskStatus) -> String {
+    match (
+        status.state,
+        status.exit_code.into_option(),
+        status.signal.as_ref().into_option(),
+    ) {
+        (TaskState::Running, _, _) => "[status: running]".to_owned(),
+        (TaskState::Killed, _, _) => "[status: killed]".to_owned(),
+        (TaskState::Exited, Some(code), _) => format!("[status: completed, exit code: {code}]"),
+        (TaskState::Exited, None, Some(signal)) => {
+            format!("[status: completed, killed by signal: {signal}]")
+        }
+        (TaskState::Exited, None, None) => "[status: completed]".to_owned(),
+    }
+}
+
+/// What `bash_output` and `bash_kill` report.
+pub(crate) struct TaskReport {
+    task_id: String,
+    body: String,
+    status: TaskStatus,
+    dropped_bytes: u64,
+    output_path: Option<String>,
+    killed: Option<bool>,
+}
+
+impl TaskReport {
+    pub(crate) fn read(task_id: &str, read: &TaskOutput) -> Self {
+        let text = read.text.trim_end_matches('\n');
+        let mut body = if text.is_empty() {
+            "(no new output)".to_owned()
+        } else {
+            text.to_owned()
+        };
+        if read.dropped_bytes > 0 {
+            body = format!(
+                "[{} earlier bytes were dropped before this read; full output: {}]\n{body}",
+                read.dropped_bytes, read.output_path
+            );
+        }
+        Self {
+            task_id: task_id.to_owned(),
+            body,
+            status: read.status.clone(),
+            dropped_bytes: read.dropped_bytes,
+            output_path: Some(read.output_path.to_string()),
+            killed: None,
+        }
+    }
+
+    pub(crate) fn kill(task_id: &str, outcome: &KillOutcome) -> Self {
+        let body = if outcome.killed {
+            format!("Killed background task {task_id} and everything it started.")
+        } else {
+            format!("Background task {task_id} had already ended; nothing was killed.")
+        };
+        Self {
+            task_id: task_id.to_owned(),
+            body,
+            status: outcome.status.clone(),
+            dropped_bytes: 0,
+            output_path: None,
+            killed: Some(outcome.killed),
+        }
+    }
+
+    pub(crate) fn text(&self) -> String {
+        format!("{}\n{}", self.body, status_line(&self.status))
+    }
+
+    pub(crate) fn raw(&self) -> serde_json::Value {
+        serde_json::json!({
+            "task_id": self.task_id,
+            "state": match self.status.state {
+                TaskState::Running => "running",
+                TaskState::Exited => "exited",
+                TaskState::Killed => "killed",
+            },
+            "exit_code": self.status.exit_code.into_option(),
+            "signal": self.status.signal.as_ref().map(|s| s.to_string()).into_option(),
+            "dropped_bytes": self.dropped_bytes,
+            "output_path": self.output_path,
+            "killed": self.killed,
+        })
+    }
+}
+
+/// `text` in a fenced block, with a fence longer than any backtick run inside.
+pub(crate) fn fenced(text: &str) -> String {
+    let longest_run = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest_run.max(2) + 1);
+    format!("{fence}\n{}\n{fence}", text.trim_end_matches('\n'))
 }
 
 #[cfg(test)]
@@ -89,6 +197,8 @@ mod tests {
             stderr: stderr.into(),
             truncated: false,
             spill_path: ROption::RNone,
+            spill_bytes: 0,
+            total_bytes: (stdout.len() + stderr.len()) as u64,
             duration_ms: 3,
         }
     }
@@ -123,6 +233,7 @@ mod tests {
         all.signal = ROption::RSome(RString::from("SIGTERM"));
         all.truncated = true;
         all.spill_path = ROption::RSome("/tmp/spill.log".into());
+        all.spill_bytes = all.total_bytes;
         check(
             &all,
             expect![[r#"
@@ -156,6 +267,46 @@ mod tests {
                 x
                 [output truncated; full output: (unavailable)]
                 [exit code: 1]"#]],
+        );
+    }
+
+    #[test]
+    fn capped_spill_file_says_how_much_it_holds() {
+        let mut cut = outcome("x", "", Some(0));
+        cut.truncated = true;
+        cut.spill_path = ROption::RSome("/tmp/s.log".into());
+        cut.spill_bytes = 100;
+        cut.total_bytes = 1000;
+        check(
+            &cut,
+            expect![[r#"
+                x
+                [output truncated; full output: /tmp/s.log (its first 100 of 1000 bytes only)]"#]],
+        );
+    }
+
+    #[test]
+    fn status_lines() {
+        let status = |state, code: Option<i32>, signal: Option<&str>| TaskStatus {
+            state,
+            exit_code: code.into(),
+            signal: signal.map(RString::from).into(),
+        };
+        assert_eq!(
+            status_line(&status(TaskState::Running, None, None)),
+            "[status: running]"
+        );
+        assert_eq!(
+            status_line(&status(TaskState::Killed, None, Some("SIGTERM"))),
+            "[status: killed]"
+        );
+        assert_eq!(
+            status_line(&status(TaskState::Exited, Some(3), None)),
+            "[status: completed, exit code: 3]"
+        );
+        assert_eq!(
+            status_line(&status(TaskState::Exited, None, Some("SIGSEGV"))),
+            "[status: completed, killed by signal: SIGSEGV]"
         );
     }
 

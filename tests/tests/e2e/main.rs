@@ -2,9 +2,11 @@
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
+mod background;
 mod bad_input;
 mod cancel;
 mod cards;
+mod guarantees;
 mod panics;
 mod plugins;
 mod run_cli;

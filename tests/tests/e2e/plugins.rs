@@ -39,7 +39,7 @@ fn example_plugin_serves_its_tool_with_a_generic_card() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(tools, ["hello", "bash"]);
+    assert_eq!(tools, ["hello", "bash", "bash_output", "bash_kill"]);
     let system = request["system"].as_str().unwrap();
     let bash_at = system.find("## Running commands").unwrap();
     let hello_at = system.find("Use `hello`").unwrap();

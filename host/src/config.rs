@@ -1,0 +1,86 @@
+//! The configuration file (TOML). Every setting is optional; the file itself is optional
+//! unless named with `--config`.
+//!
+//! ```toml
+//! [env]
+//! keep = ["SSH_AUTH_SOCK"]     # never removed from commands' environment
+//! drop = ["CORP_PROXY"]        # always removed
+//!
+//! [executor]
+//! max_background_tasks = 16    # running at once, per session
+//! spill_cap_mib = 256          # size limit of each output file
+//! ```
+
+use anyhow::Context as _;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct ConfigFile {
+    pub(crate) env: EnvSection,
+    pub(crate) executor: ExecutorSection,
+}
+
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct EnvSection {
+    pub(crate) keep: Vec<String>,
+    pub(crate) drop: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct ExecutorSection {
+    pub(crate) max_background_tasks: Option<usize>,
+    pub(crate) spill_cap_mib: Option<u64>,
+}
+
+/// Where the file is looked for when `--config` is not given.
+pub(crate) fn default_path() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))?;
+    Some(base.join("hotsh").join("config.toml"))
+}
+
+impl ConfigFile {
+    /// Reads `explicit` (which must exist) or the default file (which may be absent).
+    pub(crate) fn load(explicit: Option<&Path>) -> anyhow::Result<Self> {
+        let (path, required) = match explicit {
+            Some(path) => (path.to_owned(), true),
+            None => match default_path() {
+                Some(path) => (path, false),
+                None => return Ok(Self::default()),
+            },
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(error) if !required && error.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Self::default());
+            }
+            Err(error) => {
+                return Err(error)
+                    .with_context(|| format!("cannot read config {}", path.display()));
+            }
+        };
+        toml::from_str(&text).with_context(|| format!("config {} is not valid", path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_setting_and_rejects_unknown_ones() {
+        let config: ConfigFile = toml::from_str(
+            "[env]\nkeep = [\"A\"]\ndrop = [\"B\"]\n[executor]\nmax_background_tasks = 2\nspill_cap_mib = 8\n",
+        )
+        .expect("valid config");
+        assert_eq!(config.env.keep, ["A"]);
+        assert_eq!(config.executor.max_background_tasks, Some(2));
+        assert!(toml::from_str::<ConfigFile>("[env]\nkepe = []\n").is_err());
+    }
+}

@@ -1,0 +1,312 @@
+//! The process between the host and a command: `hotsh __shim GRACE_MS SHELL COMMAND`.
+//!
+//! It exists so that no process of a command outlives the host, however the host ends (even
+//! SIGKILL), and so that stopping a command stops all of it (DESIGN §6):
+//!
+//! - It becomes a *child subreaper*: every process the command orphans (a `&` job whose shell
+//!   exited, a `setsid` daemon that double-forked) is re-parented to the shim, not to init.
+//! - It runs the command as `SHELL -c COMMAND` in a process group of its own.
+//! - It watches fd 3, the read end of a pipe whose write end only the host holds. End of file
+//!   there means the host is gone: the shim kills everything and exits.
+//! - SIGTERM (or SIGINT, SIGHUP) from the host means "stop the command": SIGTERM to the group and
+//!   every other descendant it can see, SIGKILL after GRACE_MS.
+//! - When the shell exits, whatever is left (group members, orphans) is killed, every child is
+//!   reaped, and the shim exits the way the shell did (same code, or the same signal).
+//!
+//! It is plain blocking code on one thread (poll on the lifeline and a signalfd); it runs before
+//! any runtime is started.
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// The fd the host hands the lifeline on.
+pub(crate) const LIFELINE_FD: i32 = 3;
+/// The hidden subcommand.
+pub(crate) const SUBCOMMAND: &str = "__shim";
+
+/// Entry point; never returns.
+pub(crate) fn main(args: &[OsString]) -> ! {
+    let [grace_ms, shell, command] = args else {
+        eprintln!("hotsh __shim: usage: hotsh __shim GRACE_MS SHELL COMMAND");
+        std::process::exit(2);
+    };
+    let grace = Duration::from_millis(
+        grace_ms
+            .to_str()
+            .and_then(|g| g.parse().ok())
+            .unwrap_or(2000),
+    );
+    // SAFETY: plain libc calls on this single-threaded process; arguments are valid.
+    unsafe {
+        libc::fcntl(LIFELINE_FD, libc::F_SETFD, libc::FD_CLOEXEC);
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+    let signals = match SignalFd::new(&[libc::SIGCHLD, libc::SIGTERM, libc::SIGINT, libc::SIGHUP]) {
+        Ok(fd) => fd,
+        Err(error) => fail(&format!("cannot watch signals: {error}")),
+    };
+    let mut shell_command = std::process::Command::new(shell);
+    shell_command
+        .arg("-c")
+        .arg(command)
+        .stdin(Stdio::null())
+        .process_group(0);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        shell_command.pre_exec(|| {
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            // Covers the shell if the shim itself is killed; the rest is the subreaper's job.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            Ok(())
+        });
+    }
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the shim is part of the executor"
+    )]
+    let shell_child = match shell_command.spawn() {
+        Ok(child) => child,
+        Err(error) => {
+            eprintln!("hotsh: cannot start {}: {error}", shell.to_string_lossy());
+            std::process::exit(127);
+        }
+    };
+    let shell_pid = shell_child.id() as libc::pid_t;
+    // The child handle is not used to wait: the shim reaps with waitpid(-1) itself.
+    drop(shell_child);
+
+    let mut shell_status: Option<i32> = None;
+    let mut kill_at: Option<Instant> = None;
+    loop {
+        let timeout_ms = kill_at.map_or(-1, |at| {
+            at.saturating_duration_since(Instant::now())
+                .as_millis()
+                .min(i32::MAX as u128) as i32
+        });
+        let mut fds = [
+            libc::pollfd {
+                fd: LIFELINE_FD,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: signals.fd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: `fds` is a valid array of two pollfd.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout_ms) };
+        if ready < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            kill_everything(shell_pid);
+            std::process::exit(125);
+        }
+        if fds[0].revents != 0 {
+            // The host is gone (or wrote to a pipe it never writes to): nothing may survive.
+            kill_everything(shell_pid);
+            exit_like(shell_status.unwrap_or(libc::SIGKILL));
+        }
+        if ready == 0 {
+            // The grace period is over.
+            signal_all(shell_pid, libc::SIGKILL);
+            kill_at = None;
+            continue;
+        }
+        if fds[1].revents != 0 {
+            for signal in signals.read() {
+                match signal {
+                    libc::SIGCHLD => {}
+                    _ if kill_at.is_none() => {
+                        signal_all(shell_pid, libc::SIGTERM);
+                        kill_at = Some(Instant::now() + grace);
+                    }
+                    _ => {}
+                }
+            }
+            reap(shell_pid, &mut shell_status);
+            if let Some(status) = shell_status {
+                kill_everything(shell_pid);
+                exit_like(status);
+            }
+        }
+    }
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("hotsh __shim: {message}");
+    std::process::exit(125);
+}
+
+/// Reaps every child that has ended, noting the shell's wait status.
+fn reap(shell_pid: libc::pid_t, shell_status: &mut Option<i32>) {
+    loop {
+        let mut status = 0;
+        // SAFETY: valid out pointer.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid <= 0 {
+            return;
+        }
+        if pid == shell_pid {
+            *shell_status = Some(status);
+        }
+    }
+}
+
+/// Sends `signal` to the shell's group and to every child of the shim with its group.
+fn signal_all(shell_pid: libc::pid_t, signal: i32) {
+    // SAFETY: kill/killpg with a pid we own; errors (ESRCH) are expected and ignored.
+    unsafe {
+        libc::killpg(shell_pid, signal);
+        let own_group = libc::getpgrp();
+        for child in children() {
+            libc::kill(child, signal);
+            let group = libc::getpgid(child);
+            if group > 0 && group != own_group {
+                libc::killpg(group, signal);
+            }
+        }
+    }
+}
+
+/// SIGKILLs everything until the shell's group is empty and the shim has no child left.
+///
+/// A killed process's children are re-parented to the shim before the process leaves its
+/// group, so "group empty and no children" means nothing of the command is left. The common
+/// case (the shell was alone) costs two system calls; /proc is scanned only when children
+/// remain.
+fn kill_everything(shell_pid: libc::pid_t) {
+    loop {
+        let mut status = 0;
+        // SAFETY: kill/killpg/waitpid on processes the shim owns; errors are expected.
+        unsafe {
+            libc::killpg(shell_pid, libc::SIGKILL);
+            while libc::waitpid(-1, &mut status, libc::WNOHANG) > 0 {}
+            let group_alive = libc::killpg(shell_pid, 0) == 0;
+            let children_left = libc::waitpid(-1, &mut status, libc::WNOHANG) == 0;
+            if !group_alive && !children_left {
+                return;
+            }
+            if children_left {
+                signal_all(shell_pid, libc::SIGKILL);
+                libc::waitpid(-1, &mut status, 0);
+            } else {
+                // Group members that are not the shim's children are dying; give them a moment.
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+}
+
+/// The pids whose parent is this process, read from /proc.
+fn children() -> Vec<libc::pid_t> {
+    let own = std::process::id() as libc::pid_t;
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<libc::pid_t>().ok())
+        .filter(|&pid| parent_of(pid) == Some(own))
+        .collect()
+}
+
+fn parent_of(pid: libc::pid_t) -> Option<libc::pid_t> {
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid …`; comm may contain spaces and parentheses: split at the last ')'.
+    let after = &stat[stat.iter().rposition(|&b| b == b')')? + 1..];
+    let mut fields = after.split(|&b| b == b' ').filter(|f| !f.is_empty());
+    fields.next()?; // state
+    std::str::from_utf8(fields.next()?).ok()?.parse().ok()
+}
+
+/// Exits with the shell's wait status: the same exit code, or death by the same signal.
+fn exit_like(status: i32) -> ! {
+    if libc::WIFEXITED(status) {
+        std::process::exit(libc::WEXITSTATUS(status));
+    }
+    let signal = if libc::WIFSIGNALED(status) {
+        libc::WTERMSIG(status)
+    } else {
+        libc::SIGKILL
+    };
+    // SAFETY: resetting the disposition and unblocking before raising the same signal.
+    unsafe {
+        libc::signal(signal, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, signal);
+        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        // No core dump for a re-raised SIGSEGV and friends.
+        let no_core = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+        libc::raise(signal);
+    }
+    std::process::exit(128 + signal);
+}
+
+/// Blocked signals delivered through a file descriptor.
+struct SignalFd {
+    fd: i32,
+}
+
+impl SignalFd {
+    fn new(signals: &[i32]) -> std::io::Result<Self> {
+        // SAFETY: a zeroed sigset is initialised by sigemptyset before use.
+        unsafe {
+            let mut mask: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut mask);
+            for &signal in signals {
+                libc::sigaddset(&mut mask, signal);
+            }
+            if libc::sigprocmask(libc::SIG_BLOCK, &mask, std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let fd = libc::signalfd(-1, &mask, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(Self { fd })
+        }
+    }
+
+    /// The signals that arrived since the last read.
+    fn read(&self) -> Vec<i32> {
+        let mut signals = Vec::new();
+        loop {
+            // SAFETY: reading into a properly sized, zeroed siginfo buffer.
+            let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+            let size = std::mem::size_of::<libc::signalfd_siginfo>();
+            let read = unsafe {
+                libc::read(
+                    self.fd,
+                    (&mut info as *mut libc::signalfd_siginfo).cast(),
+                    size,
+                )
+            };
+            if read != size as isize {
+                return signals;
+            }
+            signals.push(info.ssi_signo as i32);
+        }
+    }
+}
+
+/// The argument vector that starts a shim for `command`.
+pub(crate) fn arguments(grace: Duration, shell: &std::path::Path, command: &str) -> Vec<OsString> {
+    vec![
+        SUBCOMMAND.into(),
+        grace.as_millis().to_string().into(),
+        shell.as_os_str().to_owned(),
+        command.into(),
+    ]
+}

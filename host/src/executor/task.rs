@@ -1,0 +1,234 @@
+//! Background tasks: their output between reads, their status, their owner.
+
+use super::capture::SpillFile;
+use super::live::complete_utf8_prefix;
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use tokio::sync::watch;
+
+/// A background task's id: `bash-N`, in start order within the host process.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct TaskId(pub(crate) String);
+
+impl std::fmt::Display for TaskId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TaskState {
+    Running,
+    Exited,
+    Killed,
+}
+
+/// A task's state, with how it ended once it has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TaskStatus {
+    pub(crate) state: TaskState,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) signal: Option<String>,
+}
+
+impl TaskStatus {
+    pub(crate) const RUNNING: Self = Self {
+        state: TaskState::Running,
+        exit_code: None,
+        signal: None,
+    };
+
+    pub(crate) fn is_running(&self) -> bool {
+        self.state == TaskState::Running
+    }
+}
+
+/// Output produced since the previous read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TaskRead {
+    pub(crate) text: String,
+    pub(crate) dropped_bytes: u64,
+    pub(crate) output_path: PathBuf,
+    pub(crate) status: TaskStatus,
+}
+
+/// How a task ended, as its completion notice reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TaskEnded {
+    pub(crate) id: TaskId,
+    pub(crate) owner: Option<String>,
+    pub(crate) command: String,
+    pub(crate) status: TaskStatus,
+    pub(crate) output_path: PathBuf,
+}
+
+/// Unread output, bounded: older unread bytes give way to newer ones and are counted.
+#[derive(Debug)]
+struct Unread {
+    bytes: VecDeque<u8>,
+    dropped: u64,
+    /// An incomplete UTF-8 sequence held back from the previous read.
+    carry: Vec<u8>,
+}
+
+/// One background task.
+#[derive(Debug)]
+pub(crate) struct Task {
+    pub(crate) id: TaskId,
+    pub(crate) owner: Option<String>,
+    pub(crate) command: String,
+    pub(crate) pid: Option<u32>,
+    unread_cap: usize,
+    unread: Mutex<Unread>,
+    output: Mutex<SpillFile>,
+    output_path: PathBuf,
+    status: watch::Sender<TaskStatus>,
+    /// The host asked for the task to be killed.
+    pub(crate) kill_requested: std::sync::atomic::AtomicBool,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Task {
+    pub(crate) fn new(
+        id: TaskId,
+        owner: Option<String>,
+        command: String,
+        pid: Option<u32>,
+        unread_cap: usize,
+        output: SpillFile,
+    ) -> Self {
+        let output_path = output.path().to_owned();
+        Self {
+            id,
+            owner,
+            command,
+            pid,
+            unread_cap,
+            unread: Mutex::new(Unread {
+                bytes: VecDeque::new(),
+                dropped: 0,
+                carry: Vec::new(),
+            }),
+            output: Mutex::new(output),
+            output_path,
+            status: watch::Sender::new(TaskStatus::RUNNING),
+            kill_requested: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn output_path(&self) -> &PathBuf {
+        &self.output_path
+    }
+
+    pub(crate) fn push(&self, bytes: &[u8]) {
+        lock(&self.output).write(bytes);
+        let mut unread = lock(&self.unread);
+        unread.bytes.extend(bytes);
+        if unread.bytes.len() > self.unread_cap {
+            let excess = unread.bytes.len() - self.unread_cap;
+            unread.bytes.drain(..excess);
+            unread.dropped += excess as u64;
+        }
+    }
+
+    pub(crate) fn status(&self) -> TaskStatus {
+        self.status.borrow().clone()
+    }
+
+    pub(crate) fn finish(&self, status: TaskStatus) {
+        self.status.send_replace(status);
+    }
+
+    /// Waits until the task has ended.
+    pub(crate) async fn ended(&self) -> TaskStatus {
+        let mut status = self.status.subscribe();
+        match status.wait_for(|s| !s.is_running()).await {
+            Ok(status) => status.clone(),
+            Err(_) => self.status(),
+        }
+    }
+
+    /// Takes the output produced since the previous read. Reading and the status are taken
+    /// together, so a read that reports an ended task has all of its output.
+    pub(crate) fn read(&self) -> TaskRead {
+        let status = self.status();
+        let mut unread = lock(&self.unread);
+        let mut bytes = std::mem::take(&mut unread.carry);
+        if unread.dropped > 0 {
+            bytes.clear();
+        }
+        bytes.extend(unread.bytes.drain(..));
+        let keep_from = if status.is_running() {
+            complete_utf8_prefix(&bytes)
+        } else {
+            bytes.len()
+        };
+        unread.carry = bytes.split_off(keep_from);
+        let dropped = std::mem::take(&mut unread.dropped);
+        TaskRead {
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+            dropped_bytes: dropped,
+            output_path: self.output_path.clone(),
+            status,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(cap: usize, name: &str) -> (Task, tempfile_path::Path) {
+        let path = tempfile_path::Path::new(name);
+        let spill = SpillFile::eager(path.0.clone(), 1 << 20);
+        (
+            Task::new(TaskId("bash-1".into()), None, "x".into(), None, cap, spill),
+            path,
+        )
+    }
+
+    /// A scratch path removed on drop.
+    mod tempfile_path {
+        pub(crate) struct Path(pub(crate) std::path::PathBuf);
+        impl Path {
+            pub(crate) fn new(name: &str) -> Self {
+                Self(
+                    std::env::temp_dir()
+                        .join(format!("hotsh-task-test-{}-{name}", std::process::id())),
+                )
+            }
+        }
+        impl Drop for Path {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_file(&self.0);
+            }
+        }
+    }
+
+    #[test]
+    fn reads_deliver_each_byte_once() {
+        let (task, _path) = task(100, "once");
+        task.push(b"one\n");
+        assert_eq!(task.read().text, "one\n");
+        assert_eq!(task.read().text, "");
+        task.push(b"two\n");
+        assert_eq!(task.read().text, "two\n");
+    }
+
+    #[test]
+    fn overflow_is_counted_and_the_file_has_everything() {
+        let (task, path) = task(4, "overflow");
+        task.push(b"abcdefgh");
+        let read = task.read();
+        assert_eq!(read.text, "efgh");
+        assert_eq!(read.dropped_bytes, 4);
+        assert_eq!(std::fs::read(&path.0).expect("output file"), b"abcdefgh");
+        assert_eq!(task.read().dropped_bytes, 0);
+    }
+}
