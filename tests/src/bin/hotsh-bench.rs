@@ -4,10 +4,28 @@
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- startup [RUNS]
 //! ```
 //!
+//! ```text
+//! cargo run --release -p hotsh-tests --bin hotsh-bench -- output [MIB] [RUNS]
+//! cargo run --release -p hotsh-tests --bin hotsh-bench -- overhead [CALLS] [RUNS]
+//! cargo run --release -p hotsh-tests --bin hotsh-bench -- tasks [COUNT] [RUNS]
+//! ```
+//!
 //! `startup`: per run, spawn `hotsh` (no arguments: plugins from its own directory) and time
 //! spawn → `initialize` answered, then `session/new`; read the RSS right after `initialize`,
-//! and again once the plugins are loaded (after a first prompt, which waits for them). Prints
-//! every run and the medians. The machine is shared and noisy: compare medians, not runs.
+//! and again once the plugins are loaded (after a first prompt, which waits for them).
+//!
+//! `output`: one foreground `bash` call writing MIB MiB (default 1024) through the whole tool
+//! path, with a Zed-like client reading every update: throughput and the host's peak RSS.
+//!
+//! `overhead`: a turn of CALLS (default 50) foreground `true` calls through the whole tool path
+//! (model script, ACP card updates, plugin, shim, bash), per call, against `bash -c true`
+//! spawned directly by the benchmark.
+//!
+//! `tasks`: one turn starting COUNT (default 200) background tasks (`sleep 600`): the time to
+//! start them all and the host's RSS with all of them running.
+//!
+//! Every benchmark prints each run and the medians. The machine is shared and noisy: compare
+//! medians, not runs.
 
 #![allow(
     clippy::disallowed_methods,
@@ -24,17 +42,211 @@ use std::time::{Duration, Instant};
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
-        Some("startup") => {
-            let runs = args
-                .get(1)
-                .map_or(10, |n| n.parse().expect("RUNS is a number"));
-            startup(runs);
-        }
+        Some("startup") => startup(number(&args, 1, 10)),
+        Some("output") => output(number(&args, 1, 1024), number(&args, 2, 3)),
+        Some("overhead") => overhead(number(&args, 1, 50), number(&args, 2, 5)),
+        Some("tasks") => tasks(number(&args, 1, 200), number(&args, 2, 3)),
         _ => {
-            eprintln!("usage: hotsh-bench startup [RUNS]");
+            eprintln!(
+                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS])"
+            );
             std::process::exit(2);
         }
     }
+}
+
+fn number(args: &[String], at: usize, default: usize) -> usize {
+    args.get(at)
+        .map_or(default, |n| n.parse().expect("a number"))
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// A `hotsh acp` with a scripted model, driven like an editor would.
+struct Agent {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+    next_id: u64,
+    _dir: tempfile::TempDir,
+    session: Value,
+}
+
+impl Agent {
+    fn start(hotsh: &std::path::Path, responses: Vec<Value>, config: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let script = dir.path().join("script.json");
+        std::fs::write(&script, json!({ "responses": responses }).to_string()).expect("script");
+        let config_path = dir.path().join("config.toml");
+        std::fs::write(&config_path, config).expect("config");
+        let mut child = Command::new(hotsh)
+            .arg("acp")
+            .arg("--model")
+            .arg(format!("script:{}", script.display()))
+            .arg("--config")
+            .arg(&config_path)
+            .env("HOTSH_LOG", "warn")
+            .env("TMPDIR", dir.path())
+            .current_dir(dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("hotsh starts");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut agent = Self {
+            child,
+            stdin,
+            stdout,
+            next_id: 1,
+            _dir: dir,
+            session: Value::Null,
+        };
+        agent.ask("initialize", json!({"protocolVersion": 1, "clientCapabilities": {"_meta": {"terminal_output": true}}}));
+        let cwd = agent._dir.path().to_owned();
+        agent.session =
+            agent.ask("session/new", json!({"cwd": cwd, "mcpServers": []}))["result"]["sessionId"]
+                .clone();
+        agent
+    }
+
+    /// Sends a request and reads (and parses) everything up to its response.
+    fn ask(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(self.stdin, "{line}").expect("write");
+        self.stdin.flush().expect("flush");
+        let mut reply = String::new();
+        loop {
+            reply.clear();
+            assert!(
+                self.stdout.read_line(&mut reply).expect("read") > 0,
+                "hotsh closed stdout"
+            );
+            let message: Value = serde_json::from_str(&reply).expect("JSON");
+            if message["id"] == id && message.get("method").is_none() {
+                return message;
+            }
+        }
+    }
+
+    fn prompt(&mut self, text: &str) -> Value {
+        let session = self.session.clone();
+        self.ask(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
+        )
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn finish(mut self) {
+        drop(self.stdin);
+        let _ = self.child.wait();
+    }
+}
+
+fn output(mib: usize, runs: usize) {
+    let hotsh = release_dir().join("hotsh");
+    let bytes = mib << 20;
+    let command = format!("yes hotsh-benchmark-output-line | head -c {bytes}");
+    let mut rates = Vec::new();
+    let mut peaks = Vec::new();
+    for run in 1..=runs {
+        let responses = vec![
+            json!({"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}),
+            json!({"text": "done"}),
+        ];
+        let mut agent = Agent::start(&hotsh, responses, "");
+        let started = Instant::now();
+        agent.prompt("flood");
+        let seconds = started.elapsed().as_secs_f64();
+        let rate = bytes as f64 / seconds / 1e6;
+        let peak = proc_status_kib(agent.pid(), "VmHWM:") as f64 / 1024.0;
+        println!(
+            "run {run}: {mib} MiB in {seconds:.2} s = {rate:.0} MB/s; host peak RSS {peak:.1} MiB"
+        );
+        rates.push(rate);
+        peaks.push(peak);
+        agent.finish();
+    }
+    println!(
+        "median of {runs} runs: {:.0} MB/s through bash, host peak RSS {:.1} MiB",
+        median(rates),
+        median(peaks)
+    );
+}
+
+fn overhead(calls: usize, runs: usize) {
+    let hotsh = release_dir().join("hotsh");
+    let mut through_tool = Vec::new();
+    let mut direct = Vec::new();
+    for run in 1..=runs {
+        let tool_calls: Vec<Value> = (0..calls)
+            .map(|_| json!({"name": "bash", "arguments": {"command": "true"}}))
+            .collect();
+        let responses = vec![json!({ "tool_calls": tool_calls }), json!({"text": "done"})];
+        let mut agent = Agent::start(&hotsh, responses, "");
+        let started = Instant::now();
+        agent.prompt("go");
+        let per_call = ms(started.elapsed()) / calls as f64;
+        agent.finish();
+        let started = Instant::now();
+        for _ in 0..calls {
+            let status = Command::new("bash")
+                .args(["-c", "true"])
+                .status()
+                .expect("bash runs");
+            assert!(status.success());
+        }
+        let per_spawn = ms(started.elapsed()) / calls as f64;
+        println!(
+            "run {run}: {per_call:.2} ms per `true` through the tool path, {per_spawn:.2} ms per `bash -c true` spawned directly"
+        );
+        through_tool.push(per_call);
+        direct.push(per_spawn);
+    }
+    let (tool, bash) = (median(through_tool), median(direct));
+    println!(
+        "median of {runs} runs: {tool:.2} ms through the tool path vs {bash:.2} ms direct: {:.2} ms of overhead per command",
+        tool - bash
+    );
+}
+
+fn tasks(count: usize, runs: usize) {
+    let hotsh = release_dir().join("hotsh");
+    let config = format!("[executor]\nmax_background_tasks = {count}\n");
+    let mut times = Vec::new();
+    let mut rss = Vec::new();
+    for run in 1..=runs {
+        let tool_calls: Vec<Value> = (0..count)
+            .map(|_| json!({"name": "bash", "arguments": {"command": "sleep 600", "run_in_background": true}}))
+            .collect();
+        let responses = vec![json!({ "tool_calls": tool_calls }), json!({"text": "done"})];
+        let mut agent = Agent::start(&hotsh, responses, &config);
+        let started = Instant::now();
+        agent.prompt("start them");
+        let took = ms(started.elapsed());
+        let resident = proc_status_kib(agent.pid(), "VmRSS:") as f64 / 1024.0;
+        println!(
+            "run {run}: {count} background tasks started in {took:.0} ms; host RSS {resident:.1} MiB"
+        );
+        times.push(took);
+        rss.push(resident);
+        agent.finish();
+    }
+    println!(
+        "median of {runs} runs: {count} tasks started in {:.0} ms, host RSS {:.1} MiB",
+        median(times),
+        median(rss)
+    );
 }
 
 /// Builds the release binary and plugin; returns the directory holding them.
@@ -82,11 +294,7 @@ fn startup(runs: usize) {
         );
         samples.push(sample);
     }
-    let median = |f: &dyn Fn(&Sample) -> f64| {
-        let mut values: Vec<f64> = samples.iter().map(f).collect();
-        values.sort_by(f64::total_cmp);
-        values[values.len() / 2]
-    };
+    let median = |f: &dyn Fn(&Sample) -> f64| median(samples.iter().map(f).collect());
     println!("median of {runs} runs ({}):", hotsh.display());
     println!(
         "  spawn -> initialize answered: {:.2} ms",
@@ -167,10 +375,14 @@ fn one_startup(hotsh: &std::path::Path, cwd: &std::path::Path) -> Sample {
 }
 
 fn rss_kib(pid: u32) -> u64 {
+    proc_status_kib(pid, "VmRSS:")
+}
+
+fn proc_status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
     status
         .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .find_map(|line| line.strip_prefix(field))
         .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
         .expect("VmRSS")
 }

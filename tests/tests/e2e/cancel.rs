@@ -52,9 +52,9 @@ fn cancel_kills_the_command_and_answers_cancelled() {
 }
 
 #[test]
-fn cancel_stops_background_children_of_the_command_too() {
+fn cancel_stops_the_commands_children_even_those_that_left_its_group() {
     let marker = "sleep 30.0419";
-    let command = format!("{marker} & {marker} & wait");
+    let command = format!("{marker} & setsid {marker} & {marker} & wait");
     let mut agent = Agent::start(AgentOptions::script(vec![bash_call(&command)]));
     agent.initialize(true);
     let session = agent.new_session();

@@ -1,6 +1,8 @@
 //! What the client sees of a command: a live terminal card (Zed) or a console block.
 
-use hotsh_tests::{Agent, AgentOptions, bash_call, card_updates, say};
+use hotsh_tests::{
+    Agent, AgentOptions, bash_call, card_updates, eventually, processes_matching, say,
+};
 use serde_json::{Value, json};
 
 const COMMAND: &str = "printf 'a\\nb'; echo err >&2; exit 3";
@@ -193,7 +195,8 @@ fn long_output_is_bounded_for_the_model_and_names_the_spill_file() {
 
 #[test]
 fn timeout_stops_the_command_and_says_so() {
-    let call = json!({"tool_calls": [{"name": "bash", "arguments": {"command": "echo started; sleep 30.0431", "timeout": 300}}]});
+    let command = "echo started; setsid sleep 30.0431 & sleep 30.0431";
+    let call = json!({"tool_calls": [{"name": "bash", "arguments": {"command": command, "timeout": 300}}]});
     let mut agent = Agent::start(AgentOptions::script(vec![call, say("ok")]));
     agent.initialize(true);
     let session = agent.new_session();
@@ -214,4 +217,7 @@ fn timeout_stops_the_command_and_says_so() {
     assert_eq!(last["_meta"]["terminal_exit"]["signal"], "SIGTERM");
     assert_eq!(last["rawOutput"]["timed_out"], true);
     assert_eq!(last["rawOutput"]["timeout_ms"], 300);
+    eventually("both sleeps to be gone", || {
+        processes_matching("sleep 30.0431").is_empty()
+    });
 }
