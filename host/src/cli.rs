@@ -24,6 +24,11 @@ struct Cli {
 enum Command {
     /// Serve ACP on stdin/stdout (what an editor such as Zed launches). The default.
     Acp(AgentArgs),
+    /// Work with plugin files.
+    Plugin {
+        #[command(subcommand)]
+        command: PluginCommand,
+    },
     /// Run one prompt in this terminal and show what a user of an ACP client would see.
     Run {
         #[command(flatten)]
@@ -33,6 +38,16 @@ enum Command {
         cwd: Option<PathBuf>,
         /// The prompt.
         prompt: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum PluginCommand {
+    /// Load a plugin file the way the agent does and describe it, or say why it is rejected
+    /// (exit status 1).
+    Check {
+        /// The plugin library, e.g. target/debug/libmy_plugin.so.
+        path: PathBuf,
     },
 }
 
@@ -88,8 +103,17 @@ impl AgentArgs {
 
 /// Entry point of the `hotsh` binary.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let interactive = matches!(cli.command, Some(Command::Run { .. }));
+    let command = match Cli::parse().command {
+        // No runtime, no agent: load one file and report.
+        Some(Command::Plugin {
+            command: PluginCommand::Check { path },
+        }) => {
+            init_logging("warn");
+            return crate::plugins::check(&path);
+        }
+        command => command,
+    };
+    let interactive = matches!(command, Some(Command::Run { .. }));
     init_logging(if interactive { "warn" } else { "info" });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         // The agent waits on IO; two workers keep a stuck task from stalling the rest without
@@ -105,9 +129,10 @@ pub fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async move {
-        match cli.command {
+        match command {
             None => serve(AgentArgs::default()).await,
             Some(Command::Acp(args)) => serve(args).await,
+            Some(Command::Plugin { .. }) => unreachable!("handled before the runtime starts"),
             Some(Command::Run { agent, cwd, prompt }) => {
                 let cwd = match cwd {
                     Some(cwd) => cwd,

@@ -4,7 +4,7 @@
 use crate::config::ConfigFile;
 use crate::executor::{EnvPolicy, Executor, ExecutorConfig, TaskEnded, TaskState, TaskStatus};
 use crate::model::{self, Model, ModelSpec, Transcript};
-use crate::plugins::Registry;
+use crate::plugins::{PluginChange, Registry, watch_plugin_dirs};
 use crate::session::{
     CallStatus, Card, GenericCard, Session, SessionEvent, SessionId, ToolCallId, ToolKind, lock,
 };
@@ -65,6 +65,8 @@ pub(crate) struct Host {
     sessions: Mutex<HashMap<SessionId, Arc<Session>>>,
     /// Open cards by task id. The lock also orders "card drawn" against "task ended".
     task_cards: Mutex<HashMap<String, OpenCard>>,
+    /// Keeps the plugin directories watched.
+    _watcher: Option<notify::RecommendedWatcher>,
 }
 
 /// Variables that hold model credentials; commands never see them (nor copies of their values).
@@ -92,11 +94,19 @@ impl Host {
         };
         let (executor, mut completions) = Executor::new(config.executor.clone(), &env_policy)?;
         let scratch = std::env::temp_dir().join("hotsh-plugin-copies");
-        let registry = Arc::new(Registry::new(scratch));
+        let registry = Arc::new(Registry::new(config.plugin_dirs.clone(), scratch));
         let runtime = tokio::runtime::Handle::current();
+        // Watch first, then scan: a build that lands during the scan is not missed.
+        let (changes, mut changed) = tokio::sync::mpsc::unbounded_channel();
+        let watcher = match watch_plugin_dirs(Arc::clone(&registry), changes) {
+            Ok(watcher) => Some(watcher),
+            Err(error) => {
+                tracing::warn!(%error, "cannot watch the plugin directories; plugins will not reload");
+                None
+            }
+        };
         let loading = Arc::clone(&registry);
-        let dirs = config.plugin_dirs.clone();
-        runtime.spawn_blocking(move || loading.load_dirs(&dirs));
+        runtime.spawn_blocking(move || loading.load_all());
         sweep_spill_dirs(&config.spill_root);
         let host = Arc::new(Self {
             registry,
@@ -107,12 +117,20 @@ impl Host {
             runtime,
             sessions: Mutex::default(),
             task_cards: Mutex::default(),
+            _watcher: watcher,
         });
         let weak = Arc::downgrade(&host);
         host.runtime.spawn(async move {
             while let Some(ended) = completions.recv().await {
                 let Some(host) = weak.upgrade() else { return };
                 host.task_ended(ended);
+            }
+        });
+        let weak = Arc::downgrade(&host);
+        host.runtime.spawn(async move {
+            while let Some(change) = changed.recv().await {
+                let Some(host) = weak.upgrade() else { return };
+                host.plugin_changed(&change);
             }
         });
         Ok(host)
@@ -140,6 +158,21 @@ impl Host {
         self.executor.dispose().await;
         let prefix = format!("{}.", std::process::id());
         remove_dirs_where(&self.spill_root, |name| name.starts_with(&prefix));
+    }
+
+    /// Tells every session's client that a plugin was reloaded, rejected or unloaded.
+    fn plugin_changed(&self, change: &PluginChange) {
+        let (title, detail, failed) = describe_change(change);
+        let sessions: Vec<Arc<Session>> = lock(&self.sessions).values().cloned().collect();
+        for session in sessions {
+            let Some(sink) = session.sink() else { continue };
+            sink.emit(SessionEvent::PluginChanged {
+                call_id: session.next_call_id(),
+                title: title.clone(),
+                detail: detail.clone(),
+                failed,
+            });
+        }
     }
 
     /// A call that started `task_id` drew its card as running: close the card when the task
@@ -230,6 +263,83 @@ impl Host {
             }),
             error: None,
         });
+    }
+}
+
+/// A plugin change as the user sees it: title, detail, and whether it is a failure.
+fn describe_change(change: &PluginChange) -> (String, String, bool) {
+    match change {
+        PluginChange::Loaded {
+            plugin,
+            replaced: Some(old),
+        } => (
+            format!(
+                "Plugin {} reloaded: build {} now serves",
+                plugin.name, plugin.generation
+            ),
+            format!(
+                "{} (hash {:016x}) replaces build {}; calls already running finish on {}.",
+                plugin.path.display(),
+                plugin.content_hash,
+                old.generation,
+                old.generation
+            ),
+            false,
+        ),
+        PluginChange::Loaded {
+            plugin,
+            replaced: None,
+        } => (
+            format!(
+                "Plugin {} loaded (build {})",
+                plugin.name, plugin.generation
+            ),
+            format!(
+                "{} (hash {:016x}); tools: {}.",
+                plugin.path.display(),
+                plugin.content_hash,
+                plugin
+                    .tools
+                    .iter()
+                    .map(|t| t.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            false,
+        ),
+        PluginChange::Rejected {
+            path,
+            reason,
+            serving,
+        } => {
+            let name = path.file_name().map_or_else(
+                || path.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            );
+            let still = match serving {
+                Some(plugin) => format!(
+                    "Build {} of plugin {} keeps serving.",
+                    plugin.generation, plugin.name
+                ),
+                None => "Nothing was loaded from this file.".to_owned(),
+            };
+            (
+                format!("Plugin build rejected: {name}"),
+                format!("{reason}\n\n{still}"),
+                true,
+            )
+        }
+        PluginChange::Removed { plugin } => (
+            format!(
+                "Plugin {} unloaded (build {})",
+                plugin.name, plugin.generation
+            ),
+            format!(
+                "{} was removed; calls already running finish.",
+                plugin.path.display()
+            ),
+            false,
+        ),
     }
 }
 

@@ -102,6 +102,13 @@ pub(crate) enum SessionEvent {
         /// The text the model received, when the call failed without a card of its own.
         error: Option<String>,
     },
+    /// A plugin was reloaded, rejected or unloaded (not part of any turn).
+    PluginChanged {
+        call_id: ToolCallId,
+        title: String,
+        detail: String,
+        failed: bool,
+    },
 }
 
 /// Where a session's events go.

@@ -174,6 +174,21 @@ fn common_update(event: SessionEvent) -> Option<SessionUpdate> {
         SessionEvent::AgentThought(text) => {
             SessionUpdate::AgentThoughtChunk(ContentChunk::new(text.into()))
         }
+        SessionEvent::PluginChanged {
+            call_id,
+            title,
+            detail,
+            failed,
+        } => SessionUpdate::ToolCall(
+            ToolCall::new(call_id.0, title)
+                .kind(acp::ToolKind::Other)
+                .status(if failed {
+                    ToolCallStatus::Failed
+                } else {
+                    ToolCallStatus::Completed
+                })
+                .content(text_content(detail)),
+        ),
         SessionEvent::ToolCallStarted {
             call_id,
             card: Card::Generic(card),

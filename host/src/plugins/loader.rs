@@ -43,6 +43,8 @@ pub(crate) struct LoadedPlugin {
     pub(crate) name: String,
     pub(crate) version: String,
     pub(crate) content_hash: u64,
+    /// The hotsh-abi version the plugin was built against.
+    pub(crate) abi_version: String,
     pub(crate) tools: Vec<ToolDefinition>,
     pub(crate) prompt_sections: Vec<PromptSection>,
     pub(crate) api: PluginV1,
@@ -115,8 +117,12 @@ pub(crate) fn load_bytes(
     let library = library.map_err(|e| Rejection::Open(first_line(&e.to_string())))?;
     // SAFETY: the library is never unloaded (forgotten below), so the header's 'static
     // references stay valid.
-    let module = unsafe { lib_header_from_raw_library(&library) }
-        .and_then(|header| header.init_root_module::<PluginModuleRef>());
+    let mut abi_version = String::new();
+    let module = unsafe { lib_header_from_raw_library(&library) }.and_then(|header| {
+        // Copied out at once: the string lives in the library.
+        abi_version = header.version_strings().version.as_str().to_owned();
+        header.init_root_module::<PluginModuleRef>()
+    });
     // Never unload, even on failure: an error value may still point into the library.
     std::mem::forget(library);
     let module = module.map_err(reject)?;
@@ -130,6 +136,7 @@ pub(crate) fn load_bytes(
         name: manifest.0,
         version: manifest.1,
         content_hash: content_hash(bytes),
+        abi_version,
         tools,
         prompt_sections,
         api,

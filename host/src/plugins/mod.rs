@@ -7,15 +7,18 @@
 mod loader;
 mod services;
 mod v1;
+mod watcher;
 
 pub(crate) use loader::{LoadedPlugin, Rejection, load};
 pub(crate) use services::CallServices;
 pub(crate) use v1::{PluginCall, PluginOutput};
+pub(crate) use watcher::watch_plugin_dirs;
 
 use crate::model::ToolDefinition;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// The plugins serving now.
@@ -57,22 +60,142 @@ impl Snapshot {
     }
 }
 
+/// `hotsh plugin check PATH`: loads the file through the same path as the agent and prints
+/// what it offers, or why it is rejected (exit status 1).
+#[expect(clippy::print_stdout, reason = "the command's report goes to stdout")]
+pub(crate) fn check(path: &Path) -> std::process::ExitCode {
+    let scratch = std::env::temp_dir().join("hotsh-plugin-copies");
+    match load(path, &scratch) {
+        Ok(plugin) => {
+            println!("plugin {} {}", plugin.name, plugin.version);
+            println!("  file:      {}", path.display());
+            println!(
+                "  hotsh-abi: {} (interface v{})",
+                plugin.abi_version,
+                hotsh_abi::ABI_VERSION
+            );
+            println!("  hash:      {:016x}", plugin.content_hash);
+            println!("tools:");
+            for tool in &plugin.tools {
+                let summary = tool.description.lines().next().unwrap_or("");
+                println!("  {}: {summary}", tool.name);
+            }
+            println!("prompt sections:");
+            for section in &plugin.prompt_sections {
+                println!(
+                    "  {} (order {}, {} lines)",
+                    section.id,
+                    section.order,
+                    section.text.lines().count()
+                );
+            }
+            std::process::ExitCode::SUCCESS
+        }
+        Err(rejection) => {
+            println!("rejected: {}", path.display());
+            println!("{rejection}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// What a refresh of one plugin file changed.
+#[derive(Debug, Clone)]
+pub(crate) enum PluginChange {
+    /// A build was loaded; `replaced` is the generation it took over from, if any.
+    Loaded {
+        plugin: Arc<LoadedPlugin>,
+        replaced: Option<Arc<LoadedPlugin>>,
+    },
+    /// A build was refused; `serving` is the generation that keeps serving, if any.
+    Rejected {
+        path: PathBuf,
+        reason: String,
+        serving: Option<Arc<LoadedPlugin>>,
+    },
+    /// The file is gone; its generation no longer takes new calls.
+    Removed { plugin: Arc<LoadedPlugin> },
+}
+
+/// What a refresh found.
+#[derive(Debug)]
+pub(crate) enum Refresh {
+    Unchanged,
+    Changed(PluginChange),
+    /// The file is missing; look again after this long before unloading it (cargo removes the
+    /// old file a moment before it links the new one).
+    LookAgain(Duration),
+}
+
+/// How long a plugin file must stay missing before its plugin is unloaded.
+const REMOVAL_GRACE: Duration = Duration::from_millis(250);
+/// How long an incomplete plugin file may stay unchanged before it counts as truncated.
+const INCOMPLETE_GRACE: Duration = Duration::from_millis(500);
+
+/// The identity of a file's current version: a new build is a new inode (cargo links it in),
+/// an in-place write changes the size or the modification time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileIdentity {
+    device: u64,
+    inode: u64,
+    size: u64,
+    modified_ns: i128,
+}
+
+impl FileIdentity {
+    fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt as _;
+        Self {
+            device: meta.dev(),
+            inode: meta.ino(),
+            size: meta.size(),
+            modified_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        }
+    }
+}
+
+/// One plugin file and what the registry knows of it.
+#[derive(Debug)]
+struct Slot {
+    /// Position of its directory in the plugin directories (load order).
+    dir: usize,
+    path: PathBuf,
+    current: Option<Arc<LoadedPlugin>>,
+    /// The version last read, so an event that changed nothing costs no read.
+    identity: Option<FileIdentity>,
+    /// The content last refused, so a rejected build is not tried again.
+    rejected_hash: Option<u64>,
+    /// Content that was not a complete library yet: reported as rejected only if the file
+    /// stays that way.
+    incomplete_hash: Option<u64>,
+    missing_since: Option<Instant>,
+}
+
 /// The registry of loaded plugins.
 #[derive(Debug)]
 pub(crate) struct Registry {
     snapshot: RwLock<Arc<Snapshot>>,
+    /// Every plugin file seen. The lock also serialises refreshes.
+    slots: Mutex<Vec<Slot>>,
+    dirs: Vec<PathBuf>,
     ready: watch::Sender<bool>,
     /// Where private copies of plugin files are written while being loaded.
     scratch: PathBuf,
 }
 
 impl Registry {
-    pub(crate) fn new(scratch: PathBuf) -> Self {
+    pub(crate) fn new(dirs: Vec<PathBuf>, scratch: PathBuf) -> Self {
         Self {
             snapshot: RwLock::default(),
+            slots: Mutex::default(),
+            dirs,
             ready: watch::Sender::new(false),
             scratch,
         }
+    }
+
+    pub(crate) fn dirs(&self) -> &[PathBuf] {
+        &self.dirs
     }
 
     pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
@@ -90,49 +213,201 @@ impl Registry {
         let _ = ready.wait_for(|ready| *ready).await;
     }
 
-    /// Loads every hotsh plugin in `dirs` (blocking). Files that are not plugins, or that are
-    /// rejected, are logged and skipped; the registry serves whatever loaded.
-    pub(crate) fn load_dirs(&self, dirs: &[PathBuf]) {
-        let mut plugins: Vec<Arc<LoadedPlugin>> = Vec::new();
-        for dir in dirs {
+    /// Loads every hotsh plugin in the plugin directories (blocking). Files that are not
+    /// plugins, or that are rejected, are logged and skipped.
+    pub(crate) fn load_all(&self) {
+        for dir in &self.dirs {
             for path in candidate_files(dir) {
-                match load(&path, &self.scratch) {
-                    Ok(plugin) => {
-                        tracing::info!(
-                            plugin = %plugin.name,
-                            version = %plugin.version,
-                            generation = %plugin.generation,
-                            hash = format_args!("{:016x}", plugin.content_hash),
-                            path = %path.display(),
-                            tools = ?plugin.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
-                            "plugin loaded"
-                        );
-                        if let Some(other) = plugins.iter().find(|p| p.name == plugin.name) {
-                            tracing::warn!(
-                                plugin = %plugin.name,
-                                kept = %other.path.display(),
-                                skipped = %path.display(),
-                                "two files provide the same plugin; keeping the first"
-                            );
-                            continue;
-                        }
-                        plugins.push(Arc::new(plugin));
-                    }
-                    Err(Rejection::NotAPlugin) => {
-                        tracing::debug!(path = %path.display(), "not a hotsh plugin; skipped");
-                    }
-                    Err(rejection) => {
-                        tracing::warn!(path = %path.display(), "plugin rejected: {rejection}");
-                    }
-                }
+                self.refresh(&path);
             }
+        }
+        self.ready.send_replace(true);
+    }
+
+    /// Looks at one plugin file again (blocking) and loads, rejects or unloads it.
+    pub(crate) fn refresh(&self, path: &Path) -> Refresh {
+        let Some(dir) = self
+            .dirs
+            .iter()
+            .position(|d| Some(d.as_path()) == path.parent())
+        else {
+            return Refresh::Unchanged;
+        };
+        let mut slots = lock(&self.slots);
+        let index = match slots.iter().position(|s| s.path == path) {
+            Some(index) => index,
+            None => {
+                slots.push(Slot {
+                    dir,
+                    path: path.to_owned(),
+                    current: None,
+                    identity: None,
+                    rejected_hash: None,
+                    incomplete_hash: None,
+                    missing_since: None,
+                });
+                slots.len() - 1
+            }
+        };
+        let meta = match std::fs::metadata(path) {
+            Ok(meta) if meta.is_file() => meta,
+            Ok(_) => return Refresh::Unchanged,
+            Err(_) => return self.missing(&mut slots, index),
+        };
+        let slot = &mut slots[index];
+        slot.missing_since = None;
+        let identity = FileIdentity::of(&meta);
+        if slot.identity == Some(identity) {
+            // Still the incomplete file of the last look: now it counts as truncated.
+            if let Some(hash) = slot.incomplete_hash.take() {
+                slot.rejected_hash = Some(hash);
+                let reason = Rejection::Incomplete.to_string();
+                tracing::warn!(path = %path.display(), "plugin build rejected: {reason}");
+                let serving = slot.current.clone();
+                return Refresh::Changed(PluginChange::Rejected {
+                    path: path.to_owned(),
+                    reason,
+                    serving,
+                });
+            }
+            return Refresh::Unchanged;
+        }
+        let bytes = match std::fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                tracing::debug!(path = %path.display(), %error, "cannot read plugin file");
+                return Refresh::Unchanged;
+            }
+        };
+        slot.identity = Some(identity);
+        slot.incomplete_hash = None;
+        let hash = loader::content_hash(&bytes);
+        if slot
+            .current
+            .as_ref()
+            .is_some_and(|c| c.content_hash == hash)
+        {
+            tracing::debug!(path = %path.display(), "plugin file touched but unchanged");
+            return Refresh::Unchanged;
+        }
+        if slot.rejected_hash == Some(hash) {
+            return Refresh::Unchanged;
+        }
+        match loader::load_bytes(path, &bytes, &self.scratch) {
+            Ok(plugin) => {
+                let plugin = Arc::new(plugin);
+                let replaced = slot.current.replace(Arc::clone(&plugin));
+                slot.rejected_hash = None;
+                tracing::info!(
+                    plugin = %plugin.name,
+                    version = %plugin.version,
+                    generation = %plugin.generation,
+                    replaced = ?replaced.as_ref().map(|r| r.generation.to_string()),
+                    hash = format_args!("{:016x}", plugin.content_hash),
+                    path = %path.display(),
+                    tools = ?plugin.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+                    "plugin loaded"
+                );
+                self.publish(&slots);
+                if let Some(old) = &replaced {
+                    shut_down(old);
+                }
+                Refresh::Changed(PluginChange::Loaded { plugin, replaced })
+            }
+            Err(Rejection::Incomplete) => {
+                // Probably still being written: wait for the writer's next event, or report
+                // it if none comes.
+                slot.incomplete_hash = Some(hash);
+                Refresh::LookAgain(INCOMPLETE_GRACE)
+            }
+            Err(Rejection::NotAPlugin) if slot.current.is_none() => {
+                slot.rejected_hash = Some(hash);
+                tracing::debug!(path = %path.display(), "not a hotsh plugin; skipped");
+                Refresh::Unchanged
+            }
+            Err(rejection) => {
+                slot.rejected_hash = Some(hash);
+                let reason = rejection.to_string();
+                tracing::warn!(
+                    path = %path.display(),
+                    serving = ?slot.current.as_ref().map(|c| c.generation.to_string()),
+                    "plugin build rejected: {reason}"
+                );
+                Refresh::Changed(PluginChange::Rejected {
+                    path: path.to_owned(),
+                    reason,
+                    serving: slot.current.clone(),
+                })
+            }
+        }
+    }
+
+    /// The file of slot `index` is missing: unload its plugin once it has stayed missing.
+    fn missing(&self, slots: &mut Vec<Slot>, index: usize) -> Refresh {
+        let slot = &mut slots[index];
+        if slot.current.is_none() {
+            slots.remove(index);
+            return Refresh::Unchanged;
+        }
+        let since = *slot.missing_since.get_or_insert_with(Instant::now);
+        let waited = since.elapsed();
+        if waited < REMOVAL_GRACE {
+            return Refresh::LookAgain(REMOVAL_GRACE - waited);
+        }
+        let slot = slots.remove(index);
+        self.publish(slots);
+        let Some(plugin) = slot.current else {
+            return Refresh::Unchanged;
+        };
+        tracing::info!(plugin = %plugin.name, generation = %plugin.generation, path = %slot.path.display(), "plugin file removed; unloaded");
+        shut_down(&plugin);
+        Refresh::Changed(PluginChange::Removed { plugin })
+    }
+
+    /// Swaps in a new snapshot built from the slots: load order is directory order, then file
+    /// name; of two files providing the same plugin name, the first serves.
+    fn publish(&self, slots: &[Slot]) {
+        let mut ordered: Vec<&Slot> = slots.iter().filter(|s| s.current.is_some()).collect();
+        ordered.sort_by(|a, b| (a.dir, &a.path).cmp(&(b.dir, &b.path)));
+        let mut plugins: Vec<Arc<LoadedPlugin>> = Vec::new();
+        for plugin in ordered.into_iter().filter_map(|s| s.current.clone()) {
+            if let Some(other) = plugins.iter().find(|p| p.name == plugin.name) {
+                tracing::warn!(
+                    plugin = %plugin.name,
+                    kept = %other.path.display(),
+                    skipped = %plugin.path.display(),
+                    "two files provide the same plugin; keeping the first"
+                );
+                continue;
+            }
+            plugins.push(plugin);
         }
         *self
             .snapshot
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(Snapshot { plugins });
-        self.ready.send_replace(true);
     }
+}
+
+/// Calls a replaced generation's `shutdown` hook on a thread of its own, so a hook that hangs
+/// holds up nothing.
+fn shut_down(plugin: &Arc<LoadedPlugin>) {
+    let plugin = Arc::clone(plugin);
+    let spawned = std::thread::Builder::new().name("plugin-shutdown".into()).spawn(move || {
+        match plugin.api.shutdown() {
+            Ok(()) => tracing::debug!(plugin = %plugin.name, generation = %plugin.generation, "shutdown hook ran"),
+            Err(error) => tracing::warn!(plugin = %plugin.name, generation = %plugin.generation, "shutdown hook failed: {error}"),
+        }
+    });
+    if let Err(error) = spawned {
+        tracing::warn!(%error, "cannot run a plugin's shutdown hook");
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The files in `dir` named like shared libraries (`lib*.so`), sorted by name.

@@ -120,6 +120,16 @@ impl PluginV1 {
     }
 }
 
+impl PluginV1 {
+    /// Calls the plugin's `shutdown` hook, if its build has one.
+    pub(crate) fn shutdown(&self) -> Result<(), String> {
+        match self.module.shutdown() {
+            Some(shutdown) => result(shutdown()),
+            None => Ok(()),
+        }
+    }
+}
+
 fn to_abi(call: &PluginCall) -> abi::ToolCall {
     abi::ToolCall {
         call_id: call.call_id.as_str().into(),
