@@ -69,14 +69,10 @@ macro_rules! export_plugin {
                 call: &ToolCall,
                 host: HostRef<'_>,
             ) -> RResult<ToolOutput, RString> {
-                guard("invoke", || {
-                    <$plugin as $crate::Plugin>::invoke(call, &host)
-                })
+                guard("invoke", || <$plugin as $crate::Plugin>::invoke(call, &host))
             }
             extern "C" fn present_call(call: &ToolCall) -> RResult<Card, RString> {
-                guard("present_call", || {
-                    <$plugin as $crate::Plugin>::present_call(call)
-                })
+                guard("present_call", || <$plugin as $crate::Plugin>::present_call(call))
             }
             extern "C" fn present_result(
                 call: &ToolCall,

@@ -27,10 +27,7 @@ pub struct Manifest {
 
 impl Manifest {
     pub fn new(name: &str, version: &str) -> Self {
-        Self {
-            name: name.into(),
-            version: version.into(),
-        }
+        Self { name: name.into(), version: version.into() }
     }
 }
 
@@ -68,11 +65,7 @@ pub struct PromptSection {
 
 impl PromptSection {
     pub fn new(id: &str, order: u32, text: &str) -> Self {
-        Self {
-            id: id.into(),
-            order,
-            text: text.into(),
-        }
+        Self { id: id.into(), order, text: text.into() }
     }
 }
 
@@ -112,10 +105,7 @@ pub struct ToolOutput {
 
 impl ToolOutput {
     pub fn new(text: impl Into<String>, raw_output: &serde_json::Value) -> Self {
-        Self {
-            text: text.into().into(),
-            raw_output: raw_output.to_string().into(),
-        }
+        Self { text: text.into().into(), raw_output: raw_output.to_string().into() }
     }
 }
 

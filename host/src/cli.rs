@@ -10,11 +10,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "hotsh",
-    version,
-    about = "A coding agent for the Agent Client Protocol"
-)]
+#[command(name = "hotsh", version, about = "A coding agent for the Agent Client Protocol")]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -85,11 +81,7 @@ impl AgentArgs {
     fn into_config(self) -> anyhow::Result<HostConfig> {
         let plugin_dirs = if self.plugin_dirs.is_empty() {
             let exe = std::env::current_exe().context("cannot find the hotsh executable")?;
-            vec![
-                exe.parent()
-                    .context("the executable has no directory")?
-                    .to_owned(),
-            ]
+            vec![exe.parent().context("the executable has no directory")?.to_owned()]
         } else {
             self.plugin_dirs
         };
@@ -105,9 +97,7 @@ impl AgentArgs {
 pub fn main() -> ExitCode {
     let command = match Cli::parse().command {
         // No runtime, no agent: load one file and report.
-        Some(Command::Plugin {
-            command: PluginCommand::Check { path },
-        }) => {
+        Some(Command::Plugin { command: PluginCommand::Check { path } }) => {
             init_logging("warn");
             return crate::plugins::check(&path);
         }

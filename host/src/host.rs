@@ -70,23 +70,15 @@ pub(crate) struct Host {
 }
 
 /// Variables that hold model credentials; commands never see them (nor copies of their values).
-const MODEL_SECRETS: &[&str] = &[
-    "DEEPSEEK_API_KEY",
-    "OPENAI_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "HOTSH_API_KEY",
-];
+const MODEL_SECRETS: &[&str] =
+    &["DEEPSEEK_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HOTSH_API_KEY"];
 
 impl Host {
     /// Builds the host and starts loading plugins in the background: the agent answers
     /// `initialize` at once, and the first turn waits for the scan to finish.
     pub(crate) fn start(config: HostConfig) -> anyhow::Result<Arc<Self>> {
         let model = model::open(&config.model)?;
-        let transcript = config
-            .model_transcript
-            .as_deref()
-            .map(Transcript::create)
-            .transpose()?;
+        let transcript = config.model_transcript.as_deref().map(Transcript::create).transpose()?;
         let env_policy = EnvPolicy {
             host_secrets: MODEL_SECRETS.iter().map(|s| (*s).to_owned()).collect(),
             keep: config.env_keep.clone(),
@@ -149,8 +141,7 @@ impl Host {
 
     /// Where a session's output files go: `<spill root>/<host pid>.<session id>/`.
     pub(crate) fn session_output_dir(&self, session: &SessionId) -> PathBuf {
-        self.spill_root
-            .join(format!("{}.{session}", std::process::id()))
+        self.spill_root.join(format!("{}.{session}", std::process::id()))
     }
 
     /// Stops every background task and removes this process's output files.
@@ -209,10 +200,8 @@ impl Host {
         if let Some(card) = card {
             self.close_task_card(&card.session, &card.call_id, &card.title, &ended);
         }
-        let session = ended
-            .owner
-            .as_ref()
-            .and_then(|owner| self.session(&SessionId(owner.clone())));
+        let session =
+            ended.owner.as_ref().and_then(|owner| self.session(&SessionId(owner.clone())));
         match session {
             Some(session) => session.add_notice(task_notice(&ended)),
             None => {
@@ -245,11 +234,7 @@ impl Host {
                 kind: ToolKind::Execute,
                 content: Some(content),
             }),
-            status: if failed {
-                CallStatus::Failed
-            } else {
-                CallStatus::Completed
-            },
+            status: if failed { CallStatus::Failed } else { CallStatus::Completed },
             raw_output: serde_json::json!({
                 "task_id": ended.id.0,
                 "state": match ended.status.state {
@@ -269,14 +254,8 @@ impl Host {
 /// A plugin change as the user sees it: title, detail, and whether it is a failure.
 fn describe_change(change: &PluginChange) -> (String, String, bool) {
     match change {
-        PluginChange::Loaded {
-            plugin,
-            replaced: Some(old),
-        } => (
-            format!(
-                "Plugin {} reloaded: build {} now serves",
-                plugin.name, plugin.generation
-            ),
+        PluginChange::Loaded { plugin, replaced: Some(old) } => (
+            format!("Plugin {} reloaded: build {} now serves", plugin.name, plugin.generation),
             format!(
                 "{} (hash {:016x}) replaces build {}; calls already running finish on {}.",
                 plugin.path.display(),
@@ -286,58 +265,31 @@ fn describe_change(change: &PluginChange) -> (String, String, bool) {
             ),
             false,
         ),
-        PluginChange::Loaded {
-            plugin,
-            replaced: None,
-        } => (
-            format!(
-                "Plugin {} loaded (build {})",
-                plugin.name, plugin.generation
-            ),
+        PluginChange::Loaded { plugin, replaced: None } => (
+            format!("Plugin {} loaded (build {})", plugin.name, plugin.generation),
             format!(
                 "{} (hash {:016x}); tools: {}.",
                 plugin.path.display(),
                 plugin.content_hash,
-                plugin
-                    .tools
-                    .iter()
-                    .map(|t| t.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                plugin.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")
             ),
             false,
         ),
-        PluginChange::Rejected {
-            path,
-            reason,
-            serving,
-        } => {
-            let name = path.file_name().map_or_else(
-                || path.display().to_string(),
-                |n| n.to_string_lossy().into_owned(),
-            );
+        PluginChange::Rejected { path, reason, serving } => {
+            let name = path
+                .file_name()
+                .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
             let still = match serving {
-                Some(plugin) => format!(
-                    "Build {} of plugin {} keeps serving.",
-                    plugin.generation, plugin.name
-                ),
+                Some(plugin) => {
+                    format!("Build {} of plugin {} keeps serving.", plugin.generation, plugin.name)
+                }
                 None => "Nothing was loaded from this file.".to_owned(),
             };
-            (
-                format!("Plugin build rejected: {name}"),
-                format!("{reason}\n\n{still}"),
-                true,
-            )
+            (format!("Plugin build rejected: {name}"), format!("{reason}\n\n{still}"), true)
         }
         PluginChange::Removed { plugin } => (
-            format!(
-                "Plugin {} unloaded (build {})",
-                plugin.name, plugin.generation
-            ),
-            format!(
-                "{} was removed; calls already running finish.",
-                plugin.path.display()
-            ),
+            format!("Plugin {} unloaded (build {})", plugin.name, plugin.generation),
+            format!("{} was removed; calls already running finish.", plugin.path.display()),
             false,
         ),
     }

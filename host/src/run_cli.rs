@@ -43,10 +43,7 @@ pub(crate) async fn run_prompt(
             )
             .block_task()
             .await?;
-            let session = cx
-                .send_request(NewSessionRequest::new(cwd))
-                .block_task()
-                .await?;
+            let session = cx.send_request(NewSessionRequest::new(cwd)).block_task().await?;
             let on_interrupt = (cx.clone(), session.session_id.clone());
             let interrupt = tokio::spawn(async move {
                 if tokio::signal::ctrl_c().await.is_ok() {
@@ -55,10 +52,8 @@ pub(crate) async fn run_prompt(
                 }
             });
             let prompt = vec![ContentBlock::from(prompt)];
-            let response = cx
-                .send_request(PromptRequest::new(session.session_id, prompt))
-                .block_task()
-                .await;
+            let response =
+                cx.send_request(PromptRequest::new(session.session_id, prompt)).block_task().await;
             interrupt.abort();
             Ok(response?.stop_reason)
         })
@@ -91,20 +86,11 @@ struct Screen {
 
 impl Screen {
     fn new(color: bool) -> Self {
-        Self {
-            color,
-            at_line_start: true,
-            in_thought: false,
-            cards: HashMap::new(),
-        }
+        Self { color, at_line_start: true, in_thought: false, cards: HashMap::new() }
     }
 
     fn paint(&self, code: &str, text: &str) -> String {
-        if self.color {
-            format!("\x1b[{code}m{text}\x1b[0m")
-        } else {
-            text.to_owned()
-        }
+        if self.color { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_owned() }
     }
 
     fn write(&mut self, text: &str) {
@@ -158,8 +144,7 @@ impl Screen {
                 for text in call.content.iter().filter_map(tool_content_text) {
                     self.block(&text);
                 }
-                self.cards
-                    .insert(call.tool_call_id.0.to_string(), CardState { terminal });
+                self.cards.insert(call.tool_call_id.0.to_string(), CardState { terminal });
             }
             SessionUpdate::ToolCallUpdate(update) => {
                 let id = update.tool_call_id.0.to_string();

@@ -211,10 +211,7 @@ impl Session {
     }
 
     pub(crate) fn next_call_id(&self) -> ToolCallId {
-        ToolCallId(format!(
-            "call-{}",
-            self.next_call.fetch_add(1, Ordering::Relaxed)
-        ))
+        ToolCallId(format!("call-{}", self.next_call.fetch_add(1, Ordering::Relaxed)))
     }
 
     pub(crate) fn push(&self, message: Message) {
@@ -228,7 +225,5 @@ impl Session {
 
 /// Locks a mutex whose data stays valid even if a holder panicked.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -56,10 +56,7 @@ pub(crate) async fn run_turn(
         let Ok(calls) = calls else {
             return StopReason::EndTurn;
         };
-        session.push(Message::Assistant {
-            text,
-            tool_calls: calls.clone(),
-        });
+        session.push(Message::Assistant { text, tool_calls: calls.clone() });
         if calls.is_empty() {
             return StopReason::EndTurn;
         }
@@ -73,11 +70,7 @@ pub(crate) async fn run_turn(
                 continue;
             }
             let (text, is_error) = execute_call(host, session, call, &sink, &cancel).await;
-            session.push(Message::Tool {
-                call_id: call.id.clone(),
-                text,
-                is_error,
-            });
+            session.push(Message::Tool { call_id: call.id.clone(), text, is_error });
         }
     }
 }
@@ -134,9 +127,7 @@ async fn ask_model(
         Err(error) => {
             tracing::warn!(%error, "model request failed");
             let separator = if text.is_empty() { "" } else { "\n\n" };
-            sink.emit(SessionEvent::AgentText(format!(
-                "{separator}[hotsh] {error}"
-            )));
+            sink.emit(SessionEvent::AgentText(format!("{separator}[hotsh] {error}")));
             Some((text, Err(())))
         }
     }
@@ -155,19 +146,11 @@ async fn execute_call(
         .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
     let snapshot = host.registry.snapshot();
     let Some(plugin) = snapshot.find_tool(&call.name) else {
-        let names: Vec<String> = snapshot
-            .tool_definitions()
-            .into_iter()
-            .map(|t| t.name)
-            .collect();
+        let names: Vec<String> = snapshot.tool_definitions().into_iter().map(|t| t.name).collect();
         let text = if names.is_empty() {
             format!("unknown tool `{}`: no tools are loaded", call.name)
         } else {
-            format!(
-                "unknown tool `{}`; the tools are: {}",
-                call.name,
-                names.join(", ")
-            )
+            format!("unknown tool `{}`; the tools are: {}", call.name, names.join(", "))
         };
         fail_without_running(sink.as_ref(), call_id, &call.name, raw_input, &text);
         return (text, true);
@@ -196,11 +179,8 @@ async fn execute_call(
     });
 
     let live = Arc::new(LiveOutput::new(host.executor.config().live_cap));
-    let forwarder = tokio::spawn(forward_output(
-        Arc::clone(&live),
-        Arc::clone(sink),
-        call_id.clone(),
-    ));
+    let forwarder =
+        tokio::spawn(forward_output(Arc::clone(&live), Arc::clone(sink), call_id.clone()));
     let output_dir = host.session_output_dir(&session.id);
     let services = Arc::new(CallServices {
         runtime: host.runtime.clone(),
@@ -305,11 +285,7 @@ async fn present<T: Send + 'static>(
 }
 
 fn fallback_card(tool: &str) -> Card {
-    Card::Generic(GenericCard {
-        title: tool.to_owned(),
-        kind: ToolKind::Other,
-        content: None,
-    })
+    Card::Generic(GenericCard { title: tool.to_owned(), kind: ToolKind::Other, content: None })
 }
 
 /// Shows a call that could not run at all (e.g. an unknown tool) as a failed card.
@@ -346,10 +322,7 @@ async fn forward_output(live: Arc<LiveOutput>, sink: Arc<dyn EventSink>, call_id
         match live.drain() {
             Drained::Text(text) if text.is_empty() => {}
             Drained::Text(text) => {
-                sink.emit(SessionEvent::ToolOutput {
-                    call_id: call_id.clone(),
-                    text,
-                });
+                sink.emit(SessionEvent::ToolOutput { call_id: call_id.clone(), text });
             }
             Drained::Empty => {}
             Drained::Closed => return,

@@ -4,10 +4,7 @@
 //! Waits are for events (a response, a notification), with generous deadlines that only
 //! turn a hang into a failure; no test relies on timing.
 
-#![allow(
-    clippy::disallowed_methods,
-    reason = "the harness starts hotsh and builds plugins"
-)]
+#![allow(clippy::disallowed_methods, reason = "the harness starts hotsh and builds plugins")]
 
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -23,10 +20,7 @@ pub const DEADLINE: Duration = Duration::from_secs(60);
 
 /// The workspace root.
 pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ has a parent")
-        .to_owned()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_owned()
 }
 
 fn cargo() -> String {
@@ -73,32 +67,154 @@ pub fn hello_plugin() -> PathBuf {
     build_dir().join("libhotsh_plugin_hello.so")
 }
 
+/// Fixture builds share `target/fixtures`; one at a time, so that a build and the copy of its
+/// output are never interleaved with another build of the same library name.
+static FIXTURE_BUILDS: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
+
+/// Runs `cargo build` for the crate at `manifest` into `target/fixtures` and returns the
+/// library `built` it produced, copied to `target/fixture-builds/<key>/<kept_as>`. Cached by
+/// `key` for the test process. Every crate built here must have a library name of its own:
+/// cargo does not refresh `target/fixtures/debug/<lib>` when a build is already up to date.
+fn build_fixture(key: &str, manifest: &Path, built: &str, kept_as: &str) -> PathBuf {
+    let mut builds = FIXTURE_BUILDS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let builds = builds.get_or_insert_with(HashMap::new);
+    if let Some(path) = builds.get(key) {
+        return path.clone();
+    }
+    let target = target_dir().join("fixtures");
+    let status = Command::new(cargo())
+        .args(["build", "--quiet", "--manifest-path"])
+        .arg(manifest)
+        .arg("--target-dir")
+        .arg(&target)
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building fixture {key} failed");
+    // Kept under a library name, so that it can be linked into a plugin directory as is.
+    let kept = target_dir().join("fixture-builds").join(key).join(kept_as);
+    std::fs::create_dir_all(kept.parent().expect("has a parent")).expect("fixture-builds dir");
+    std::fs::copy(target.join("debug").join(built), &kept).expect("copy the fixture build");
+    builds.insert(key.to_owned(), kept.clone());
+    kept
+}
+
 /// Builds a fixture plugin from `tests/fixtures/<name>` (once per test process) into
 /// `target/fixtures`, away from the `hotsh` binary, and returns the library's path.
 pub fn fixture_plugin(name: &str) -> PathBuf {
-    static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    let manifest = workspace()
-        .join("tests/fixtures")
-        .join(name)
-        .join("Cargo.toml");
+    let manifest = workspace().join("tests/fixtures").join(name).join("Cargo.toml");
+    let library = format!("libhotsh_fixture_{}.so", name.replace('-', "_"));
+    build_fixture(name, &manifest, &library, &library)
+}
+
+/// Which interface a fixture build is compiled against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interface {
+    /// This checkout's hotsh-abi.
+    Same,
+    /// A copy of hotsh-abi whose `ToolCall` has an extra field: a layout mismatch.
+    ChangedLayout,
+    /// A copy of hotsh-abi versioned 0.2.0: another `0.y`.
+    OtherMinor,
+}
+
+/// A build of the `reloadable` fixture whose tools answer `build <label>`, compiled against
+/// `interface`. The library is `libhotsh_fixture_reloadable.so` in every case.
+pub fn reloadable_build(label: &str, interface: Interface) -> PathBuf {
+    let key = format!("reloadable-{label}-{interface:?}");
+    let source = target_dir().join("fixture-src").join(&key);
+    let template = workspace().join("tests/fixtures/reloadable");
+    let abi = match interface {
+        Interface::Same => workspace().join("abi"),
+        changed => changed_interface(changed),
+    };
+    // A package (and so a library) name of its own for every variant.
+    let package = format!("hotsh-fixture-reloadable-{label}-{interface:?}").to_lowercase();
+    let manifest = std::fs::read_to_string(template.join("Cargo.toml"))
+        .expect("fixture manifest")
+        .replace("name = \"hotsh-fixture-reloadable\"", &format!("name = {package:?}"))
+        .replace("path = \"../../../abi\"", &format!("path = {:?}", abi.display().to_string()));
+    let code = std::fs::read_to_string(template.join("src/lib.rs"))
+        .expect("fixture source")
+        .replace("\"original\"", &format!("{label:?}"));
+    write_if_changed(&source.join("Cargo.toml"), &manifest);
+    write_if_changed(&source.join("src/lib.rs"), &code);
+    let built = format!("lib{}.so", package.replace('-', "_"));
+    build_fixture(&key, &source.join("Cargo.toml"), &built, "libhotsh_fixture_reloadable.so")
+}
+
+/// Writes the `cargoflow` plugin (the reloadable fixture renamed, its tools `cargoflow_*`)
+/// with build label `label`, runs a real `cargo build` of it into `target/fixtures`, and
+/// returns the directory cargo put the library in (`target/fixtures/debug`).
+pub fn cargo_build_cargoflow(label: &str) -> PathBuf {
+    let source = target_dir().join("fixture-src").join("cargoflow");
+    let template = workspace().join("tests/fixtures/reloadable");
+    let abi = workspace().join("abi");
+    let manifest = std::fs::read_to_string(template.join("Cargo.toml"))
+        .expect("fixture manifest")
+        .replace("path = \"../../../abi\"", &format!("path = {:?}", abi.display().to_string()))
+        .replace("reloadable", "cargoflow");
+    let code = std::fs::read_to_string(template.join("src/lib.rs"))
+        .expect("fixture source")
+        .replace("\"original\"", &format!("{label:?}"))
+        .replace("reloadable", "cargoflow");
+    write_if_changed(&source.join("Cargo.toml"), &manifest);
+    write_if_changed(&source.join("src/lib.rs"), &code);
     let target = target_dir().join("fixtures");
-    let mut built = BUILT
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if !built.iter().any(|b| b == name) {
-        let status = Command::new(cargo())
-            .args(["build", "--manifest-path"])
-            .arg(&manifest)
-            .arg("--target-dir")
-            .arg(&target)
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building fixture {name} failed");
-        built.push(name.to_owned());
+    let status = Command::new(cargo())
+        .args(["build", "--quiet", "--manifest-path"])
+        .arg(source.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target)
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building cargoflow failed");
+    target.join("debug")
+}
+
+/// A copy of hotsh-abi with one change, for builds that must be rejected.
+fn changed_interface(interface: Interface) -> PathBuf {
+    let dir = target_dir().join("fixture-src").join(format!("abi-{interface:?}"));
+    let version = if interface == Interface::OtherMinor { "0.2.0" } else { "0.1.0" };
+    let manifest = format!(
+        "[package]\nname = \"hotsh-abi\"\nversion = \"{version}\"\nedition = \"2024\"\n\n\
+         [dependencies]\nabi_stable = {{ version = \"0.11.3\", default-features = false }}\n\
+         serde = {{ version = \"1\", features = [\"derive\"] }}\nserde_json = \"1\"\n"
+    );
+    write_if_changed(&dir.join("Cargo.toml"), &manifest);
+    for file in ["lib.rs", "v1.rs", "__private.rs"] {
+        let mut code =
+            std::fs::read_to_string(workspace().join("abi/src").join(file)).expect("abi source");
+        if interface == Interface::ChangedLayout && file == "v1.rs" {
+            let field = "    pub call_id: RString,\n";
+            assert!(code.contains(field), "ToolCall has changed; update the fixture");
+            code = code.replacen(field, &format!("{field}    pub added_field: u64,\n"), 1);
+        }
+        write_if_changed(&dir.join("src").join(file), &code);
     }
-    target
-        .join("debug")
-        .join(format!("libhotsh_fixture_{}.so", name.replace('-', "_")))
+    dir
+}
+
+/// Writes a file unless it already holds `text` (so cargo sees no change).
+fn write_if_changed(path: &Path, text: &str) {
+    if std::fs::read_to_string(path).is_ok_and(|old| old == text) {
+        return;
+    }
+    std::fs::create_dir_all(path.parent().expect("has a parent")).expect("source dir");
+    std::fs::write(path, text).expect("write fixture source");
+}
+
+/// Puts `library` into `dir` as `name` the way cargo finishes a build: the old file is
+/// removed and a new file (a new inode) is hard-linked in its place.
+pub fn install_like_cargo(library: &Path, dir: &Path, name: &str) {
+    static STAGED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let staging = dir.parent().expect("plugin dir has a parent").join("staging");
+    std::fs::create_dir_all(&staging).expect("staging dir");
+    let n = STAGED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let staged = staging.join(format!("{n}-{name}"));
+    std::fs::copy(library, &staged).expect("stage the build");
+    let target = dir.join(name);
+    let _ = std::fs::remove_file(&target);
+    std::fs::hard_link(&staged, &target).expect("link the build in");
 }
 
 /// A scripted model response (see the README for the format).
@@ -122,6 +238,8 @@ pub struct AgentOptions {
     pub bare: bool,
     /// The configuration file's text (TOML), passed with `--config`.
     pub config: Option<String>,
+    /// More plugin directories, after the agent's own.
+    pub extra_plugin_dirs: Vec<PathBuf>,
 }
 
 impl AgentOptions {
@@ -132,6 +250,7 @@ impl AgentOptions {
             env: Vec::new(),
             bare: false,
             config: None,
+            extra_plugin_dirs: Vec::new(),
         }
     }
 
@@ -142,15 +261,13 @@ impl AgentOptions {
             env: Vec::new(),
             bare: true,
             config: None,
+            extra_plugin_dirs: Vec::new(),
         }
     }
 }
 
 /// A running `hotsh acp` with its own scratch directory.
-#[allow(
-    missing_debug_implementations,
-    reason = "holds a child process and channels"
-)]
+#[allow(missing_debug_implementations, reason = "holds a child process and channels")]
 pub struct Agent {
     child: Child,
     stdin: Option<ChildStdin>,
@@ -188,6 +305,9 @@ impl Agent {
                 .arg(&plugin_dir)
                 .arg("--model-transcript")
                 .arg(dir.path().join("transcript.jsonl"));
+            for dir in &options.extra_plugin_dirs {
+                command.arg("--plugin-dir").arg(dir);
+            }
             if let Some(config) = &options.config {
                 let path = dir.path().join("config.toml");
                 std::fs::write(&path, config).expect("config file");
@@ -223,32 +343,63 @@ impl Agent {
         std::thread::spawn(move || {
             for line in BufReader::new(stderr_pipe).lines() {
                 let Ok(line) = line else { break };
-                let mut log = log
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut log = log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 log.push_str(&line);
                 log.push('\n');
             }
         });
         let stdin = child.stdin.take();
-        Self {
-            child,
-            stdin,
-            incoming,
-            received: Vec::new(),
-            next_id: 1,
-            dir,
-            workdir,
-            stderr,
-        }
+        Self { child, stdin, incoming, received: Vec::new(), next_id: 1, dir, workdir, stderr }
+    }
+
+    /// The directory the agent loads plugins from (and watches).
+    pub fn plugin_dir(&self) -> PathBuf {
+        self.dir.path().join("plugins")
+    }
+
+    /// The plugin cards (reloads, rejections, unloads) sent to `session` so far:
+    /// (title, status, text).
+    pub fn plugin_cards(&self, session: &str) -> Vec<(String, String, String)> {
+        self.updates(session)
+            .iter()
+            .filter(|u| u["sessionUpdate"] == "tool_call" && is_plugin_card(u))
+            .map(|u| {
+                (
+                    u["title"].as_str().unwrap_or_default().to_owned(),
+                    u["status"].as_str().unwrap_or_default().to_owned(),
+                    u["content"][0]["content"]["text"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    /// Waits for a plugin card sent to `session` whose title contains `needle`, received
+    /// after message number `after`; returns (title, status, text) and its message number.
+    pub fn wait_for_plugin_card(
+        &mut self,
+        session: &str,
+        after: usize,
+        needle: &str,
+    ) -> ((String, String, String), usize) {
+        let at = self.wait_for_from(after, |m| {
+            let u = &m["params"]["update"];
+            m["params"]["sessionId"] == session
+                && u["sessionUpdate"] == "tool_call"
+                && is_plugin_card(u)
+                && u["title"].as_str().is_some_and(|t| t.contains(needle))
+        });
+        let u = &self.received[at]["params"]["update"];
+        let card = (
+            u["title"].as_str().unwrap_or_default().to_owned(),
+            u["status"].as_str().unwrap_or_default().to_owned(),
+            u["content"][0]["content"]["text"].as_str().unwrap_or_default().to_owned(),
+        );
+        (card, at + 1)
     }
 
     /// Everything hotsh wrote to stderr so far.
     pub fn stderr(&self) -> String {
-        self.stderr
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.stderr.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     pub fn pid(&self) -> u32 {
@@ -323,19 +474,11 @@ impl Agent {
 
     /// `initialize`, advertising Zed's terminal support or not.
     pub fn initialize(&mut self, terminal_output: bool) -> Value {
-        let capabilities = if terminal_output {
-            json!({"_meta": {"terminal_output": true}})
-        } else {
-            json!({})
-        };
-        let response = self.call(
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
-        );
-        assert!(
-            response.get("result").is_some(),
-            "initialize failed: {response}"
-        );
+        let capabilities =
+            if terminal_output { json!({"_meta": {"terminal_output": true}}) } else { json!({}) };
+        let response = self
+            .call("initialize", json!({"protocolVersion": 1, "clientCapabilities": capabilities}));
+        assert!(response.get("result").is_some(), "initialize failed: {response}");
         response
     }
 
@@ -430,10 +573,7 @@ impl Agent {
             if let Some(status) = self.child.try_wait().expect("wait for hotsh") {
                 return status;
             }
-            assert!(
-                started.elapsed() < DEADLINE,
-                "hotsh did not exit after stdin closed"
-            );
+            assert!(started.elapsed() < DEADLINE, "hotsh did not exit after stdin closed");
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -446,6 +586,11 @@ impl Drop for Agent {
     }
 }
 
+/// A plugin card: a tool call the host sends on its own when a plugin changes.
+fn is_plugin_card(update: &Value) -> bool {
+    update["title"].as_str().is_some_and(|t| t.starts_with("Plugin "))
+}
+
 /// Pids of live processes whose command line contains `needle`.
 pub fn processes_matching(needle: &str) -> Vec<u32> {
     let mut found = Vec::new();
@@ -453,11 +598,7 @@ pub fn processes_matching(needle: &str) -> Vec<u32> {
         return found;
     };
     for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
             continue;
         };
         let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
@@ -483,29 +624,21 @@ pub fn wait_for_file_containing(path: &Path, needle: &str) {
 pub fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
     let started = Instant::now();
     while !condition() {
-        assert!(
-            started.elapsed() < DEADLINE,
-            "timed out waiting for: {what}"
-        );
+        assert!(started.elapsed() < DEADLINE, "timed out waiting for: {what}");
         std::thread::sleep(Duration::from_millis(10));
     }
 }
 
 /// Tool-call updates for `call_id` in order.
 pub fn card_updates<'a>(updates: &'a [Value], call_id: &str) -> Vec<&'a Value> {
-    updates
-        .iter()
-        .filter(|u| u["toolCallId"] == call_id)
-        .collect()
+    updates.iter().filter(|u| u["toolCallId"] == call_id).collect()
 }
 
 /// Counts of each `sessionUpdate` kind, for readable assertions.
 pub fn update_kinds(updates: &[Value]) -> HashMap<String, usize> {
     let mut kinds = HashMap::new();
     for update in updates {
-        *kinds
-            .entry(update["sessionUpdate"].as_str().unwrap_or("?").to_owned())
-            .or_insert(0) += 1;
+        *kinds.entry(update["sessionUpdate"].as_str().unwrap_or("?").to_owned()).or_insert(0) += 1;
     }
     kinds
 }

@@ -38,21 +38,14 @@ impl Plugin for Hello {
     }
 
     fn prompt_sections() -> Vec<PromptSection> {
-        vec![PromptSection::new(
-            "tool:hello",
-            200,
-            "Use `hello` when the user asks to be greeted.",
-        )]
+        vec![PromptSection::new("tool:hello", 200, "Use `hello` when the user asks to be greeted.")]
     }
 
     fn invoke(call: &ToolCall, _host: &HostRef<'_>) -> Result<ToolOutput, String> {
         // `_host` runs commands (`_host.run(...)`) and logs; this tool needs neither.
         let args: HelloArgs = call.arguments()?;
         let text = format!("{GREETING}, {}!", args.name);
-        Ok(ToolOutput::new(
-            text.clone(),
-            &serde_json::json!({ "greeting": text }),
-        ))
+        Ok(ToolOutput::new(text.clone(), &serde_json::json!({ "greeting": text })))
     }
 
     fn present_call(call: &ToolCall) -> Result<Card, String> {
@@ -69,10 +62,7 @@ impl Plugin for Hello {
             return Err("hello cards are generic".to_owned());
         };
         card.content = ROption::RSome(output.text.clone());
-        Ok(FinalCard {
-            card: Card::Generic(card),
-            status: CardStatus::Completed,
-        })
+        Ok(FinalCard { card: Card::Generic(card), status: CardStatus::Completed })
     }
 }
 

@@ -71,19 +71,14 @@ pub(super) fn update_with_terminal(event: SessionEvent) -> Option<SessionUpdate>
                     .status(ToolCallStatus::InProgress)
                     .content(vec![ToolCallContent::Terminal(Terminal::new(id.clone()))])
                     .raw_input(raw_input)
-                    .meta(meta(
-                        "terminal_info",
-                        json!({ "terminal_id": id, "cwd": terminal.cwd }),
-                    )),
+                    .meta(meta("terminal_info", json!({ "terminal_id": id, "cwd": terminal.cwd }))),
             )
         }
         SessionEvent::ToolOutput { call_id, text } => {
             let id = call_id.0;
             SessionUpdate::ToolCallUpdate(
-                ToolCallUpdate::new(id.clone(), ToolCallUpdateFields::new()).meta(meta(
-                    "terminal_output",
-                    json!({ "terminal_id": id, "data": text }),
-                )),
+                ToolCallUpdate::new(id.clone(), ToolCallUpdateFields::new())
+                    .meta(meta("terminal_output", json!({ "terminal_id": id, "data": text }))),
             )
         }
         SessionEvent::ToolCallFinished {
@@ -94,16 +89,14 @@ pub(super) fn update_with_terminal(event: SessionEvent) -> Option<SessionUpdate>
             error,
         } => {
             let id = call_id.0;
-            let mut fields = ToolCallUpdateFields::new()
-                .status(status(call_status))
-                .raw_output(raw_output);
+            let mut fields =
+                ToolCallUpdateFields::new().status(status(call_status)).raw_output(raw_output);
             if let Some(error) = error {
                 fields = fields.content(text_content(error));
             }
-            let exit = terminal.exit.unwrap_or(crate::session::TerminalExit {
-                exit_code: None,
-                signal: None,
-            });
+            let exit = terminal
+                .exit
+                .unwrap_or(crate::session::TerminalExit { exit_code: None, signal: None });
             SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(id.clone(), fields).meta(meta(
                 "terminal_exit",
                 json!({ "terminal_id": id, "exit_code": exit.exit_code, "signal": exit.signal }),
@@ -151,9 +144,8 @@ pub(super) fn update_with_console(
             error,
         } => {
             let console = consoles.remove(&call_id.0).unwrap_or_default();
-            let mut fields = ToolCallUpdateFields::new()
-                .status(status(call_status))
-                .raw_output(raw_output);
+            let mut fields =
+                ToolCallUpdateFields::new().status(status(call_status)).raw_output(raw_output);
             if let Some(error) = error {
                 fields = fields.content(text_content(error));
             } else if !console.is_empty() {
@@ -174,27 +166,13 @@ fn common_update(event: SessionEvent) -> Option<SessionUpdate> {
         SessionEvent::AgentThought(text) => {
             SessionUpdate::AgentThoughtChunk(ContentChunk::new(text.into()))
         }
-        SessionEvent::PluginChanged {
-            call_id,
-            title,
-            detail,
-            failed,
-        } => SessionUpdate::ToolCall(
+        SessionEvent::PluginChanged { call_id, title, detail, failed } => SessionUpdate::ToolCall(
             ToolCall::new(call_id.0, title)
                 .kind(acp::ToolKind::Other)
-                .status(if failed {
-                    ToolCallStatus::Failed
-                } else {
-                    ToolCallStatus::Completed
-                })
+                .status(if failed { ToolCallStatus::Failed } else { ToolCallStatus::Completed })
                 .content(text_content(detail)),
         ),
-        SessionEvent::ToolCallStarted {
-            call_id,
-            card: Card::Generic(card),
-            raw_input,
-            ..
-        } => {
+        SessionEvent::ToolCallStarted { call_id, card: Card::Generic(card), raw_input, .. } => {
             let mut call = ToolCall::new(call_id.0, card.title)
                 .kind(kind(card.kind))
                 .status(ToolCallStatus::InProgress)
@@ -223,14 +201,8 @@ fn common_update(event: SessionEvent) -> Option<SessionUpdate> {
         // Output of a generic card's call has nowhere to go; terminal cards are rendered by
         // the two callers before they fall through to here.
         SessionEvent::ToolOutput { .. }
-        | SessionEvent::ToolCallStarted {
-            card: Card::Terminal(_),
-            ..
-        }
-        | SessionEvent::ToolCallFinished {
-            card: Card::Terminal(_),
-            ..
-        } => return None,
+        | SessionEvent::ToolCallStarted { card: Card::Terminal(_), .. }
+        | SessionEvent::ToolCallFinished { card: Card::Terminal(_), .. } => return None,
     })
 }
 

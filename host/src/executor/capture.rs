@@ -110,11 +110,8 @@ impl OutputCapture {
 
     pub(crate) fn finish(self) -> CapturedOutput {
         let budget = self.limits.model_budget;
-        let (stdout_share, stderr_share) = share_budget(
-            self.stdout.total as usize,
-            self.stderr.total as usize,
-            budget,
-        );
+        let (stdout_share, stderr_share) =
+            share_budget(self.stdout.total as usize, self.stderr.total as usize, budget);
         let (stdout, cut_out) = self.stdout.render(stdout_share);
         let (stderr, cut_err) = self.stderr.render(stderr_share);
         CapturedOutput {
@@ -160,14 +157,7 @@ pub(crate) struct SpillSummary {
 impl SpillFile {
     /// Created only when more than `threshold` bytes arrive.
     pub(crate) fn lazy(path: PathBuf, cap: u64, threshold: usize) -> Self {
-        Self {
-            path,
-            cap,
-            state: SpillState::Pending {
-                buffered: Vec::new(),
-                threshold,
-            },
-        }
+        Self { path, cap, state: SpillState::Pending { buffered: Vec::new(), threshold } }
     }
 
     /// Created now.
@@ -194,10 +184,7 @@ impl SpillFile {
 
     pub(crate) fn write(&mut self, bytes: &[u8]) {
         match &mut self.state {
-            SpillState::Pending {
-                buffered,
-                threshold,
-            } => {
+            SpillState::Pending { buffered, threshold } => {
                 buffered.extend_from_slice(bytes);
                 if buffered.len() > *threshold {
                     let buffered = std::mem::take(buffered);
@@ -226,10 +213,7 @@ impl SpillFile {
         match self.state {
             SpillState::Open { mut file, written } => {
                 let _ = file.flush();
-                Some(SpillSummary {
-                    path: self.path,
-                    bytes: written,
-                })
+                Some(SpillSummary { path: self.path, bytes: written })
             }
             SpillState::Pending { .. } | SpillState::Failed => None,
         }
@@ -264,10 +248,7 @@ mod tests {
     use super::*;
 
     fn limits(model_budget: usize) -> CaptureLimits {
-        CaptureLimits {
-            model_budget,
-            spill_cap: 1 << 20,
-        }
+        CaptureLimits { model_budget, spill_cap: 1 << 20 }
     }
 
     fn scratch(name: &str) -> PathBuf {
@@ -300,18 +281,8 @@ mod tests {
         assert!(out.truncated);
         assert!(out.stdout.starts_with("000\n001\n"), "{}", out.stdout);
         assert!(out.stdout.ends_with("098\n099\n"), "{}", out.stdout);
-        assert!(
-            out.stdout.contains("[… 380 bytes omitted …]"),
-            "{}",
-            out.stdout
-        );
-        assert_eq!(
-            out.spill,
-            Some(SpillSummary {
-                path: path.clone(),
-                bytes: all.len() as u64
-            })
-        );
+        assert!(out.stdout.contains("[… 380 bytes omitted …]"), "{}", out.stdout);
+        assert_eq!(out.spill, Some(SpillSummary { path: path.clone(), bytes: all.len() as u64 }));
         assert_eq!(std::fs::read(&path).expect("spill file exists"), all);
         let _ = std::fs::remove_file(path);
     }
@@ -319,13 +290,8 @@ mod tests {
     #[test]
     fn spill_file_stops_at_its_cap() {
         let path = scratch("cap");
-        let mut capture = OutputCapture::new(
-            CaptureLimits {
-                model_budget: 4,
-                spill_cap: 10,
-            },
-            path.clone(),
-        );
+        let mut capture =
+            OutputCapture::new(CaptureLimits { model_budget: 4, spill_cap: 10 }, path.clone());
         for _ in 0..10 {
             capture.push(Stream::Stdout, b"abcd");
         }

@@ -67,9 +67,7 @@ mod tests {
     }
 
     fn names(kept: &[(OsString, OsString)]) -> Vec<String> {
-        kept.iter()
-            .map(|(k, _)| k.to_string_lossy().into_owned())
-            .collect()
+        kept.iter().map(|(k, _)| k.to_string_lossy().into_owned()).collect()
     }
 
     #[test]

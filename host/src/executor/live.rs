@@ -41,11 +41,7 @@ pub(crate) enum Drained {
 impl LiveOutput {
     /// `cap` bounds the bytes waiting between two drains; older bytes give way to newer ones.
     pub(crate) fn new(cap: usize) -> Self {
-        Self {
-            cap,
-            pending: Mutex::new(Pending::default()),
-            ready: Notify::new(),
-        }
+        Self { cap, pending: Mutex::new(Pending::default()), ready: Notify::new() }
     }
 
     pub(crate) fn push(&self, bytes: &[u8]) {
@@ -87,11 +83,7 @@ impl LiveOutput {
     pub(crate) fn drain(&self) -> Drained {
         let mut pending = self.lock();
         if pending.bytes.is_empty() && pending.skipped == 0 {
-            return if pending.closed {
-                Drained::Closed
-            } else {
-                Drained::Empty
-            };
+            return if pending.closed { Drained::Closed } else { Drained::Empty };
         }
         let mut bytes = std::mem::take(&mut pending.carry);
         if pending.skipped > 0 && !bytes.is_empty() {
@@ -101,17 +93,10 @@ impl LiveOutput {
         bytes.extend(pending.bytes.drain(..));
         let mut text = String::new();
         if pending.skipped > 0 {
-            text.push_str(&format!(
-                "\n[… {} bytes not shown here …]\n",
-                pending.skipped
-            ));
+            text.push_str(&format!("\n[… {} bytes not shown here …]\n", pending.skipped));
             pending.skipped = 0;
         }
-        let keep_from = if pending.closed {
-            bytes.len()
-        } else {
-            complete_utf8_prefix(&bytes)
-        };
+        let keep_from = if pending.closed { bytes.len() } else { complete_utf8_prefix(&bytes) };
         pending.carry = bytes.split_off(keep_from);
         text.push_str(&String::from_utf8_lossy(&bytes));
         Drained::Text(text)
@@ -119,9 +104,7 @@ impl LiveOutput {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
         // A poisoned lock only means a writer panicked mid-append; the bytes are still bytes.
-        self.pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -139,11 +122,7 @@ pub(crate) fn complete_utf8_prefix(bytes: &[u8]) -> usize {
             b if b & 0b1111_1000 == 0b1111_0000 => 4,
             _ => return bytes.len(),
         };
-        return if back < needed {
-            bytes.len() - back
-        } else {
-            bytes.len()
-        };
+        return if back < needed { bytes.len() - back } else { bytes.len() };
     }
     bytes.len()
 }
@@ -166,10 +145,7 @@ mod tests {
     fn overflow_keeps_the_newest_bytes_and_says_how_many_were_skipped() {
         let live = LiveOutput::new(4);
         live.push(b"abcdefgh");
-        assert_eq!(
-            live.drain(),
-            Drained::Text("\n[… 4 bytes not shown here …]\nefgh".to_owned())
-        );
+        assert_eq!(live.drain(), Drained::Text("\n[… 4 bytes not shown here …]\nefgh".to_owned()));
     }
 
     #[test]

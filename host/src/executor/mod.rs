@@ -73,10 +73,7 @@ impl Default for ExecutorConfig {
             max_timeout: Duration::from_secs(600),
             kill_grace: Duration::from_secs(2),
             drain_grace: Duration::from_millis(250),
-            capture: CaptureLimits {
-                model_budget: 30_000,
-                spill_cap: 256 << 20,
-            },
+            capture: CaptureLimits { model_budget: 30_000, spill_cap: 256 << 20 },
             live_cap: 256 << 10,
             unread_cap: 30_000,
             max_tasks_per_owner: 16,
@@ -176,9 +173,7 @@ pub(crate) struct Executor {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Executor {
@@ -218,18 +213,14 @@ impl Executor {
             return Err(RunError::BadWorkdir(workdir.to_owned()));
         }
         let mut shim = Command::new(&self.shim_program);
-        shim.args(shim::arguments(
-            self.config.kill_grace,
-            &self.config.shell,
-            command,
-        ))
-        .current_dir(workdir)
-        .env_clear()
-        .envs(self.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        shim.args(shim::arguments(self.config.kill_grace, &self.config.shell, command))
+            .current_dir(workdir)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
         let lifeline = self.lifeline_read.as_raw_fd();
         // SAFETY: dup2 is async-signal-safe; the fd stays open for the executor's lifetime.
         unsafe {
@@ -240,10 +231,7 @@ impl Executor {
                 Ok(())
             });
         }
-        #[expect(
-            clippy::disallowed_methods,
-            reason = "the executor is where processes start"
-        )]
+        #[expect(clippy::disallowed_methods, reason = "the executor is where processes start")]
         shim.spawn().map_err(RunError::Spawn)
     }
 
@@ -256,10 +244,8 @@ impl Executor {
         live: &LiveOutput,
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, RunError> {
-        let timeout = request
-            .timeout
-            .unwrap_or(self.config.default_timeout)
-            .min(self.config.max_timeout);
+        let timeout =
+            request.timeout.unwrap_or(self.config.default_timeout).min(self.config.max_timeout);
         let started_at = Instant::now();
         let mut child = self.spawn(&request.command, &request.workdir)?;
         let pid = child.id();
@@ -341,10 +327,7 @@ impl Executor {
             return Err(RunError::TooManyTasks { running, limit });
         }
         let mut child = self.spawn(&request.command, &request.workdir)?;
-        let id = TaskId(format!(
-            "bash-{}",
-            self.next_task.fetch_add(1, Ordering::SeqCst)
-        ));
+        let id = TaskId(format!("bash-{}", self.next_task.fetch_add(1, Ordering::SeqCst)));
         let output_path = request.output_dir.join(format!("{id}.log"));
         let output = SpillFile::eager(output_path.clone(), self.config.capture.spill_cap);
         let task = Arc::new(Task::new(
@@ -358,9 +341,8 @@ impl Executor {
         lock(&self.tasks).insert(id.clone(), Arc::clone(&task));
         let executor = Arc::clone(self);
         tokio::spawn(async move {
-            let pump = pump_output(child.stdout.take(), child.stderr.take(), |_, bytes| {
-                task.push(bytes)
-            });
+            let pump =
+                pump_output(child.stdout.take(), child.stderr.take(), |_, bytes| task.push(bytes));
             let (status, ()) = tokio::join!(child.wait(), pump);
             let (exit_code, signal) = exit_of(status);
             let state = if task.kill_requested.load(Ordering::SeqCst) {
@@ -368,11 +350,7 @@ impl Executor {
             } else {
                 TaskState::Exited
             };
-            let status = TaskStatus {
-                state,
-                exit_code,
-                signal,
-            };
+            let status = TaskStatus { state, exit_code, signal };
             task.finish(status);
             if !executor.disposed.load(Ordering::SeqCst)
                 && let Some(ended) = executor.ended(&task.id.0)
@@ -418,10 +396,7 @@ impl Executor {
         let task = self.task(id)?;
         let status = task.status();
         if !status.is_running() {
-            return Ok(Killed {
-                killed: false,
-                status,
-            });
+            return Ok(Killed { killed: false, status });
         }
         task.kill_requested.store(true, Ordering::SeqCst);
         let last_resort = self.stop(task.pid);
@@ -432,21 +407,15 @@ impl Executor {
                 task.ended().await
             }
         };
-        Ok(Killed {
-            killed: true,
-            status,
-        })
+        Ok(Killed { killed: true, status })
     }
 
     /// Stops every running task and waits (within the grace period) for them to end. No
     /// completion is reported afterwards.
     pub(crate) async fn dispose(&self) {
         self.disposed.store(true, Ordering::SeqCst);
-        let running: Vec<Arc<Task>> = lock(&self.tasks)
-            .values()
-            .filter(|t| t.status().is_running())
-            .cloned()
-            .collect();
+        let running: Vec<Arc<Task>> =
+            lock(&self.tasks).values().filter(|t| t.status().is_running()).cloned().collect();
         for task in &running {
             task.kill_requested.store(true, Ordering::SeqCst);
             self.stop(task.pid);

@@ -32,12 +32,8 @@ pub(crate) fn main(args: &[OsString]) -> ! {
         eprintln!("hotsh __shim: usage: hotsh __shim GRACE_MS SHELL COMMAND");
         std::process::exit(2);
     };
-    let grace = Duration::from_millis(
-        grace_ms
-            .to_str()
-            .and_then(|g| g.parse().ok())
-            .unwrap_or(2000),
-    );
+    let grace =
+        Duration::from_millis(grace_ms.to_str().and_then(|g| g.parse().ok()).unwrap_or(2000));
     // SAFETY: plain libc calls on this single-threaded process; arguments are valid.
     unsafe {
         libc::fcntl(LIFELINE_FD, libc::F_SETFD, libc::FD_CLOEXEC);
@@ -48,11 +44,7 @@ pub(crate) fn main(args: &[OsString]) -> ! {
         Err(error) => fail(&format!("cannot watch signals: {error}")),
     };
     let mut shell_command = std::process::Command::new(shell);
-    shell_command
-        .arg("-c")
-        .arg(command)
-        .stdin(Stdio::null())
-        .process_group(0);
+    shell_command.arg("-c").arg(command).stdin(Stdio::null()).process_group(0);
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         shell_command.pre_exec(|| {
@@ -64,10 +56,7 @@ pub(crate) fn main(args: &[OsString]) -> ! {
             Ok(())
         });
     }
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "the shim is part of the executor"
-    )]
+    #[expect(clippy::disallowed_methods, reason = "the shim is part of the executor")]
     let shell_child = match shell_command.spawn() {
         Ok(child) => child,
         Err(error) => {
@@ -83,21 +72,11 @@ pub(crate) fn main(args: &[OsString]) -> ! {
     let mut kill_at: Option<Instant> = None;
     loop {
         let timeout_ms = kill_at.map_or(-1, |at| {
-            at.saturating_duration_since(Instant::now())
-                .as_millis()
-                .min(i32::MAX as u128) as i32
+            at.saturating_duration_since(Instant::now()).as_millis().min(i32::MAX as u128) as i32
         });
         let mut fds = [
-            libc::pollfd {
-                fd: LIFELINE_FD,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: signals.fd,
-                events: libc::POLLIN,
-                revents: 0,
-            },
+            libc::pollfd { fd: LIFELINE_FD, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: signals.fd, events: libc::POLLIN, revents: 0 },
         ];
         // SAFETY: `fds` is a valid array of two pollfd.
         let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout_ms) };
@@ -231,11 +210,7 @@ fn exit_like(status: i32) -> ! {
     if libc::WIFEXITED(status) {
         std::process::exit(libc::WEXITSTATUS(status));
     }
-    let signal = if libc::WIFSIGNALED(status) {
-        libc::WTERMSIG(status)
-    } else {
-        libc::SIGKILL
-    };
+    let signal = if libc::WIFSIGNALED(status) { libc::WTERMSIG(status) } else { libc::SIGKILL };
     // SAFETY: resetting the disposition and unblocking before raising the same signal.
     unsafe {
         libc::signal(signal, libc::SIG_DFL);
@@ -244,10 +219,7 @@ fn exit_like(status: i32) -> ! {
         libc::sigaddset(&mut set, signal);
         libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
         // No core dump for a re-raised SIGSEGV and friends.
-        let no_core = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
+        let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
         libc::setrlimit(libc::RLIMIT_CORE, &no_core);
         libc::raise(signal);
     }
@@ -287,11 +259,7 @@ impl SignalFd {
             let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
             let size = std::mem::size_of::<libc::signalfd_siginfo>();
             let read = unsafe {
-                libc::read(
-                    self.fd,
-                    (&mut info as *mut libc::signalfd_siginfo).cast(),
-                    size,
-                )
+                libc::read(self.fd, (&mut info as *mut libc::signalfd_siginfo).cast(), size)
             };
             if read != size as isize {
                 return signals;

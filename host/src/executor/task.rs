@@ -33,11 +33,8 @@ pub(crate) struct TaskStatus {
 }
 
 impl TaskStatus {
-    pub(crate) const RUNNING: Self = Self {
-        state: TaskState::Running,
-        exit_code: None,
-        signal: None,
-    };
+    pub(crate) const RUNNING: Self =
+        Self { state: TaskState::Running, exit_code: None, signal: None };
 
     pub(crate) fn is_running(&self) -> bool {
         self.state == TaskState::Running
@@ -89,9 +86,7 @@ pub(crate) struct Task {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Task {
@@ -110,11 +105,7 @@ impl Task {
             command,
             pid,
             unread_cap,
-            unread: Mutex::new(Unread {
-                bytes: VecDeque::new(),
-                dropped: 0,
-                carry: Vec::new(),
-            }),
+            unread: Mutex::new(Unread { bytes: VecDeque::new(), dropped: 0, carry: Vec::new() }),
             output: Mutex::new(output),
             output_path,
             status: watch::Sender::new(TaskStatus::RUNNING),
@@ -164,11 +155,8 @@ impl Task {
             bytes.clear();
         }
         bytes.extend(unread.bytes.drain(..));
-        let keep_from = if status.is_running() {
-            complete_utf8_prefix(&bytes)
-        } else {
-            bytes.len()
-        };
+        let keep_from =
+            if status.is_running() { complete_utf8_prefix(&bytes) } else { bytes.len() };
         unread.carry = bytes.split_off(keep_from);
         let dropped = std::mem::take(&mut unread.dropped);
         TaskRead {
@@ -187,10 +175,7 @@ mod tests {
     fn task(cap: usize, name: &str) -> (Task, tempfile_path::Path) {
         let path = tempfile_path::Path::new(name);
         let spill = SpillFile::eager(path.0.clone(), 1 << 20);
-        (
-            Task::new(TaskId("bash-1".into()), None, "x".into(), None, cap, spill),
-            path,
-        )
+        (Task::new(TaskId("bash-1".into()), None, "x".into(), None, cap, spill), path)
     }
 
     /// A scratch path removed on drop.

@@ -118,9 +118,7 @@ impl std::str::FromStr for ModelSpec {
         match spec.split_once(':') {
             Some(("script", path)) if !path.is_empty() => Ok(Self::Script(PathBuf::from(path))),
             _ if spec == "none" => Ok(Self::None),
-            _ => Err(format!(
-                "unknown model `{spec}`; expected `script:PATH` or `none`"
-            )),
+            _ => Err(format!("unknown model `{spec}`; expected `script:PATH` or `none`")),
         }
     }
 }
@@ -149,10 +147,7 @@ impl Transcript {
             .append(true)
             .open(path)
             .with_context(|| format!("cannot open model transcript {}", path.display()))?;
-        Ok(Self {
-            path: path.to_owned(),
-            file: std::sync::Mutex::new(file),
-        })
+        Ok(Self { path: path.to_owned(), file: std::sync::Mutex::new(file) })
     }
 
     pub(crate) fn record(&self, request: &ModelRequest) {
@@ -161,10 +156,7 @@ impl Transcript {
             return;
         };
         line.push(b'\n');
-        let mut file = self
-            .file
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut file = self.file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Err(error) = file.write_all(&line) {
             tracing::warn!(path = %self.path.display(), %error, "cannot write model transcript");
         }

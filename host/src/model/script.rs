@@ -65,11 +65,7 @@ impl ScriptModel {
             .with_context(|| format!("cannot read model script {}", path.display()))?;
         let script: Script = serde_json::from_str(&text)
             .with_context(|| format!("model script {} is not valid", path.display()))?;
-        Ok(Self {
-            path: path.to_owned(),
-            responses: script.responses,
-            next: AtomicUsize::new(0),
-        })
+        Ok(Self { path: path.to_owned(), responses: script.responses, next: AtomicUsize::new(0) })
     }
 }
 
@@ -98,10 +94,7 @@ impl Model for ScriptModel {
                     serde_json::Value::String(raw) => raw.clone(),
                     other => other.to_string(),
                 };
-                let id = call
-                    .id
-                    .clone()
-                    .unwrap_or_else(|| format!("script-{index}-{position}"));
+                let id = call.id.clone().unwrap_or_else(|| format!("script-{index}-{position}"));
                 let _ = events.send(ModelEvent::ToolCall(ModelToolCall {
                     id,
                     name: call.name.clone(),

@@ -54,10 +54,7 @@ pub(crate) struct LoadedPlugin {
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum Rejection {
     #[error("cannot read {path}: {source}")]
-    Unreadable {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Unreadable { path: PathBuf, source: std::io::Error },
     #[error("not a complete ELF shared library (still being written, or truncated)")]
     Incomplete,
     #[error("not a hotsh plugin (no abi_stable root module)")]
@@ -79,10 +76,8 @@ pub(crate) enum Rejection {
 /// Loads `path` as a new generation. `scratch` is where the private copy is written (it is
 /// removed again once loaded).
 pub(crate) fn load(path: &Path, scratch: &Path) -> Result<LoadedPlugin, Rejection> {
-    let bytes = std::fs::read(path).map_err(|source| Rejection::Unreadable {
-        path: path.to_owned(),
-        source,
-    })?;
+    let bytes = std::fs::read(path)
+        .map_err(|source| Rejection::Unreadable { path: path.to_owned(), source })?;
     load_bytes(path, &bytes, scratch)
 }
 
@@ -101,15 +96,11 @@ pub(crate) fn load_bytes(
         return Err(Rejection::NotAPlugin);
     }
     let generation = Generation(NEXT_GENERATION.fetch_add(1, Ordering::Relaxed));
-    let stem = path
-        .file_stem()
-        .map_or_else(|| "plugin".into(), |s| s.to_string_lossy());
+    let stem = path.file_stem().map_or_else(|| "plugin".into(), |s| s.to_string_lossy());
     let copy = scratch.join(format!("{stem}.{}.{generation}.so", std::process::id()));
-    std::fs::create_dir_all(scratch)
-        .and_then(|()| std::fs::write(&copy, bytes))
-        .map_err(|e| {
-            Rejection::Open(format!("cannot write private copy {}: {e}", copy.display()))
-        })?;
+    std::fs::create_dir_all(scratch).and_then(|()| std::fs::write(&copy, bytes)).map_err(|e| {
+        Rejection::Open(format!("cannot write private copy {}: {e}", copy.display()))
+    })?;
     let library = RawLibrary::load_at(&copy);
     // The mapping stays valid after the name is gone; nothing is left behind even if the host
     // is killed later.
@@ -148,59 +139,148 @@ fn reject(error: LibraryError) -> Rejection {
         LibraryError::GetSymbolError { .. } | LibraryError::InvalidAbiHeader(_) => {
             Rejection::NotAPlugin
         }
-        LibraryError::IncompatibleVersionNumber {
-            expected_version,
-            actual_version,
-            ..
-        } => Rejection::Version {
-            expected: expected_version.to_string(),
-            found: actual_version.to_string(),
-        },
-        LibraryError::AbiInstability(details) => {
-            Rejection::Layout(layout_summary(&details.to_string()))
+        LibraryError::IncompatibleVersionNumber { expected_version, actual_version, .. } => {
+            Rejection::Version {
+                expected: expected_version.to_string(),
+                found: actual_version.to_string(),
+            }
         }
-        LibraryError::RootModule {
-            err: RootModuleError::Unwound,
-            ..
-        } => Rejection::ConstructorPanicked,
+        LibraryError::AbiInstability(details) => {
+            let report = details.to_string();
+            tracing::debug!("abi_stable layout report:\n{report}");
+            layout_rejection(&report)
+        }
+        LibraryError::RootModule { err: RootModuleError::Unwound, .. } => {
+            Rejection::ConstructorPanicked
+        }
         other => Rejection::Open(first_line(&other.to_string())),
     }
 }
 
-/// The few lines of abi_stable's layout report (often hundreds of lines) that say what
-/// differs: each `Error:` line with its `Expected:` and `Found:` lines.
-pub(crate) fn layout_summary(report: &str) -> String {
-    const KEYS: [&str; 3] = ["Error:", "Expected:", "Found:"];
+/// A rejection for abi_stable's layout report: another `0.y` of the interface, or a summary of
+/// what differs.
+fn layout_rejection(report: &str) -> Rejection {
+    let differences = layout_differences(report);
+    if let Some(version) = differences.iter().find(|d| d.error == "incompatible package versions") {
+        return Rejection::Version {
+            expected: version.expected.clone(),
+            found: version.found.clone(),
+        };
+    }
+    Rejection::Layout(layout_summary(&differences))
+}
+
+/// One difference abi_stable found, with where it is (the path of types down to it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Difference {
+    pub(crate) place: String,
+    pub(crate) error: String,
+    pub(crate) expected: String,
+    pub(crate) found: String,
+}
+
+/// Reads abi_stable's layout report (often hundreds of lines): each `N error(s)inside:` block
+/// names a path of fields and types, and each `Error:` that follows has `Expected:` and
+/// `Found:` values.
+pub(crate) fn layout_differences(report: &str) -> Vec<Difference> {
     let lines: Vec<&str> = report.lines().collect();
-    let mut summary = Vec::new();
-    for (index, line) in lines.iter().enumerate() {
-        let trimmed = line.trim();
-        if KEYS.iter().any(|key| trimmed.starts_with(key)) {
-            summary.push(trimmed.to_owned());
-            // abi_stable puts the value on the following line when it is long.
-            if let Some(next) = lines.get(index + 1) {
-                let next = next.trim();
-                if !next.is_empty() && !KEYS.iter().any(|key| next.starts_with(key)) {
-                    summary.push(format!("    {next}"));
-                }
-            }
+    let mut differences = Vec::new();
+    let mut place = String::new();
+    let mut index = 0;
+    while index < lines.len() {
+        let line = lines[index].trim();
+        if line.ends_with("error(s)inside:") && !line.starts_with("0 ") {
+            place = path_of(&lines[index + 1..]);
+        } else if let Some(error) = line.strip_prefix("Error:") {
+            let expected = value_after(&lines, index, "Expected:");
+            let found = value_after(&lines, index, "Found:");
+            differences.push(Difference {
+                place: place.clone(),
+                error: error.trim().to_owned(),
+                expected,
+                found,
+            });
         }
-        if summary.len() >= 12 {
+        index += 1;
+    }
+    differences.dedup();
+    differences
+}
+
+/// `PluginModule.invoke → &'a ToolCall → ToolCall` from the lines after `inside:`.
+fn path_of(lines: &[&str]) -> String {
+    let mut path = String::new();
+    let mut field = "";
+    for line in lines.iter().map(|l| l.trim()) {
+        if line.starts_with("Layout of expected type") {
             break;
         }
+        if let Some(name) = line.strip_prefix("field_name:") {
+            field = name;
+        } else if let Some(kind) = line.strip_prefix("type:") {
+            let kind = kind.split_whitespace().collect::<Vec<_>>().join(" ");
+            if kind == "AFunctionPointer" {
+                path.push('.');
+                path.push_str(field);
+            } else {
+                if !path.is_empty() {
+                    path.push_str(" → ");
+                }
+                path.push_str(&kind);
+            }
+        }
     }
-    if summary.is_empty() {
-        return first_line(report);
+    path
+}
+
+/// The value under `key` (`Expected:` or `Found:`) following the `Error:` at `at`: a field as
+/// `name: type`, otherwise the first line.
+fn value_after(lines: &[&str], at: usize, key: &str) -> String {
+    let Some(start) = lines[at + 1..].iter().position(|l| l.trim() == key) else {
+        return String::new();
+    };
+    let values: Vec<&str> = lines[at + 1 + start + 1..]
+        .iter()
+        .map(|l| l.trim())
+        .take_while(|l| !l.is_empty() && !l.ends_with(':') && !l.starts_with("Error:"))
+        .collect();
+    let field = values.iter().find_map(|l| l.strip_prefix("field_name:"));
+    let kind = values.iter().find_map(|l| l.strip_prefix("type:"));
+    match (field, kind) {
+        (Some(field), Some(kind)) => format!("{field}: {}", kind.trim()),
+        _ => values.first().map_or_else(String::new, |v| (*v).to_owned()),
     }
-    summary.join("\n")
+}
+
+/// A few lines saying what differs, grouped by place.
+pub(crate) fn layout_summary(differences: &[Difference]) -> String {
+    const SHOWN: usize = 6;
+    let mut lines: Vec<String> = Vec::new();
+    let mut place = None;
+    for difference in differences.iter().take(SHOWN) {
+        if place != Some(&difference.place) {
+            place = Some(&difference.place);
+            lines.push(format!("in {}:", difference.place));
+        }
+        lines.push(format!(
+            "  {}: expected {}, found {}",
+            difference.error, difference.expected, difference.found
+        ));
+    }
+    if differences.len() > SHOWN {
+        lines.push(format!(
+            "  ({} more differences; HOTSH_LOG=debug shows the full report)",
+            differences.len() - SHOWN
+        ));
+    }
+    if lines.is_empty() {
+        return "abi_stable reported a mismatch it did not detail (HOTSH_LOG=debug shows the report)".to_owned();
+    }
+    lines.join("\n")
 }
 
 fn first_line(text: &str) -> String {
-    text.lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or(text)
-        .trim()
-        .to_owned()
+    text.lines().find(|l| !l.trim().is_empty()).unwrap_or(text).trim().to_owned()
 }
 
 /// True when `bytes` is a 64-bit little-endian ELF whose section header table (written last
@@ -248,11 +328,51 @@ mod tests {
     }
 
     #[test]
-    fn layout_summary_keeps_error_expected_found() {
-        let report = "lots of context\n  Error: a field changed\n  Expected:\n    u32\n  Found:\n    u64\nmore context\n";
+    fn layout_report_becomes_a_short_summary() {
+        let report = "\
+0 error(s)inside:
+    <other>
+3 error(s)inside:
+    <other>
+    field_name:0
+    type:PluginModule
+    field_name:invoke
+    type:AFunctionPointer
+    field_name:,,
+    type:&'a  ToolCall
+    field_name:0
+    type:ToolCall
+Layout of expected type:
+    type:ToolCall
+Error:incompatible type size
+Expected:
+    160
+Found:
+    168
+
+Error:unexpected field
+Expected:
+    field_name:session_id
+    type:RString
+    size:32 align:8
+Found:
+    field_name:added_field
+    type:u64
+";
         assert_eq!(
-            layout_summary(report),
-            "Error: a field changed\nExpected:\n    u32\nFound:\n    u64"
+            layout_summary(&layout_differences(report)),
+            "in PluginModule.invoke → &'a ToolCall → ToolCall:\n  \
+             incompatible type size: expected 160, found 168\n  \
+             unexpected field: expected session_id: RString, found added_field: u64"
         );
+    }
+
+    #[test]
+    fn another_package_version_is_a_version_rejection() {
+        let report = "1 error(s)inside:\n    type:PluginModule\nError:incompatible package versions\nExpected:\n    0.1.0\nFound:\n    0.2.0\n";
+        assert!(matches!(
+            layout_rejection(report),
+            Rejection::Version { expected, found } if expected == "0.1.0" && found == "0.2.0"
+        ));
     }
 }

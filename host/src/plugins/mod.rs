@@ -31,10 +31,7 @@ pub(crate) struct Snapshot {
 impl Snapshot {
     /// The plugin serving `tool`: the first one, in load order, that declares it.
     pub(crate) fn find_tool(&self, tool: &str) -> Option<Arc<LoadedPlugin>> {
-        self.plugins
-            .iter()
-            .find(|p| p.tools.iter().any(|t| t.name == tool))
-            .cloned()
+        self.plugins.iter().find(|p| p.tools.iter().any(|t| t.name == tool)).cloned()
     }
 
     /// Every tool the model may call, without duplicates.
@@ -50,11 +47,8 @@ impl Snapshot {
 
     /// The plugins' prompt sections, sorted by order then id.
     pub(crate) fn prompt_sections(&self) -> Vec<loader::PromptSection> {
-        let mut sections: Vec<_> = self
-            .plugins
-            .iter()
-            .flat_map(|p| p.prompt_sections.iter().cloned())
-            .collect();
+        let mut sections: Vec<_> =
+            self.plugins.iter().flat_map(|p| p.prompt_sections.iter().cloned()).collect();
         sections.sort_by(|a, b| (a.order, &a.id).cmp(&(b.order, &b.id)));
         sections
     }
@@ -69,11 +63,7 @@ pub(crate) fn check(path: &Path) -> std::process::ExitCode {
         Ok(plugin) => {
             println!("plugin {} {}", plugin.name, plugin.version);
             println!("  file:      {}", path.display());
-            println!(
-                "  hotsh-abi: {} (interface v{})",
-                plugin.abi_version,
-                hotsh_abi::ABI_VERSION
-            );
+            println!("  hotsh-abi: {} (interface v{})", plugin.abi_version, hotsh_abi::ABI_VERSION);
             println!("  hash:      {:016x}", plugin.content_hash);
             println!("tools:");
             for tool in &plugin.tools {
@@ -103,16 +93,9 @@ pub(crate) fn check(path: &Path) -> std::process::ExitCode {
 #[derive(Debug, Clone)]
 pub(crate) enum PluginChange {
     /// A build was loaded; `replaced` is the generation it took over from, if any.
-    Loaded {
-        plugin: Arc<LoadedPlugin>,
-        replaced: Option<Arc<LoadedPlugin>>,
-    },
+    Loaded { plugin: Arc<LoadedPlugin>, replaced: Option<Arc<LoadedPlugin>> },
     /// A build was refused; `serving` is the generation that keeps serving, if any.
-    Rejected {
-        path: PathBuf,
-        reason: String,
-        serving: Option<Arc<LoadedPlugin>>,
-    },
+    Rejected { path: PathBuf, reason: String, serving: Option<Arc<LoadedPlugin>> },
     /// The file is gone; its generation no longer takes new calls.
     Removed { plugin: Arc<LoadedPlugin> },
 }
@@ -199,12 +182,7 @@ impl Registry {
     }
 
     pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
-        Arc::clone(
-            &self
-                .snapshot
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
+        Arc::clone(&self.snapshot.read().unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 
     /// Waits until the initial scan of the plugin directories is done.
@@ -226,11 +204,7 @@ impl Registry {
 
     /// Looks at one plugin file again (blocking) and loads, rejects or unloads it.
     pub(crate) fn refresh(&self, path: &Path) -> Refresh {
-        let Some(dir) = self
-            .dirs
-            .iter()
-            .position(|d| Some(d.as_path()) == path.parent())
-        else {
+        let Some(dir) = self.dirs.iter().position(|d| Some(d.as_path()) == path.parent()) else {
             return Refresh::Unchanged;
         };
         let mut slots = lock(&self.slots);
@@ -282,11 +256,7 @@ impl Registry {
         slot.identity = Some(identity);
         slot.incomplete_hash = None;
         let hash = loader::content_hash(&bytes);
-        if slot
-            .current
-            .as_ref()
-            .is_some_and(|c| c.content_hash == hash)
-        {
+        if slot.current.as_ref().is_some_and(|c| c.content_hash == hash) {
             tracing::debug!(path = %path.display(), "plugin file touched but unchanged");
             return Refresh::Unchanged;
         }
@@ -382,10 +352,8 @@ impl Registry {
             }
             plugins.push(plugin);
         }
-        *self
-            .snapshot
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(Snapshot { plugins });
+        *self.snapshot.write().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Arc::new(Snapshot { plugins });
     }
 }
 
@@ -405,9 +373,7 @@ fn shut_down(plugin: &Arc<LoadedPlugin>) {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The files in `dir` named like shared libraries (`lib*.so`), sorted by name.
@@ -421,11 +387,7 @@ fn candidate_files(dir: &Path) -> Vec<PathBuf> {
     };
     let mut files: Vec<PathBuf> = entries
         .filter_map(Result::ok)
-        .filter(|entry| {
-            entry
-                .file_type()
-                .is_ok_and(|t| t.is_file() || t.is_symlink())
-        })
+        .filter(|entry| entry.file_type().is_ok_and(|t| t.is_file() || t.is_symlink()))
         .map(|entry| entry.path())
         .filter(|path| is_library_name(path))
         .collect();
@@ -434,10 +396,8 @@ fn candidate_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 pub(crate) fn is_library_name(path: &Path) -> bool {
-    path.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|name| {
-            name.starts_with(std::env::consts::DLL_PREFIX)
-                && name.ends_with(std::env::consts::DLL_SUFFIX)
-        })
+    path.file_name().and_then(|n| n.to_str()).is_some_and(|name| {
+        name.starts_with(std::env::consts::DLL_PREFIX)
+            && name.ends_with(std::env::consts::DLL_SUFFIX)
+    })
 }

@@ -113,10 +113,9 @@ impl abi::HostServices for CallServices {
         let executor = Arc::clone(&self.executor);
         let id = task_id.as_str().to_owned();
         match self.on_runtime(async move { executor.kill(&id).await }) {
-            Ok(Ok(Killed { killed, status })) => RResult::ROk(abi::KillOutcome {
-                killed,
-                status: to_abi_status(status),
-            }),
+            Ok(Ok(Killed { killed, status })) => {
+                RResult::ROk(abi::KillOutcome { killed, status: to_abi_status(status) })
+            }
             Ok(Err(error)) => RResult::RErr(error.to_string().into()),
             Err(error) => RResult::RErr(error),
         }

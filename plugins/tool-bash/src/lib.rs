@@ -41,10 +41,7 @@ impl BashArgs {
     /// The directory the command runs in: `workdir` resolved against the session's cwd.
     fn workdir(&self, call: &ToolCall) -> String {
         match &self.workdir {
-            Some(dir) => Path::new(call.cwd.as_str())
-                .join(dir)
-                .to_string_lossy()
-                .into_owned(),
+            Some(dir) => Path::new(call.cwd.as_str()).join(dir).to_string_lossy().into_owned(),
             None => call.cwd.to_string(),
         }
     }
@@ -74,10 +71,7 @@ impl TaskArgs {
             .strip_prefix("bash-")
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
         if !well_formed {
-            return Err(format!(
-                "malformed task id `{}`; task ids look like bash-3",
-                args.task_id
-            ));
+            return Err(format!("malformed task id `{}`; task ids look like bash-3", args.task_id));
         }
         Ok(args)
     }
@@ -212,9 +206,7 @@ impl Plugin for ToolBash {
             "bash_output" => {
                 let args = TaskArgs::parse(call)?;
                 args.check_owner(call, host)?;
-                let read = host
-                    .read_output(args.task_id.as_str().into())
-                    .into_result()?;
+                let read = host.read_output(args.task_id.as_str().into()).into_result()?;
                 let report = TaskReport::read(&args.task_id, &read);
                 Ok(ToolOutput::new(report.text(), &report.raw()))
             }
@@ -234,10 +226,7 @@ impl Plugin for ToolBash {
             "bash" => {
                 let args = BashArgs::parse(call)?;
                 if args.run_in_background {
-                    return Ok(generic(
-                        format!("Start in the background: {}", args.command),
-                        None,
-                    ));
+                    return Ok(generic(format!("Start in the background: {}", args.command), None));
                 }
                 Ok(Card::Terminal(TerminalCard {
                     command: args.command.as_str().into(),
@@ -248,17 +237,11 @@ impl Plugin for ToolBash {
             }
             "bash_output" => {
                 let args = TaskArgs::parse(call)?;
-                Ok(generic(
-                    format!("Read output from background task {}", args.task_id),
-                    None,
-                ))
+                Ok(generic(format!("Read output from background task {}", args.task_id), None))
             }
             "bash_kill" => {
                 let args = TaskArgs::parse(call)?;
-                Ok(generic(
-                    format!("Kill background task {}", args.task_id),
-                    None,
-                ))
+                Ok(generic(format!("Kill background task {}", args.task_id), None))
             }
             other => Err(format!("tool-bash has no tool `{other}`")),
         }
@@ -293,11 +276,7 @@ impl Plugin for ToolBash {
                 });
                 Ok(FinalCard {
                     card: Card::Terminal(card),
-                    status: if failed {
-                        CardStatus::Failed
-                    } else {
-                        CardStatus::Completed
-                    },
+                    status: if failed { CardStatus::Failed } else { CardStatus::Completed },
                 })
             }
             "bash_output" | "bash_kill" => {
@@ -305,10 +284,7 @@ impl Plugin for ToolBash {
                     return Err("task cards are generic".to_owned());
                 };
                 card.content = ROption::RSome(render::fenced(&output.text).into());
-                Ok(FinalCard {
-                    card: Card::Generic(card),
-                    status: CardStatus::Completed,
-                })
+                Ok(FinalCard { card: Card::Generic(card), status: CardStatus::Completed })
             }
             other => Err(format!("tool-bash has no tool `{other}`")),
         }

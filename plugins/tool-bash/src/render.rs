@@ -24,11 +24,7 @@ pub(crate) fn raw_output(outcome: &CommandOutcome) -> serde_json::Value {
         timeout_ms: outcome.timeout_ms,
         aborted: outcome.aborted,
         truncated: outcome.truncated,
-        spill_path: outcome
-            .spill_path
-            .as_ref()
-            .map(|s| s.to_string())
-            .into_option(),
+        spill_path: outcome.spill_path.as_ref().map(|s| s.to_string()).into_option(),
         duration_ms: outcome.duration_ms,
     };
     serde_json::to_value(raw).unwrap_or(serde_json::Value::Null)
@@ -87,11 +83,7 @@ pub(crate) fn started_text(started: &TaskStarted) -> String {
 
 /// `[status: running]`, `[status: completed, exit code: 0]`, `[status: killed]`, …
 pub(crate) fn status_line(status: &TaskStatus) -> String {
-    match (
-        status.state,
-        status.exit_code.into_option(),
-        status.signal.as_ref().into_option(),
-    ) {
+    match (status.state, status.exit_code.into_option(), status.signal.as_ref().into_option()) {
         (TaskState::Running, _, _) => "[status: running]".to_owned(),
         (TaskState::Killed, _, _) => "[status: killed]".to_owned(),
         (TaskState::Exited, Some(code), _) => format!("[status: completed, exit code: {code}]"),
@@ -115,11 +107,7 @@ pub(crate) struct TaskReport {
 impl TaskReport {
     pub(crate) fn read(task_id: &str, read: &TaskOutput) -> Self {
         let text = read.text.trim_end_matches('\n');
-        let mut body = if text.is_empty() {
-            "(no new output)".to_owned()
-        } else {
-            text.to_owned()
-        };
+        let mut body = if text.is_empty() { "(no new output)".to_owned() } else { text.to_owned() };
         if read.dropped_bytes > 0 {
             body = format!(
                 "[{} earlier bytes were dropped before this read; full output: {}]\n{body}",
@@ -292,10 +280,7 @@ mod tests {
             exit_code: code.into(),
             signal: signal.map(RString::from).into(),
         };
-        assert_eq!(
-            status_line(&status(TaskState::Running, None, None)),
-            "[status: running]"
-        );
+        assert_eq!(status_line(&status(TaskState::Running, None, None)), "[status: running]");
         assert_eq!(
             status_line(&status(TaskState::Killed, None, Some("SIGTERM"))),
             "[status: killed]"

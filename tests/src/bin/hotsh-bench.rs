@@ -27,10 +27,7 @@
 //! Every benchmark prints each run and the medians. The machine is shared and noisy: compare
 //! medians, not runs.
 
-#![allow(
-    clippy::disallowed_methods,
-    reason = "the benchmark builds and starts hotsh"
-)]
+#![allow(clippy::disallowed_methods, reason = "the benchmark builds and starts hotsh")]
 #![allow(clippy::print_stdout, reason = "the benchmark reports on stdout")]
 
 use serde_json::{Value, json};
@@ -56,8 +53,7 @@ fn main() {
 }
 
 fn number(args: &[String], at: usize, default: usize) -> usize {
-    args.get(at)
-        .map_or(default, |n| n.parse().expect("a number"))
+    args.get(at).map_or(default, |n| n.parse().expect("a number"))
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -98,14 +94,7 @@ impl Agent {
             .expect("hotsh starts");
         let stdin = child.stdin.take().expect("stdin");
         let stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut agent = Self {
-            child,
-            stdin,
-            stdout,
-            next_id: 1,
-            _dir: dir,
-            session: Value::Null,
-        };
+        let mut agent = Self { child, stdin, stdout, next_id: 1, _dir: dir, session: Value::Null };
         agent.ask("initialize", json!({"protocolVersion": 1, "clientCapabilities": {"_meta": {"terminal_output": true}}}));
         let cwd = agent._dir.path().to_owned();
         agent.session =
@@ -124,10 +113,7 @@ impl Agent {
         let mut reply = String::new();
         loop {
             reply.clear();
-            assert!(
-                self.stdout.read_line(&mut reply).expect("read") > 0,
-                "hotsh closed stdout"
-            );
+            assert!(self.stdout.read_line(&mut reply).expect("read") > 0, "hotsh closed stdout");
             let message: Value = serde_json::from_str(&reply).expect("JSON");
             if message["id"] == id && message.get("method").is_none() {
                 return message;
@@ -189,9 +175,8 @@ fn overhead(calls: usize, runs: usize) {
     let mut through_tool = Vec::new();
     let mut direct = Vec::new();
     for run in 1..=runs {
-        let tool_calls: Vec<Value> = (0..calls)
-            .map(|_| json!({"name": "bash", "arguments": {"command": "true"}}))
-            .collect();
+        let tool_calls: Vec<Value> =
+            (0..calls).map(|_| json!({"name": "bash", "arguments": {"command": "true"}})).collect();
         let responses = vec![json!({ "tool_calls": tool_calls }), json!({"text": "done"})];
         let mut agent = Agent::start(&hotsh, responses, "");
         let started = Instant::now();
@@ -200,10 +185,7 @@ fn overhead(calls: usize, runs: usize) {
         agent.finish();
         let started = Instant::now();
         for _ in 0..calls {
-            let status = Command::new("bash")
-                .args(["-c", "true"])
-                .status()
-                .expect("bash runs");
+            let status = Command::new("bash").args(["-c", "true"]).status().expect("bash runs");
             assert!(status.success());
         }
         let per_spawn = ms(started.elapsed()) / calls as f64;
@@ -254,14 +236,7 @@ fn release_dir() -> PathBuf {
     let workspace = hotsh_tests::workspace();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let status = Command::new(cargo)
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "hotsh-host",
-            "-p",
-            "hotsh-tool-bash",
-        ])
+        .args(["build", "--release", "-p", "hotsh-host", "-p", "hotsh-tool-bash"])
         .current_dir(&workspace)
         .status()
         .expect("cargo runs");
@@ -296,14 +271,8 @@ fn startup(runs: usize) {
     }
     let median = |f: &dyn Fn(&Sample) -> f64| median(samples.iter().map(f).collect());
     println!("median of {runs} runs ({}):", hotsh.display());
-    println!(
-        "  spawn -> initialize answered: {:.2} ms",
-        median(&|s| ms(s.initialize))
-    );
-    println!(
-        "  session/new:                  {:.2} ms",
-        median(&|s| ms(s.session_new))
-    );
+    println!("  spawn -> initialize answered: {:.2} ms", median(&|s| ms(s.initialize)));
+    println!("  session/new:                  {:.2} ms", median(&|s| ms(s.session_new)));
     println!(
         "  RSS after initialize:         {:.1} MiB",
         median(&|s| s.rss_after_initialize_kib as f64 / 1024.0)
@@ -336,10 +305,7 @@ fn one_startup(hotsh: &std::path::Path, cwd: &std::path::Path) -> Sample {
         stdin.flush().expect("flush");
         loop {
             let mut reply = String::new();
-            assert!(
-                stdout.read_line(&mut reply).expect("read") > 0,
-                "hotsh closed stdout"
-            );
+            assert!(stdout.read_line(&mut reply).expect("read") > 0, "hotsh closed stdout");
             let reply: Value = serde_json::from_str(&reply).expect("JSON");
             if reply["id"] == id {
                 return reply;
@@ -358,20 +324,11 @@ fn one_startup(hotsh: &std::path::Path, cwd: &std::path::Path) -> Sample {
     let session_new = before_new.elapsed();
     let id = session["result"]["sessionId"].clone();
     // No model is configured: the prompt ends at once, after the plugin scan it waits for.
-    ask(
-        3,
-        "session/prompt",
-        json!({"sessionId": id, "prompt": [{"type": "text", "text": "hi"}]}),
-    );
+    ask(3, "session/prompt", json!({"sessionId": id, "prompt": [{"type": "text", "text": "hi"}]}));
     let rss_plugins_loaded_kib = rss_kib(pid);
     drop(stdin);
     let _ = child.wait();
-    Sample {
-        initialize,
-        session_new,
-        rss_after_initialize_kib,
-        rss_plugins_loaded_kib,
-    }
+    Sample { initialize, session_new, rss_after_initialize_kib, rss_plugins_loaded_kib }
 }
 
 fn rss_kib(pid: u32) -> u64 {

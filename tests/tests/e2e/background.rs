@@ -11,10 +11,7 @@ fn call(name: &str, arguments: Value) -> Value {
 }
 
 fn background(command: &str) -> Value {
-    call(
-        "bash",
-        json!({"command": command, "run_in_background": true}),
-    )
+    call("bash", json!({"command": command, "run_in_background": true}))
 }
 
 fn task_call(name: &str, task_id: &str) -> Value {
@@ -23,12 +20,7 @@ fn task_call(name: &str, task_id: &str) -> Value {
 
 /// The output file named in a start result ("… Full output: PATH").
 fn output_path(started: &str) -> std::path::PathBuf {
-    started
-        .rsplit("Full output: ")
-        .next()
-        .unwrap()
-        .trim()
-        .into()
+    started.rsplit("Full output: ").next().unwrap().trim().into()
 }
 
 #[test]
@@ -50,25 +42,13 @@ fn start_read_only_new_output_notice_and_card() {
     let session = agent.new_session();
 
     // Turn 1: the call returns at once with the task id; the card stays open.
-    assert_eq!(
-        agent.prompt(&session, "start it")["result"]["stopReason"],
-        "end_turn"
-    );
+    assert_eq!(agent.prompt(&session, "start it")["result"]["stopReason"], "end_turn");
     let (started, is_error) = agent.last_tool_result();
-    assert!(
-        !is_error && started.starts_with("Started background task bash-1."),
-        "{started}"
-    );
+    assert!(!is_error && started.starts_with("Started background task bash-1."), "{started}");
     let updates = agent.updates(&session);
-    let start_card = updates
-        .iter()
-        .find(|u| u["sessionUpdate"] == "tool_call")
-        .unwrap();
+    let start_card = updates.iter().find(|u| u["sessionUpdate"] == "tool_call").unwrap();
     let card_id = start_card["toolCallId"].as_str().unwrap().to_owned();
-    assert_eq!(
-        start_card["title"],
-        format!("Start in the background: {command}")
-    );
+    assert_eq!(start_card["title"], format!("Start in the background: {command}"));
     let drawn = card_updates(&updates, &card_id).pop().unwrap().clone();
     assert_eq!(drawn["status"], "in_progress");
     assert_eq!(drawn["title"], format!("Background task bash-1: {command}"));
@@ -77,19 +57,13 @@ fn start_read_only_new_output_notice_and_card() {
     let path = output_path(&started);
     wait_for_file_containing(&path, "first");
     agent.prompt(&session, "read");
-    assert_eq!(
-        agent.last_tool_result(),
-        ("first\n[status: running]".to_owned(), false)
-    );
+    assert_eq!(agent.last_tool_result(), ("first\n[status: running]".to_owned(), false));
 
     // Turn 3: only the new bytes, never "first" again.
     std::fs::write(agent.workdir.join("go"), "").unwrap();
     wait_for_file_containing(&path, "second");
     agent.prompt(&session, "read again");
-    assert_eq!(
-        agent.last_tool_result(),
-        ("second\n[status: running]".to_owned(), false)
-    );
+    assert_eq!(agent.last_tool_result(), ("second\n[status: running]".to_owned(), false));
 
     // The task ends: its card is closed with the outcome...
     std::fs::write(agent.workdir.join("go2"), "").unwrap();
@@ -97,36 +71,22 @@ fn start_read_only_new_output_notice_and_card() {
         let u = &m["params"]["update"];
         u["toolCallId"] == card_id.as_str() && u["status"] == "completed"
     });
-    let content = closed["params"]["update"]["content"][0]["content"]["text"]
-        .as_str()
-        .unwrap();
-    assert!(
-        content.starts_with("bash-1 exited with code 0; full output: "),
-        "{content}"
-    );
+    let content = closed["params"]["update"]["content"][0]["content"]["text"].as_str().unwrap();
+    assert!(content.starts_with("bash-1 exited with code 0; full output: "), "{content}");
     assert_eq!(closed["params"]["update"]["rawOutput"]["exit_code"], 0);
 
     // ...and the model hears of it, once, with its next request.
     agent.prompt(&session, "anything new?");
     let requests = agent.model_requests();
-    let last = requests.last().unwrap()["messages"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let last = requests.last().unwrap()["messages"].as_array().unwrap().clone();
     let notices: Vec<&Value> = last.iter().filter(|m| m["role"] == "notice").collect();
     assert_eq!(notices.len(), 1, "{last:#?}");
     let notice = notices[0]["text"].as_str().unwrap();
-    assert!(
-        notice.starts_with("[background task bash-1 `echo first;"),
-        "{notice}"
-    );
+    assert!(notice.starts_with("[background task bash-1 `echo first;"), "{notice}");
     assert!(notice.contains("exited with code 0"), "{notice}");
     // The notice comes before the prompt that followed it.
     let notice_at = last.iter().position(|m| m["role"] == "notice").unwrap();
-    let prompt_at = last
-        .iter()
-        .position(|m| m["text"] == "anything new?")
-        .unwrap();
+    let prompt_at = last.iter().position(|m| m["text"] == "anything new?").unwrap();
     assert!(notice_at < prompt_at);
     // The rest of the output is still there, with the final status.
     assert_eq!(
@@ -171,34 +131,19 @@ fn kill_running_kill_finished_unknown_and_malformed_ids() {
             false
         )
     );
-    assert_eq!(
-        results[3],
-        ("(no new output)\n[status: killed]".to_owned(), false)
-    );
+    assert_eq!(results[3], ("(no new output)\n[status: killed]".to_owned(), false));
     assert_eq!(results[4], ("unknown task id bash-99".to_owned(), true));
     assert_eq!(
         results[5],
-        (
-            "malformed task id `nonsense`; task ids look like bash-3".to_owned(),
-            true
-        )
+        ("malformed task id `nonsense`; task ids look like bash-3".to_owned(), true)
     );
-    assert!(
-        results[6].1 && results[6].0.contains("unknown field `task`"),
-        "{:?}",
-        results[6]
-    );
-    assert!(
-        processes_matching(marker).is_empty(),
-        "the killed task's sleep is still running"
-    );
+    assert!(results[6].1 && results[6].0.contains("unknown field `task`"), "{:?}", results[6]);
+    assert!(processes_matching(marker).is_empty(), "the killed task's sleep is still running");
     // The task's card was closed as killed.
     let closed = agent.wait_for(|m| {
         let u = &m["params"]["update"];
         u["rawOutput"]["state"] == "killed"
-            && u["title"]
-                .as_str()
-                .is_some_and(|t| t.starts_with("Background task bash-1"))
+            && u["title"].as_str().is_some_and(|t| t.starts_with("Background task bash-1"))
     });
     assert_eq!(closed["params"]["update"]["status"], "failed");
     let _ = session;
@@ -226,14 +171,8 @@ fn another_session_can_neither_read_nor_kill_a_task() {
     eventually("the task to run", || !processes_matching(marker).is_empty());
     agent.prompt(&b, "meddle");
     let refused = "task bash-1 belongs to another session".to_owned();
-    assert_eq!(
-        agent.tool_results(),
-        vec![(refused.clone(), true), (refused, true)]
-    );
-    assert!(
-        !processes_matching(marker).is_empty(),
-        "B's kill must not have touched the task"
-    );
+    assert_eq!(agent.tool_results(), vec![(refused.clone(), true), (refused, true)]);
+    assert!(!processes_matching(marker).is_empty(), "B's kill must not have touched the task");
     agent.prompt(&a, "stop it");
     assert_eq!(
         agent.last_tool_result().0,
@@ -271,9 +210,5 @@ fn task_limit_per_session_is_a_clear_error() {
         )
     );
     // Once one is gone, there is room again.
-    assert!(
-        results[3].0.starts_with("Started background task bash-2."),
-        "{:?}",
-        results[3]
-    );
+    assert!(results[3].0.starts_with("Started background task bash-2."), "{:?}", results[3]);
 }

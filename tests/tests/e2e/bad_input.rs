@@ -33,35 +33,22 @@ fn prompt_for_an_unknown_session_is_invalid_params() {
     agent.initialize(true);
     let response = agent.prompt("no-such-session", "hello");
     assert_eq!(response["error"]["code"], -32602, "{response}");
-    assert_eq!(
-        response["error"]["message"],
-        "unknown session: no-such-session"
-    );
+    assert_eq!(response["error"]["message"], "unknown session: no-such-session");
 }
 
 #[test]
 fn relative_cwd_is_refused() {
     let mut agent = Agent::start(AgentOptions::script(vec![]));
     agent.initialize(true);
-    let response = agent.call(
-        "session/new",
-        json!({"cwd": "relative/dir", "mcpServers": []}),
-    );
+    let response = agent.call("session/new", json!({"cwd": "relative/dir", "mcpServers": []}));
     assert_eq!(response["error"]["code"], -32602, "{response}");
-    assert!(
-        response["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("absolute")
-    );
+    assert!(response["error"]["message"].as_str().unwrap().contains("absolute"));
 }
 
 #[test]
 fn second_prompt_while_a_turn_runs_is_refused() {
-    let mut agent = Agent::start(AgentOptions::script(vec![
-        bash_call("sleep 30.0423"),
-        say("after"),
-    ]));
+    let mut agent =
+        Agent::start(AgentOptions::script(vec![bash_call("sleep 30.0423"), say("after")]));
     agent.initialize(true);
     let session = agent.new_session();
     let first = agent.start_prompt(&session, "first");
@@ -94,10 +81,7 @@ fn wrong_tool_arguments_become_tool_errors_the_model_reads() {
     let expect_error = |index: usize, needle: &str| {
         let (text, is_error) = &results[index];
         assert!(is_error, "call {index} should be an error: {text}");
-        assert!(
-            text.contains(needle),
-            "call {index}: {text:?} lacks {needle:?}"
-        );
+        assert!(text.contains(needle), "call {index}: {text:?} lacks {needle:?}");
     };
     expect_error(0, "missing field `command`");
     expect_error(1, "invalid type: integer `42`, expected a string");
@@ -118,18 +102,12 @@ fn script_running_out_ends_the_turn_with_a_message() {
     let mut agent = Agent::start(AgentOptions::script(vec![say("only answer")]));
     agent.initialize(true);
     let session = agent.new_session();
-    assert_eq!(
-        agent.prompt(&session, "one")["result"]["stopReason"],
-        "end_turn"
-    );
+    assert_eq!(agent.prompt(&session, "one")["result"]["stopReason"], "end_turn");
     let response = agent.prompt(&session, "two");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     let last = agent.updates(&session).pop().unwrap();
     let text = last["content"]["text"].as_str().unwrap();
-    assert!(
-        text.contains("has no more responses (all 1 were used)"),
-        "{text}"
-    );
+    assert!(text.contains("has no more responses (all 1 were used)"), "{text}");
 }
 
 #[test]

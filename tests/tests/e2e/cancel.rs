@@ -16,9 +16,7 @@ fn cancel_kills_the_command_and_answers_cancelled() {
     let session = agent.new_session();
     let prompt = agent.start_prompt(&session, "sleep");
     agent.wait_for(|m| m["params"]["update"]["sessionUpdate"] == "tool_call");
-    eventually("the sleep to start", || {
-        !processes_matching(marker).is_empty()
-    });
+    eventually("the sleep to start", || !processes_matching(marker).is_empty());
 
     let cancelled_at = Instant::now();
     agent.notify("session/cancel", json!({"sessionId": session}));
@@ -28,15 +26,10 @@ fn cancel_kills_the_command_and_answers_cancelled() {
     // Far below the sleep's 30 s: the command was stopped, not waited for. (The latency
     // itself is measured by the benchmark, not asserted here.)
     assert!(latency < Duration::from_secs(10), "cancel took {latency:?}");
-    eventually("the sleep to be gone", || {
-        processes_matching(marker).is_empty()
-    });
+    eventually("the sleep to be gone", || processes_matching(marker).is_empty());
 
     let updates = agent.updates(&session);
-    let id = updates
-        .iter()
-        .find(|u| u["sessionUpdate"] == "tool_call")
-        .unwrap()["toolCallId"]
+    let id = updates.iter().find(|u| u["sessionUpdate"] == "tool_call").unwrap()["toolCallId"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -59,12 +52,8 @@ fn cancel_stops_the_commands_children_even_those_that_left_its_group() {
     agent.initialize(true);
     let session = agent.new_session();
     let prompt = agent.start_prompt(&session, "sleep twice");
-    eventually("both sleeps to start", || {
-        processes_matching(marker).len() >= 2
-    });
+    eventually("both sleeps to start", || processes_matching(marker).len() >= 2);
     agent.notify("session/cancel", json!({"sessionId": session}));
     assert_eq!(agent.response(prompt)["result"]["stopReason"], "cancelled");
-    eventually("every sleep to be gone", || {
-        processes_matching(marker).is_empty()
-    });
+    eventually("every sleep to be gone", || processes_matching(marker).is_empty());
 }

@@ -19,32 +19,21 @@ fn run_command(terminal_output: bool) -> (Agent, String, Vec<Value>) {
 
 /// All terminal output data sent for `call_id`, concatenated.
 fn terminal_data(updates: &[&Value]) -> String {
-    updates
-        .iter()
-        .filter_map(|u| u["_meta"]["terminal_output"]["data"].as_str())
-        .collect()
+    updates.iter().filter_map(|u| u["_meta"]["terminal_output"]["data"].as_str()).collect()
 }
 
 #[test]
 fn command_is_a_live_terminal_card_with_exit_status() {
     let (agent, _session, updates) = run_command(true);
-    let start = updates
-        .iter()
-        .position(|u| u["sessionUpdate"] == "tool_call")
-        .expect("a tool_call");
+    let start =
+        updates.iter().position(|u| u["sessionUpdate"] == "tool_call").expect("a tool_call");
     let call = &updates[start];
     let id = call["toolCallId"].as_str().unwrap();
     let cwd = agent.workdir.to_string_lossy().into_owned();
     assert_eq!(call["title"], COMMAND);
     assert_eq!(call["kind"], "execute");
-    assert_eq!(
-        call["content"],
-        json!([{"type": "terminal", "terminalId": id}])
-    );
-    assert_eq!(
-        call["_meta"]["terminal_info"],
-        json!({"terminal_id": id, "cwd": cwd})
-    );
+    assert_eq!(call["content"], json!([{"type": "terminal", "terminalId": id}]));
+    assert_eq!(call["_meta"]["terminal_info"], json!({"terminal_id": id, "cwd": cwd}));
     assert_eq!(call["rawInput"], json!({"command": COMMAND}));
 
     let card = card_updates(&updates, id);
@@ -54,20 +43,14 @@ fn command_is_a_live_terminal_card_with_exit_status() {
         .filter(|(_, u)| u["_meta"].get("terminal_output").is_some())
         .map(|(i, _)| i)
         .collect();
-    let exit = card
-        .iter()
-        .position(|u| u["_meta"].get("terminal_exit").is_some())
-        .expect("terminal_exit");
+    let exit =
+        card.iter().position(|u| u["_meta"].get("terminal_exit").is_some()).expect("terminal_exit");
     assert!(!outputs.is_empty(), "no terminal_output: {card:#?}");
     assert!(
         outputs.iter().all(|&i| i > 0 && i < exit),
         "output must come between tool_call and exit"
     );
-    assert_eq!(
-        exit,
-        card.len() - 1,
-        "terminal_exit is the last update of the card"
-    );
+    assert_eq!(exit, card.len() - 1, "terminal_exit is the last update of the card");
     let data = terminal_data(&card);
     assert!(data.contains("a\nb"), "{data:?}");
     assert!(data.contains("err\n"), "{data:?}");
@@ -103,23 +86,16 @@ fn without_terminal_support_output_is_a_console_block() {
             assert!(meta.get(key).is_none(), "unexpected {key} in {update}");
         }
         assert!(
-            update["content"]
-                .as_array()
-                .is_none_or(|c| c.iter().all(|c| c["type"] != "terminal"))
+            update["content"].as_array().is_none_or(|c| c.iter().all(|c| c["type"] != "terminal"))
         );
     }
-    let call = updates
-        .iter()
-        .find(|u| u["sessionUpdate"] == "tool_call")
-        .expect("a tool_call");
+    let call = updates.iter().find(|u| u["sessionUpdate"] == "tool_call").expect("a tool_call");
     let id = call["toolCallId"].as_str().unwrap();
     let card = card_updates(&updates, id);
     let last = card.last().unwrap();
     assert_eq!(last["status"], "failed");
     assert_eq!(last["rawOutput"]["exit_code"], 3);
-    let text = last["content"][0]["content"]["text"]
-        .as_str()
-        .expect("final console content");
+    let text = last["content"][0]["content"]["text"].as_str().expect("final console content");
     assert!(text.starts_with("```console\n"), "{text}");
     assert!(text.ends_with("\n```"), "{text}");
     assert!(text.contains("a\nb") && text.contains("err"), "{text}");
@@ -130,10 +106,7 @@ fn without_terminal_support_output_is_a_console_block() {
             assert!(text.starts_with("```console\n"), "{text}");
         }
     }
-    assert_eq!(
-        agent.tool_results()[0].0,
-        "a\nb\n[stderr]\nerr\n[exit code: 3]"
-    );
+    assert_eq!(agent.tool_results()[0].0, "a\nb\n[stderr]\nerr\n[exit code: 3]");
 }
 
 #[test]
@@ -155,12 +128,7 @@ fn reasoning_and_text_stream_as_thought_and_message_chunks() {
     );
     // The model saw the system prompt with the bash section, the tool, and the user's words.
     let request = &agent.model_requests()[0];
-    assert!(
-        request["system"]
-            .as_str()
-            .unwrap()
-            .contains("[exit code: N]")
-    );
+    assert!(request["system"].as_str().unwrap().contains("[exit code: N]"));
     assert_eq!(request["tools"][0]["name"], "bash");
     assert_eq!(request["messages"], json!([{"role": "user", "text": "hi"}]));
 }
@@ -186,11 +154,7 @@ fn long_output_is_bounded_for_the_model_and_names_the_spill_file() {
     let spilled = std::fs::read_to_string(path).expect("spill file exists");
     assert_eq!(spilled.len(), 200_000 * 7);
     assert!(spilled.ends_with("299999\n"));
-    assert!(
-        text.trim_end_matches(marker)
-            .trim_end()
-            .ends_with("299998\n299999")
-    );
+    assert!(text.trim_end_matches(marker).trim_end().ends_with("299998\n299999"));
 }
 
 #[test]
@@ -203,21 +167,12 @@ fn timeout_stops_the_command_and_says_so() {
     agent.prompt(&session, "go");
     assert_eq!(
         agent.tool_results(),
-        vec![(
-            "started\n[timed out after 300ms]\n[killed by signal: SIGTERM]".to_owned(),
-            false
-        )]
+        vec![("started\n[timed out after 300ms]\n[killed by signal: SIGTERM]".to_owned(), false)]
     );
     let updates = agent.updates(&session);
-    let last = updates
-        .iter()
-        .rev()
-        .find(|u| u["_meta"].get("terminal_exit").is_some())
-        .unwrap();
+    let last = updates.iter().rev().find(|u| u["_meta"].get("terminal_exit").is_some()).unwrap();
     assert_eq!(last["_meta"]["terminal_exit"]["signal"], "SIGTERM");
     assert_eq!(last["rawOutput"]["timed_out"], true);
     assert_eq!(last["rawOutput"]["timeout_ms"], 300);
-    eventually("both sleeps to be gone", || {
-        processes_matching("sleep 30.0431").is_empty()
-    });
+    eventually("both sleeps to be gone", || processes_matching("sleep 30.0431").is_empty());
 }

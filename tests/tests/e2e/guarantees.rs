@@ -18,9 +18,7 @@ fn sigkill_of_the_host_leaves_no_process_behind() {
     agent.initialize(true);
     let session = agent.new_session();
     agent.start_prompt(&session, "go");
-    eventually("six sleeps to run", || {
-        processes_matching(&format!("sleep {marker}")).len() >= 6
-    });
+    eventually("six sleeps to run", || processes_matching(&format!("sleep {marker}")).len() >= 6);
 
     agent.kill9();
     let killed_at = Instant::now();
@@ -28,10 +26,7 @@ fn sigkill_of_the_host_leaves_no_process_behind() {
         processes_matching(&format!("sleep {marker}")).is_empty()
     });
     let took = killed_at.elapsed();
-    assert!(
-        took < Duration::from_secs(1),
-        "processes outlived the host by {took:?}"
-    );
+    assert!(took < Duration::from_secs(1), "processes outlived the host by {took:?}");
 }
 
 #[test]
@@ -46,9 +41,7 @@ fn clean_exit_stops_background_tasks() {
     agent.prompt(&session, "go");
     eventually("the task to run", || !processes_matching(marker).is_empty());
     assert!(agent.finish().success());
-    eventually("the task to be gone", || {
-        processes_matching(marker).is_empty()
-    });
+    eventually("the task to be gone", || processes_matching(marker).is_empty());
 }
 
 #[test]
@@ -77,12 +70,7 @@ fn commands_never_see_the_hosts_secrets() {
     let session = agent.new_session();
     agent.prompt(&session, "show env");
     let started = agent.tool_results()[1].0.clone();
-    let path: std::path::PathBuf = started
-        .rsplit("Full output: ")
-        .next()
-        .unwrap()
-        .trim()
-        .into();
+    let path: std::path::PathBuf = started.rsplit("Full output: ").next().unwrap().trim().into();
     hotsh_tests::wait_for_file_containing(&path, "PLAIN_SETTING");
     agent.prompt(&session, "read it");
     let results = agent.tool_results();
@@ -97,10 +85,7 @@ fn commands_never_see_the_hosts_secrets() {
             assert!(!text.contains(secret), "{secret} leaked into:\n{text}");
         }
         assert!(text.contains("PLAIN_SETTING=visible-0517"), "{text}");
-        assert!(
-            text.contains("SSH_KEY_PATH=/keys/0517"),
-            "the keep list was ignored:\n{text}"
-        );
+        assert!(text.contains("SSH_KEY_PATH=/keys/0517"), "the keep list was ignored:\n{text}");
     }
 }
 
@@ -122,10 +107,7 @@ fn a_gigabyte_of_output_stays_bounded_everywhere() {
     assert!(text.starts_with("hotsh-output-line\nhotsh-output-line\n"));
     let marker = text.lines().last().unwrap();
     assert!(
-        marker.ends_with(&format!(
-            "(its first {} of 1073741824 bytes only)]",
-            8 << 20
-        )),
+        marker.ends_with(&format!("(its first {} of 1073741824 bytes only)]", 8 << 20)),
         "{marker}"
     );
     let path = marker
@@ -144,10 +126,7 @@ fn a_gigabyte_of_output_stays_bounded_everywhere() {
         .collect();
     let sent: usize = outputs.iter().sum();
     assert!(outputs.len() < 2_000, "{} terminal updates", outputs.len());
-    assert!(
-        outputs.iter().all(|&len| len <= 300 << 10),
-        "an update over the live cap"
-    );
+    assert!(outputs.iter().all(|&len| len <= 300 << 10), "an update over the live cap");
     assert!(sent < 256 << 20, "{sent} bytes sent to the client");
 
     // The host's memory stayed bounded.
@@ -158,36 +137,22 @@ fn a_gigabyte_of_output_stays_bounded_everywhere() {
 #[test]
 fn output_files_are_removed_on_exit_and_leftovers_of_dead_agents_swept() {
     let tmp = tempfile::tempdir().unwrap();
-    let stale = tmp
-        .path()
-        .join("hotsh-spill")
-        .join("999999999.stale-session");
+    let stale = tmp.path().join("hotsh-spill").join("999999999.stale-session");
     std::fs::create_dir_all(&stale).unwrap();
     std::fs::write(stale.join("call-1-1.log"), "old").unwrap();
     let mut options = AgentOptions::script(vec![bash_call("seq 1 100000"), say("ok")]);
     options.env = vec![("TMPDIR".into(), tmp.path().to_string_lossy().into_owned())];
     let mut agent = Agent::start(options);
     agent.initialize(true);
-    assert!(
-        !stale.exists(),
-        "the dead agent's output directory was not swept"
-    );
+    assert!(!stale.exists(), "the dead agent's output directory was not swept");
     let session = agent.new_session();
     agent.prompt(&session, "long output");
     let (text, _) = agent.last_tool_result();
-    let path = text
-        .lines()
-        .last()
-        .unwrap()
-        .strip_prefix("[output truncated; full output: ")
-        .unwrap();
+    let path =
+        text.lines().last().unwrap().strip_prefix("[output truncated; full output: ").unwrap();
     let path = std::path::PathBuf::from(path.trim_end_matches(']'));
     assert!(
-        path.starts_with(
-            tmp.path()
-                .join("hotsh-spill")
-                .join(format!("{}.{session}", agent.pid()))
-        )
+        path.starts_with(tmp.path().join("hotsh-spill").join(format!("{}.{session}", agent.pid())))
     );
     assert!(path.exists());
     assert!(agent.finish().success());

@@ -9,4 +9,5 @@ mod cards;
 mod guarantees;
 mod panics;
 mod plugins;
+mod reload;
 mod run_cli;

@@ -18,18 +18,12 @@ fn panic_in_a_plugin_becomes_a_tool_error_and_the_agent_keeps_serving() {
     let response = agent.prompt(&session, "go");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     let results = agent.tool_results();
-    assert_eq!(
-        results[0],
-        ("plugin panicked in invoke: boom in invoke".to_owned(), true)
-    );
+    assert_eq!(results[0], ("plugin panicked in invoke: boom in invoke".to_owned(), true));
     // A panic while drawing the card falls back to a plain card; the call still runs.
     assert_eq!(results[1], ("ran fine".to_owned(), false));
     assert_eq!(results[2], ("alive".to_owned(), false));
     let updates = agent.updates(&session);
-    let first = updates
-        .iter()
-        .find(|u| u["sessionUpdate"] == "tool_call")
-        .unwrap();
+    let first = updates.iter().find(|u| u["sessionUpdate"] == "tool_call").unwrap();
     assert_eq!(first["title"], "panic_in_invoke");
     // The agent lives on and serves another session.
     let other = agent.new_session();

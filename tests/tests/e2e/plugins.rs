@@ -12,15 +12,9 @@ fn example_plugin_serves_its_tool_with_a_generic_card() {
     agent.initialize(true);
     let session = agent.new_session();
     agent.prompt(&session, "greet Ada");
-    assert_eq!(
-        agent.tool_results(),
-        vec![("Hello, Ada!".to_owned(), false)]
-    );
+    assert_eq!(agent.tool_results(), vec![("Hello, Ada!".to_owned(), false)]);
     let updates = agent.updates(&session);
-    let call = updates
-        .iter()
-        .find(|u| u["sessionUpdate"] == "tool_call")
-        .unwrap();
+    let call = updates.iter().find(|u| u["sessionUpdate"] == "tool_call").unwrap();
     assert_eq!(call["title"], "Greet Ada");
     // `other` is ACP's default kind, so it may be left out.
     assert!(call.get("kind").is_none_or(|k| k == "other"), "{call}");
@@ -33,20 +27,13 @@ fn example_plugin_serves_its_tool_with_a_generic_card() {
     assert_eq!(done["rawOutput"], json!({"greeting": "Hello, Ada!"}));
     // Both plugins' tools and prompt sections reach the model, sections in order.
     let request = &agent.model_requests()[0];
-    let tools: Vec<&str> = request["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let tools: Vec<&str> =
+        request["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(tools, ["hello", "bash", "bash_output", "bash_kill"]);
     let system = request["system"].as_str().unwrap();
     let bash_at = system.find("## Running commands").unwrap();
     let hello_at = system.find("Use `hello`").unwrap();
-    assert!(
-        bash_at < hello_at,
-        "sections must be sorted by order (105 before 200)"
-    );
+    assert!(bash_at < hello_at, "sections must be sorted by order (105 before 200)");
 }
 
 #[test]
@@ -57,19 +44,14 @@ fn bare_hotsh_serves_acp_with_plugins_from_its_own_directory() {
     let session = agent.new_session();
     let response = agent.prompt(&session, "hello?");
     assert_eq!(response["result"]["stopReason"], "end_turn");
-    let text = agent.updates(&session).pop().unwrap()["content"]["text"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let text =
+        agent.updates(&session).pop().unwrap()["content"]["text"].as_str().unwrap().to_owned();
     assert!(
         text.contains("no model is configured; start hotsh with `--model script:PATH`"),
         "{text}"
     );
     // The default plugin directory is the executable's: tool-bash was found there.
     let stderr = agent.stderr();
-    assert!(
-        stderr.contains("plugin loaded") && stderr.contains("tool-bash"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("plugin loaded") && stderr.contains("tool-bash"), "{stderr}");
     assert!(agent.finish().success());
 }

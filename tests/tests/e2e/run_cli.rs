@@ -13,10 +13,7 @@ fn run_plays_the_demo_script_and_shows_every_card() {
     let output = std::process::Command::new(hotsh_binary())
         .arg("run")
         .arg("--model")
-        .arg(format!(
-            "script:{}",
-            workspace().join("examples/demo/script.json").display()
-        ))
+        .arg(format!("script:{}", workspace().join("examples/demo/script.json").display()))
         .arg("--cwd")
         .arg(dir.path())
         .arg("What is in this repository?")
@@ -24,11 +21,7 @@ fn run_plays_the_demo_script_and_shows_every_card() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
     // Cards in order, each with its command, output and exit status.
     let expected_in_order = [
         "The user wants a tour",

@@ -1,0 +1,296 @@
+//! Hot reload: a new build in a plugin directory serves the next call; a bad build is
+//! rejected with a clear reason while the previous one keeps serving; nothing host-owned is
+//! lost.
+
+use hotsh_tests::{
+    Agent, AgentOptions, Interface, cargo_build_cargoflow, fixture_plugin, hello_plugin,
+    install_like_cargo, processes_matching, reloadable_build, say, tool_bash_plugin,
+    wait_for_file_containing,
+};
+use serde_json::{Value, json};
+
+const LIBRARY: &str = "libhotsh_fixture_reloadable.so";
+
+fn call(name: &str) -> Value {
+    json!({"tool_calls": [{"name": name, "arguments": {}}]})
+}
+
+#[test]
+fn call_in_flight_finishes_on_the_old_build_and_the_next_call_runs_the_new_one() {
+    let gates = tempfile::tempdir().unwrap();
+    let gate = gates.path().join("gate");
+    let responses = vec![
+        json!({"tool_calls": [{"name": "reloadable_gated", "arguments": {"gate": gate}}]}),
+        call("reloadable_build"),
+        say("done"),
+    ];
+    let mut options = AgentOptions::script(responses);
+    options.plugins = vec![reloadable_build("A", Interface::Same)];
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    let prompt = agent.start_prompt(&session, "go");
+    agent.wait_for(|m| m["params"]["update"]["title"] == "reloadable_gated (A)");
+
+    // Build B lands while the call runs on A.
+    install_like_cargo(&reloadable_build("B", Interface::Same), &agent.plugin_dir(), LIBRARY);
+    let ((title, status, _), _) = agent.wait_for_plugin_card(&session, 0, "reloaded");
+    assert!(title.starts_with("Plugin reloadable reloaded: build g"), "{title}");
+    assert_eq!(status, "completed");
+
+    std::fs::write(&gate, "").unwrap();
+    let response = agent.response(prompt);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(
+        agent.tool_results(),
+        vec![("build A".to_owned(), false), ("build B".to_owned(), false)],
+        "the running call must finish on A, the next one run B"
+    );
+    // The model saw the new build's prompt section with its next request.
+    let requests = agent.model_requests();
+    assert!(requests[0]["system"].as_str().unwrap().contains("reloadable prompt from build A"));
+    assert!(requests[1]["system"].as_str().unwrap().contains("reloadable prompt from build B"));
+}
+
+#[test]
+fn a_real_cargo_build_in_a_watched_directory_is_served() {
+    let target = cargo_build_cargoflow("first");
+    let responses = vec![call("cargoflow_build"), say("one"), call("cargoflow_build"), say("two")];
+    let mut options = AgentOptions::script(responses);
+    options.extra_plugin_dirs = vec![target];
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "which?");
+    assert_eq!(agent.last_tool_result(), ("build first".to_owned(), false));
+    // The author edits the source and runs cargo build; the agent serves the new build.
+    cargo_build_cargoflow("second");
+    let ((title, _, _), _) = agent.wait_for_plugin_card(&session, 0, "cargoflow reloaded");
+    assert!(title.starts_with("Plugin cargoflow reloaded: build g"), "{title}");
+    agent.prompt(&session, "and now?");
+    assert_eq!(agent.last_tool_result(), ("build second".to_owned(), false));
+}
+
+#[test]
+fn a_background_task_started_before_a_reload_is_readable_and_killable_after_it() {
+    let marker = "sleep 30.0601";
+    let responses = vec![
+        json!({"tool_calls": [{"name": "bash", "arguments": {"command": format!("echo before; {marker}"), "run_in_background": true}}]}),
+        say("started"),
+        json!({"tool_calls": [
+            {"name": "bash_output", "arguments": {"task_id": "bash-1"}},
+            {"name": "bash_kill", "arguments": {"task_id": "bash-1"}}
+        ]}),
+        say("done"),
+    ];
+    let mut agent = Agent::start(AgentOptions::script(responses));
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "start");
+    let started = agent.last_tool_result().0;
+    let output: std::path::PathBuf = started.rsplit("Full output: ").next().unwrap().trim().into();
+    wait_for_file_containing(&output, "before");
+
+    // A new build of tool-bash itself: same code, different bytes (a trailing byte).
+    let mut bytes = std::fs::read(tool_bash_plugin()).unwrap();
+    bytes.push(0);
+    let rebuilt = agent.dir.path().join("rebuilt-tool-bash.so");
+    std::fs::write(&rebuilt, bytes).unwrap();
+    install_like_cargo(&rebuilt, &agent.plugin_dir(), "libhotsh_tool_bash.so");
+    let ((title, _, _), _) = agent.wait_for_plugin_card(&session, 0, "reloaded");
+    assert!(title.starts_with("Plugin tool-bash reloaded"), "{title}");
+
+    agent.prompt(&session, "read and kill");
+    let results = agent.tool_results();
+    assert_eq!(results[1], ("before\n[status: running]".to_owned(), false));
+    assert_eq!(
+        results[2],
+        (
+            "Killed background task bash-1 and everything it started.\n[status: killed]".to_owned(),
+            false
+        )
+    );
+    assert!(processes_matching(marker).is_empty());
+}
+
+/// Installs build A, then `bad`, and checks that the rejection names `reason` while A keeps
+/// serving; then B still loads (the bad build is not retried).
+fn rejected_while_the_old_build_serves(bad: &std::path::Path, reason: &str) -> (String, String) {
+    let responses =
+        vec![call("reloadable_build"), say("one"), call("reloadable_build"), say("two")];
+    let mut options = AgentOptions::script(responses);
+    options.plugins = vec![reloadable_build("A", Interface::Same)];
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+
+    install_like_cargo(bad, &agent.plugin_dir(), LIBRARY);
+    let ((title, status, text), after) = agent.wait_for_plugin_card(&session, 0, "rejected");
+    assert_eq!(title, format!("Plugin build rejected: {LIBRARY}"));
+    assert_eq!(status, "failed");
+    assert!(text.contains(reason), "{text:?} lacks {reason:?}");
+    assert!(text.contains("Build g1 of plugin reloadable keeps serving."), "{text}");
+    agent.prompt(&session, "which build?");
+    assert_eq!(agent.last_tool_result(), ("build A".to_owned(), false));
+
+    // The rejected file is not retried: touching it changes nothing...
+    let file = agent.plugin_dir().join(LIBRARY);
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &bytes).unwrap();
+    // ...and a good build after it still loads.
+    install_like_cargo(&reloadable_build("B", Interface::Same), &agent.plugin_dir(), LIBRARY);
+    agent.wait_for_plugin_card(&session, after, "reloaded");
+    agent.prompt(&session, "and now?");
+    assert_eq!(agent.last_tool_result(), ("build B".to_owned(), false));
+    let rejections =
+        agent.plugin_cards(&session).iter().filter(|(t, _, _)| t.contains("rejected")).count();
+    assert_eq!(rejections, 1, "the bad build was tried again: {:#?}", agent.plugin_cards(&session));
+    (text, agent.stderr())
+}
+
+#[test]
+fn layout_mismatch_is_rejected_with_a_short_summary() {
+    let (text, _) = rejected_while_the_old_build_serves(
+        &reloadable_build("changed", Interface::ChangedLayout),
+        "its interface does not match this host's",
+    );
+    assert!(text.contains("in PluginModule.invoke → &'a ToolCall → ToolCall:"), "{text}");
+    assert!(text.contains("incompatible type size: expected 160, found 168"), "{text}");
+    assert!(text.lines().count() <= 20, "the reason is not short:\n{text}");
+}
+
+#[test]
+fn another_minor_version_of_the_interface_is_rejected() {
+    rejected_while_the_old_build_serves(
+        &reloadable_build("other-minor", Interface::OtherMinor),
+        "built against another hotsh-abi version (plugin 0.2.0, host 0.1.0)",
+    );
+}
+
+#[test]
+fn a_panicking_constructor_is_rejected() {
+    rejected_while_the_old_build_serves(
+        &fixture_plugin("bad-constructor"),
+        "its module constructor panicked",
+    );
+}
+
+#[test]
+fn a_file_that_is_not_a_plugin_is_rejected() {
+    rejected_while_the_old_build_serves(std::path::Path::new("/bin/true"), "not a hotsh plugin");
+}
+
+#[test]
+fn a_truncated_build_is_rejected_once_it_stays_truncated() {
+    let good = std::fs::read(reloadable_build("B", Interface::Same)).unwrap();
+    let truncated = std::env::temp_dir().join(format!("hotsh-truncated-{}.so", std::process::id()));
+    std::fs::write(&truncated, &good[..good.len() / 2]).unwrap();
+    rejected_while_the_old_build_serves(&truncated, "not a complete ELF shared library");
+    let _ = std::fs::remove_file(truncated);
+}
+
+#[test]
+fn fifty_reloads_with_calls_in_between_never_fail_a_call() {
+    const RELOADS: usize = 50;
+    let mut responses = Vec::new();
+    for _ in 0..RELOADS {
+        responses.push(call("reloadable_build"));
+        responses.push(say("ok"));
+    }
+    let mut options = AgentOptions::script(responses);
+    options.plugins = vec![reloadable_build("A", Interface::Same)];
+    let builds = [reloadable_build("A", Interface::Same), reloadable_build("B", Interface::Same)];
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    let mut after = 0;
+    for round in 0..RELOADS {
+        let next = (round + 1) % 2;
+        install_like_cargo(&builds[next], &agent.plugin_dir(), LIBRARY);
+        let (_, seen) = agent.wait_for_plugin_card(&session, after, "reloaded");
+        after = seen;
+        agent.prompt(&session, "which build?");
+        let label = if next == 0 { "A" } else { "B" };
+        assert_eq!(agent.last_tool_result(), (format!("build {label}"), false), "round {round}");
+    }
+    let results = agent.tool_results();
+    assert_eq!(results.len(), RELOADS);
+    assert!(results.iter().all(|(_, is_error)| !is_error));
+    let reloads =
+        agent.plugin_cards(&session).iter().filter(|(t, _, _)| t.contains("reloaded")).count();
+    assert_eq!(reloads, RELOADS, "exactly one reload per build");
+}
+
+#[test]
+fn touch_and_identical_rebuilds_do_not_reload_but_new_and_removed_files_do() {
+    let responses = vec![
+        json!({"tool_calls": [{"name": "hello", "arguments": {"name": "Ada"}}]}),
+        say("greeted"),
+        json!({"tool_calls": [{"name": "hello", "arguments": {"name": "Bob"}}]}),
+        say("gone"),
+    ];
+    let mut options = AgentOptions::script(responses);
+    options.plugins = vec![reloadable_build("A", Interface::Same)];
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    let library = agent.plugin_dir().join(LIBRARY);
+
+    // A touch, then the identical build linked in again: no reload.
+    std::fs::File::options()
+        .append(true)
+        .open(&library)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now())
+        .unwrap();
+    install_like_cargo(&reloadable_build("A", Interface::Same), &agent.plugin_dir(), LIBRARY);
+    // A new plugin file: loaded (and its card comes after anything the touches caused).
+    install_like_cargo(&hello_plugin(), &agent.plugin_dir(), "libhotsh_plugin_hello.so");
+    let ((title, _, _), after) = agent.wait_for_plugin_card(&session, 0, "loaded");
+    assert!(title.starts_with("Plugin hello loaded (build g"), "{title}");
+    assert_eq!(agent.plugin_cards(&session).len(), 1, "{:#?}", agent.plugin_cards(&session));
+    agent.prompt(&session, "greet");
+    assert_eq!(agent.last_tool_result(), ("Hello, Ada!".to_owned(), false));
+
+    // The file is removed: the plugin stops serving.
+    std::fs::remove_file(agent.plugin_dir().join("libhotsh_plugin_hello.so")).unwrap();
+    let ((title, _, _), _) = agent.wait_for_plugin_card(&session, after, "unloaded");
+    assert!(title.starts_with("Plugin hello unloaded"), "{title}");
+    agent.prompt(&session, "greet again");
+    let (text, is_error) = agent.last_tool_result();
+    assert!(is_error && text.starts_with("unknown tool `hello`"), "{text}");
+}
+
+#[test]
+fn the_replaced_build_gets_its_shutdown_call() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut options = AgentOptions::script(vec![]);
+    options.plugins = vec![reloadable_build("A", Interface::Same)];
+    options.env =
+        vec![("HOTSH_FIXTURE_SHUTDOWN_LOG".into(), log.path().to_string_lossy().into_owned())];
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    install_like_cargo(&reloadable_build("B", Interface::Same), &agent.plugin_dir(), LIBRARY);
+    agent.wait_for_plugin_card(&session, 0, "reloaded");
+    wait_for_file_containing(log.path(), "shutdown A");
+    assert!(!std::fs::read_to_string(log.path()).unwrap().contains("shutdown B"));
+}
+
+#[test]
+fn a_hung_plugin_call_does_not_hang_the_agent() {
+    let mut options =
+        AgentOptions::script(vec![call("reloadable_hang"), say("unused"), say("still here")]);
+    options.plugins = vec![reloadable_build("A", Interface::Same)];
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    let prompt = agent.start_prompt(&session, "hang");
+    agent.wait_for(|m| m["params"]["update"]["title"] == "reloadable_hang (A)");
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    assert_eq!(agent.response(prompt)["result"]["stopReason"], "cancelled");
+    // The agent serves the next prompt, and the model learns what happened to the call.
+    assert_eq!(agent.prompt(&session, "again")["result"]["stopReason"], "end_turn");
+    let (text, is_error) = agent.tool_results().remove(0);
+    assert!(is_error && text.contains("plugin `reloadable` did not return"), "{text}");
+}
