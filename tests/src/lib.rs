@@ -76,14 +76,36 @@ static FIXTURE_BUILDS: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None
 /// `key` for the test process. Every crate built here must have a library name of its own:
 /// cargo does not refresh `target/fixtures/debug/<lib>` when a build is already up to date.
 fn build_fixture(key: &str, manifest: &Path, built: &str, kept_as: &str) -> PathBuf {
+    build_fixture_in(Profile::Debug, key, manifest, built, kept_as)
+}
+
+/// The cargo profile of a fixture build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    Debug,
+    Release,
+}
+
+fn build_fixture_in(
+    profile: Profile,
+    key: &str,
+    manifest: &Path,
+    built: &str,
+    kept_as: &str,
+) -> PathBuf {
+    let key = format!("{key}-{profile:?}");
     let mut builds = FIXTURE_BUILDS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let builds = builds.get_or_insert_with(HashMap::new);
-    if let Some(path) = builds.get(key) {
+    if let Some(path) = builds.get(&key) {
         return path.clone();
     }
     let target = target_dir().join("fixtures");
+    let (flag, out) = match profile {
+        Profile::Debug => ("--profile=dev", "debug"),
+        Profile::Release => ("--release", "release"),
+    };
     let status = Command::new(cargo())
-        .args(["build", "--quiet", "--manifest-path"])
+        .args(["build", "--quiet", flag, "--manifest-path"])
         .arg(manifest)
         .arg("--target-dir")
         .arg(&target)
@@ -91,10 +113,10 @@ fn build_fixture(key: &str, manifest: &Path, built: &str, kept_as: &str) -> Path
         .expect("cargo runs");
     assert!(status.success(), "building fixture {key} failed");
     // Kept under a library name, so that it can be linked into a plugin directory as is.
-    let kept = target_dir().join("fixture-builds").join(key).join(kept_as);
+    let kept = target_dir().join("fixture-builds").join(&key).join(kept_as);
     std::fs::create_dir_all(kept.parent().expect("has a parent")).expect("fixture-builds dir");
-    std::fs::copy(target.join("debug").join(built), &kept).expect("copy the fixture build");
-    builds.insert(key.to_owned(), kept.clone());
+    std::fs::copy(target.join(out).join(built), &kept).expect("copy the fixture build");
+    builds.insert(key, kept.clone());
     kept
 }
 
@@ -120,6 +142,11 @@ pub enum Interface {
 /// A build of the `reloadable` fixture whose tools answer `build <label>`, compiled against
 /// `interface`. The library is `libhotsh_fixture_reloadable.so` in every case.
 pub fn reloadable_build(label: &str, interface: Interface) -> PathBuf {
+    reloadable_build_in(Profile::Debug, label, interface)
+}
+
+/// [`reloadable_build`] in a given profile (the benchmarks use release builds).
+pub fn reloadable_build_in(profile: Profile, label: &str, interface: Interface) -> PathBuf {
     let key = format!("reloadable-{label}-{interface:?}");
     let source = target_dir().join("fixture-src").join(&key);
     let template = workspace().join("tests/fixtures/reloadable");
@@ -139,7 +166,13 @@ pub fn reloadable_build(label: &str, interface: Interface) -> PathBuf {
     write_if_changed(&source.join("Cargo.toml"), &manifest);
     write_if_changed(&source.join("src/lib.rs"), &code);
     let built = format!("lib{}.so", package.replace('-', "_"));
-    build_fixture(&key, &source.join("Cargo.toml"), &built, "libhotsh_fixture_reloadable.so")
+    build_fixture_in(
+        profile,
+        &key,
+        &source.join("Cargo.toml"),
+        &built,
+        "libhotsh_fixture_reloadable.so",
+    )
 }
 
 /// Writes the `cargoflow` plugin (the reloadable fixture renamed, its tools `cargoflow_*`)

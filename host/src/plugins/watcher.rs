@@ -2,14 +2,16 @@
 //!
 //! Cargo finishes a build by removing `target/<profile>/libX.so` and hard-linking the new file
 //! in, about 2 ms apart, with no modify or close-write event; other writers write in place. So
-//! the directory is watched (not the file), events are filtered on library names, and each
-//! path is looked at again once it has been quiet for a short moment (a trailing debounce
-//! that merges the events of one build, and of builds in quick succession). The look itself
-//! decides: unchanged identity or content means nothing happened (a `touch`, a no-op build);
-//! an incomplete file waits for its next event; a missing file is unloaded only if it stays
-//! missing.
+//! the directory is watched (not the file) and events are filtered on library names. A file
+//! that appears (created, linked in) or that a writer closes is looked at at once: that is
+//! cargo's last step, so a build serves within milliseconds. Other events (a removal, writes
+//! in progress, a `touch`) wait until the path has been quiet for a short moment, which
+//! merges the events of one write. The look itself decides: unchanged identity or content
+//! means nothing happened (a `touch`, a no-op build); an incomplete file waits for its next
+//! event; a missing file is unloaded only if it stays missing.
 
 use super::{PluginChange, Refresh, Registry, is_library_name};
+use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
 use notify::{EventKind, RecursiveMode, Watcher as _};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -18,7 +20,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-/// How long a path must be quiet before it is looked at.
+/// How long a path must be quiet before it is looked at, after events other than a file
+/// appearing or a writer closing it.
 const QUIET: Duration = Duration::from_millis(10);
 
 /// Starts watching the registry's directories. Changes are sent to `changes`; the returned
@@ -27,20 +30,18 @@ pub(crate) fn watch_plugin_dirs(
     registry: Arc<Registry>,
     changes: mpsc::UnboundedSender<PluginChange>,
 ) -> notify::Result<notify::RecommendedWatcher> {
-    let (paths, mut touched) = mpsc::unbounded_channel::<PathBuf>();
+    let (paths, mut touched) = mpsc::unbounded_channel::<(PathBuf, Duration)>();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let Ok(event) = event else { return };
-        let relevant = match event.kind {
-            EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_) => true,
-            EventKind::Access(notify::event::AccessKind::Close(
-                notify::event::AccessMode::Write,
-            )) => true,
-            EventKind::Access(_) | EventKind::Any | EventKind::Other => false,
+        let wait = match event.kind {
+            EventKind::Create(_)
+            | EventKind::Access(AccessKind::Close(AccessMode::Write))
+            | EventKind::Modify(ModifyKind::Name(RenameMode::To)) => Duration::ZERO,
+            EventKind::Modify(_) | EventKind::Remove(_) => QUIET,
+            EventKind::Access(_) | EventKind::Any | EventKind::Other => return,
         };
-        if relevant {
-            for path in event.paths.into_iter().filter(|p| is_library_name(p)) {
-                let _ = paths.send(path);
-            }
+        for path in event.paths.into_iter().filter(|p| is_library_name(p)) {
+            let _ = paths.send((path, wait));
         }
     })?;
     for dir in registry.dirs() {
@@ -54,8 +55,8 @@ pub(crate) fn watch_plugin_dirs(
             let next = due.values().min().copied();
             tokio::select! {
                 path = touched.recv() => match path {
-                    Some(path) => {
-                        due.insert(path, Instant::now() + QUIET);
+                    Some((path, wait)) => {
+                        due.insert(path, Instant::now() + wait);
                     }
                     None => return,
                 },

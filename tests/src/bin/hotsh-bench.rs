@@ -8,6 +8,7 @@
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- output [MIB] [RUNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- overhead [CALLS] [RUNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- tasks [COUNT] [RUNS]
+//! cargo run --release -p hotsh-tests --bin hotsh-bench -- reload [RELOADS]
 //! ```
 //!
 //! `startup`: per run, spawn `hotsh` (no arguments: plugins from its own directory) and time
@@ -23,6 +24,12 @@
 //!
 //! `tasks`: one turn starting COUNT (default 200) background tasks (`sleep 600`): the time to
 //! start them all and the host's RSS with all of them running.
+//!
+//! `reload`: RELOADS (default 30) new release builds of a plugin linked into the watched
+//! directory the way cargo does it, alternating two builds: the time from the new file being
+//! complete in the directory to the new generation serving (the host swaps, then sends the
+//! reload card; the call made right after must be served by the new build, which is checked),
+//! and the host's RSS growth per reload (generations are never unloaded).
 //!
 //! Every benchmark prints each run and the medians. The machine is shared and noisy: compare
 //! medians, not runs.
@@ -43,9 +50,10 @@ fn main() {
         Some("output") => output(number(&args, 1, 1024), number(&args, 2, 3)),
         Some("overhead") => overhead(number(&args, 1, 50), number(&args, 2, 5)),
         Some("tasks") => tasks(number(&args, 1, 200), number(&args, 2, 3)),
+        Some("reload") => reload(number(&args, 1, 30)),
         _ => {
             eprintln!(
-                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS])"
+                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS])"
             );
             std::process::exit(2);
         }
@@ -74,12 +82,26 @@ struct Agent {
 impl Agent {
     fn start(hotsh: &std::path::Path, responses: Vec<Value>, config: &str) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
+        Self::start_in(dir, hotsh, responses, config, None)
+    }
+
+    fn start_in(
+        dir: tempfile::TempDir,
+        hotsh: &std::path::Path,
+        responses: Vec<Value>,
+        config: &str,
+        plugin_dir: Option<&std::path::Path>,
+    ) -> Self {
         let script = dir.path().join("script.json");
         std::fs::write(&script, json!({ "responses": responses }).to_string()).expect("script");
         let config_path = dir.path().join("config.toml");
         std::fs::write(&config_path, config).expect("config");
-        let mut child = Command::new(hotsh)
-            .arg("acp")
+        let mut command = Command::new(hotsh);
+        command.arg("acp");
+        if let Some(plugin_dir) = plugin_dir {
+            command.arg("--plugin-dir").arg(plugin_dir);
+        }
+        let mut child = command
             .arg("--model")
             .arg(format!("script:{}", script.display()))
             .arg("--config")
@@ -118,6 +140,41 @@ impl Agent {
             if message["id"] == id && message.get("method").is_none() {
                 return message;
             }
+        }
+    }
+
+    /// Reads messages until a notification satisfies `matches`.
+    fn wait_notification(&mut self, matches: impl Fn(&Value) -> bool) -> Value {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(self.stdout.read_line(&mut line).expect("read") > 0, "hotsh closed stdout");
+            let message: Value = serde_json::from_str(&line).expect("JSON");
+            if message.get("method").is_some() && matches(&message) {
+                return message;
+            }
+        }
+    }
+
+    /// Sends a prompt and returns its response and the notifications before it.
+    fn prompt_collecting(&mut self, text: &str) -> (Value, Vec<Value>) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let session = self.session.clone();
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
+            "params": {"sessionId": session, "prompt": [{"type": "text", "text": text}]}});
+        writeln!(self.stdin, "{line}").expect("write");
+        self.stdin.flush().expect("flush");
+        let mut seen = Vec::new();
+        let mut reply = String::new();
+        loop {
+            reply.clear();
+            assert!(self.stdout.read_line(&mut reply).expect("read") > 0, "hotsh closed stdout");
+            let message: Value = serde_json::from_str(&reply).expect("JSON");
+            if message["id"] == id && message.get("method").is_none() {
+                return (message, seen);
+            }
+            seen.push(message);
         }
     }
 
@@ -229,6 +286,63 @@ fn tasks(count: usize, runs: usize) {
         median(times),
         median(rss)
     );
+}
+
+fn reload(reloads: usize) {
+    use hotsh_tests::{Interface, Profile, install_like_cargo, reloadable_build_in};
+    let hotsh = release_dir().join("hotsh");
+    let builds = [
+        reloadable_build_in(Profile::Release, "bench-a", Interface::Same),
+        reloadable_build_in(Profile::Release, "bench-b", Interface::Same),
+    ];
+    let dir = tempfile::tempdir().expect("temp dir");
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).expect("plugin dir");
+    install_like_cargo(&builds[0], &plugins, "libhotsh_fixture_reloadable.so");
+    let mut responses = Vec::new();
+    // One more call than reloads: the first waits for the initial scan.
+    for _ in 0..=reloads {
+        responses.push(json!({"tool_calls": [{"name": "reloadable_build", "arguments": {}}]}));
+        responses.push(json!({"text": "ok"}));
+    }
+    let mut agent = Agent::start_in(dir, &hotsh, responses, "", Some(&plugins));
+    agent.prompt("warm up");
+    let mut latencies = Vec::new();
+    let rss_before = proc_status_kib(agent.pid(), "VmRSS:");
+    for round in 0..reloads {
+        let next = (round + 1) % 2;
+        let linked_at = Instant::now();
+        install_like_cargo(&builds[next], &plugins, "libhotsh_fixture_reloadable.so");
+        agent.wait_notification(|m| {
+            m["params"]["update"]["title"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("Plugin reloadable reloaded"))
+        });
+        let latency = ms(linked_at.elapsed());
+        let (_, seen) = agent.prompt_collecting("which build?");
+        let served = seen
+            .iter()
+            .filter_map(|m| m["params"]["update"]["rawOutput"]["build"].as_str())
+            .next_back()
+            .expect("the call's result");
+        let expected = if next == 0 { "bench-a" } else { "bench-b" };
+        assert_eq!(served, expected, "round {round}: the call was not served by the new build");
+        println!(
+            "reload {:>2}: {latency:>6.2} ms from the file in place to the new build serving",
+            round + 1
+        );
+        latencies.push(latency);
+    }
+    let rss_after = proc_status_kib(agent.pid(), "VmRSS:");
+    let max = latencies.iter().copied().fold(0.0, f64::max);
+    let growth = (rss_after as f64 - rss_before as f64) / 1024.0 / reloads as f64;
+    println!(
+        "over {reloads} reloads: median {:.2} ms, max {max:.2} ms; RSS {:.1} -> {:.1} MiB, {growth:.2} MiB per reload",
+        median(latencies),
+        rss_before as f64 / 1024.0,
+        rss_after as f64 / 1024.0
+    );
+    agent.finish();
 }
 
 /// Builds the release binary and plugin; returns the directory holding them.
