@@ -20,6 +20,16 @@ struct Cli {
 enum Command {
     /// Serve ACP on stdin/stdout (what an editor such as Zed launches). The default.
     Acp(AgentArgs),
+    /// Rebuild a plugin crate whenever its sources change (`cargo build` in CRATE_DIR, with
+    /// the arguments after `--`), so a running agent serves each new build.
+    Dev {
+        /// The plugin crate's directory.
+        #[arg(default_value = ".")]
+        crate_dir: PathBuf,
+        /// Extra arguments for `cargo build`, after `--`.
+        #[arg(last = true)]
+        cargo_args: Vec<String>,
+    },
     /// Work with plugin files.
     Plugin {
         #[command(subcommand)]
@@ -101,6 +111,13 @@ pub fn main() -> ExitCode {
             init_logging("warn");
             return crate::plugins::check(&path);
         }
+        Some(Command::Dev { crate_dir, cargo_args }) => {
+            init_logging("warn");
+            return crate::dev::run(&crate_dir, &cargo_args).unwrap_or_else(|error| {
+                tracing::error!("{error:#}");
+                ExitCode::FAILURE
+            });
+        }
         command => command,
     };
     let interactive = matches!(command, Some(Command::Run { .. }));
@@ -122,7 +139,9 @@ pub fn main() -> ExitCode {
         match command {
             None => serve(AgentArgs::default()).await,
             Some(Command::Acp(args)) => serve(args).await,
-            Some(Command::Plugin { .. }) => unreachable!("handled before the runtime starts"),
+            Some(Command::Plugin { .. } | Command::Dev { .. }) => {
+                unreachable!("handled before the runtime starts")
+            }
             Some(Command::Run { agent, cwd, prompt }) => {
                 let cwd = match cwd {
                     Some(cwd) => cwd,

@@ -3,6 +3,7 @@
 mod acp;
 mod cli;
 mod config;
+mod dev;
 mod executor;
 mod host;
 mod model;

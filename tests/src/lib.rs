@@ -175,33 +175,47 @@ pub fn reloadable_build_in(profile: Profile, label: &str, interface: Interface) 
     )
 }
 
-/// Writes the `cargoflow` plugin (the reloadable fixture renamed, its tools `cargoflow_*`)
-/// with build label `label`, runs a real `cargo build` of it into `target/fixtures`, and
-/// returns the directory cargo put the library in (`target/fixtures/debug`).
-pub fn cargo_build_cargoflow(label: &str) -> PathBuf {
-    let source = target_dir().join("fixture-src").join("cargoflow");
+/// Writes a crate at `dir`: the reloadable fixture renamed to `name` (package
+/// `hotsh-fixture-<name>`, tools `<name>_build`, …) whose tools answer `build <label>`.
+pub fn write_renamed_fixture(dir: &Path, name: &str, label: &str) {
     let template = workspace().join("tests/fixtures/reloadable");
     let abi = workspace().join("abi");
     let manifest = std::fs::read_to_string(template.join("Cargo.toml"))
         .expect("fixture manifest")
         .replace("path = \"../../../abi\"", &format!("path = {:?}", abi.display().to_string()))
-        .replace("reloadable", "cargoflow");
+        .replace("reloadable", name);
     let code = std::fs::read_to_string(template.join("src/lib.rs"))
         .expect("fixture source")
         .replace("\"original\"", &format!("{label:?}"))
-        .replace("reloadable", "cargoflow");
-    write_if_changed(&source.join("Cargo.toml"), &manifest);
-    write_if_changed(&source.join("src/lib.rs"), &code);
-    let target = target_dir().join("fixtures");
+        .replace("reloadable", name);
+    write_if_changed(&dir.join("Cargo.toml"), &manifest);
+    write_if_changed(&dir.join("src/lib.rs"), &code);
+}
+
+/// The directory cargo puts fixture libraries in (`target/fixtures/debug`).
+pub fn fixture_output_dir() -> PathBuf {
+    target_dir().join("fixtures").join("debug")
+}
+
+/// Writes the `cargoflow` plugin with build label `label` and runs a real `cargo build` of it
+/// into `target/fixtures`; returns the directory cargo put the library in.
+pub fn cargo_build_cargoflow(label: &str) -> PathBuf {
+    let source = target_dir().join("fixture-src").join("cargoflow");
+    write_renamed_fixture(&source, "cargoflow", label);
     let status = Command::new(cargo())
         .args(["build", "--quiet", "--manifest-path"])
         .arg(source.join("Cargo.toml"))
         .arg("--target-dir")
-        .arg(&target)
+        .arg(target_dir().join("fixtures"))
         .status()
         .expect("cargo runs");
     assert!(status.success(), "building cargoflow failed");
-    target.join("debug")
+    fixture_output_dir()
+}
+
+/// `target/fixtures`, the target directory of fixture builds.
+pub fn fixture_target_dir() -> PathBuf {
+    target_dir().join("fixtures")
 }
 
 /// A copy of hotsh-abi with one change, for builds that must be rejected.

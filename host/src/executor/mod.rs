@@ -46,6 +46,17 @@ pub fn run_shim_if_asked() {
     }
 }
 
+/// Runs a program in the foreground with the terminal's stdio and waits for it: for CLI
+/// helpers such as `hotsh dev`, not for commands of the model.
+pub(crate) fn run_attached(
+    program: &Path,
+    args: &[String],
+    cwd: &Path,
+) -> std::io::Result<std::process::ExitStatus> {
+    #[expect(clippy::disallowed_methods, reason = "the executor is where processes start")]
+    std::process::Command::new(program).args(args).current_dir(cwd).status()
+}
+
 /// Executor settings; the defaults are the documented contract.
 #[derive(Debug, Clone)]
 pub(crate) struct ExecutorConfig {

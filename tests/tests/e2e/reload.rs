@@ -3,9 +3,9 @@
 //! lost.
 
 use hotsh_tests::{
-    Agent, AgentOptions, Interface, cargo_build_cargoflow, fixture_plugin, hello_plugin,
-    install_like_cargo, processes_matching, reloadable_build, say, tool_bash_plugin,
-    wait_for_file_containing,
+    Agent, AgentOptions, Interface, cargo_build_cargoflow, fixture_output_dir, fixture_plugin,
+    fixture_target_dir, hello_plugin, hotsh_binary, install_like_cargo, processes_matching,
+    reloadable_build, say, tool_bash_plugin, wait_for_file_containing, write_renamed_fixture,
 };
 use serde_json::{Value, json};
 
@@ -69,6 +69,54 @@ fn a_real_cargo_build_in_a_watched_directory_is_served() {
     assert!(title.starts_with("Plugin cargoflow reloaded: build g"), "{title}");
     agent.prompt(&session, "and now?");
     assert_eq!(agent.last_tool_result(), ("build second".to_owned(), false));
+}
+
+/// Kills a child process when dropped.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+#[allow(clippy::disallowed_methods, reason = "starts hotsh dev")]
+fn hotsh_dev_rebuilds_on_save_and_the_agent_serves_each_build() {
+    // Labels new to every run, so each build is new content for the agent.
+    let nonce = format!("{}-{:?}", std::process::id(), std::time::SystemTime::now());
+    let crate_dir = tempfile::tempdir().unwrap();
+    write_renamed_fixture(crate_dir.path(), "devloop", &format!("one {nonce}"));
+    let responses = vec![call("devloop_build"), say("one"), call("devloop_build"), say("two")];
+    let mut options = AgentOptions::script(responses);
+    options.extra_plugin_dirs = vec![fixture_output_dir()];
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+
+    let _dev = KillOnDrop(
+        std::process::Command::new(hotsh_binary())
+            .arg("dev")
+            .arg(crate_dir.path())
+            .arg("--")
+            .arg("--quiet")
+            .arg("--target-dir")
+            .arg(fixture_target_dir())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let (_, after) = agent.wait_for_plugin_card(&session, 0, "devloop");
+    agent.prompt(&session, "which?");
+    assert_eq!(agent.last_tool_result(), (format!("build one {nonce}"), false));
+
+    // The author saves a change; nobody runs cargo by hand.
+    write_renamed_fixture(crate_dir.path(), "devloop", &format!("two {nonce}"));
+    agent.wait_for_plugin_card(&session, after, "devloop reloaded");
+    agent.prompt(&session, "and now?");
+    assert_eq!(agent.last_tool_result(), (format!("build two {nonce}"), false));
 }
 
 #[test]
