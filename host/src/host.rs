@@ -257,9 +257,11 @@ fn describe_change(change: &PluginChange) -> (String, String, bool) {
         PluginChange::Loaded { plugin, replaced: Some(old) } => (
             format!("Plugin {} reloaded: build {} now serves", plugin.name, plugin.generation),
             format!(
-                "{} (hash {:016x}) replaces build {}; calls already running finish on {}.",
+                "{} (hash {:016x}, loaded in {:.1} ms at {}) replaces build {}; calls already running finish on {}.",
                 plugin.path.display(),
                 plugin.content_hash,
+                plugin.load_took.as_secs_f64() * 1000.0,
+                unix_seconds(plugin.loaded_at),
                 old.generation,
                 old.generation
             ),
@@ -293,6 +295,12 @@ fn describe_change(change: &PluginChange) -> (String, String, bool) {
             false,
         ),
     }
+}
+
+/// A time as seconds since the Unix epoch (with milliseconds), for cards and logs.
+fn unix_seconds(at: std::time::SystemTime) -> String {
+    let since = at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    format!("{}.{:03}", since.as_secs(), since.subsec_millis())
 }
 
 /// "exited with code 0", "was killed (SIGTERM)", "was ended by signal SIGSEGV".

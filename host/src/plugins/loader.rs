@@ -45,6 +45,9 @@ pub(crate) struct LoadedPlugin {
     pub(crate) content_hash: u64,
     /// The hotsh-abi version the plugin was built against.
     pub(crate) abi_version: String,
+    pub(crate) loaded_at: std::time::SystemTime,
+    /// From the file's bytes in memory to a checked, initialised module.
+    pub(crate) load_took: std::time::Duration,
     pub(crate) tools: Vec<ToolDefinition>,
     pub(crate) prompt_sections: Vec<PromptSection>,
     pub(crate) api: PluginV1,
@@ -86,6 +89,7 @@ pub(crate) fn load_bytes(
     bytes: &[u8],
     scratch: &Path,
 ) -> Result<LoadedPlugin, Rejection> {
+    let started = std::time::Instant::now();
     if !is_complete_elf(bytes) {
         return Err(Rejection::Incomplete);
     }
@@ -128,6 +132,8 @@ pub(crate) fn load_bytes(
         version: manifest.1,
         content_hash: content_hash(bytes),
         abi_version,
+        loaded_at: std::time::SystemTime::now(),
+        load_took: started.elapsed(),
         tools,
         prompt_sections,
         api,

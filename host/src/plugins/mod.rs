@@ -65,6 +65,7 @@ pub(crate) fn check(path: &Path) -> std::process::ExitCode {
             println!("  file:      {}", path.display());
             println!("  hotsh-abi: {} (interface v{})", plugin.abi_version, hotsh_abi::ABI_VERSION);
             println!("  hash:      {:016x}", plugin.content_hash);
+            println!("  loaded in: {:?}", plugin.load_took);
             println!("tools:");
             for tool in &plugin.tools {
                 let summary = tool.description.lines().next().unwrap_or("");
@@ -274,6 +275,8 @@ impl Registry {
                     generation = %plugin.generation,
                     replaced = ?replaced.as_ref().map(|r| r.generation.to_string()),
                     hash = format_args!("{:016x}", plugin.content_hash),
+                    inode = identity.inode,
+                    took = ?plugin.load_took,
                     path = %path.display(),
                     tools = ?plugin.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
                     "plugin loaded"

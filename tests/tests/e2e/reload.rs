@@ -342,3 +342,31 @@ fn a_hung_plugin_call_does_not_hang_the_agent() {
     let (text, is_error) = agent.tool_results().remove(0);
     assert!(is_error && text.contains("plugin `reloadable` did not return"), "{text}");
 }
+
+#[test]
+#[allow(clippy::disallowed_methods, reason = "runs hotsh plugin check")]
+fn plugin_check_describes_a_plugin_or_says_why_it_is_rejected() {
+    let check = |path: &std::path::Path| {
+        let output = std::process::Command::new(hotsh_binary())
+            .args(["plugin", "check"])
+            .arg(path)
+            .output()
+            .unwrap();
+        (output.status.success(), String::from_utf8_lossy(&output.stdout).into_owned())
+    };
+    let (ok, text) = check(&reloadable_build("A", Interface::Same));
+    assert!(ok, "{text}");
+    assert!(text.starts_with("plugin reloadable 0.1.0\n"), "{text}");
+    assert!(text.contains("  hotsh-abi: 0.1.0 (interface v1)\n"), "{text}");
+    assert!(text.contains("tools:\n  reloadable_build: Says which build is serving.\n"), "{text}");
+    assert!(text.contains("prompt sections:\n  tool:reloadable (order 300, 1 lines)\n"), "{text}");
+
+    let (ok, text) = check(&reloadable_build("changed", Interface::ChangedLayout));
+    assert!(!ok);
+    assert!(text.contains("its interface does not match this host's"), "{text}");
+    assert!(text.contains("incompatible type size: expected 160, found 168"), "{text}");
+
+    let (ok, text) = check(std::path::Path::new("/bin/true"));
+    assert!(!ok);
+    assert!(text.ends_with("not a hotsh plugin (no abi_stable root module)\n"), "{text}");
+}
