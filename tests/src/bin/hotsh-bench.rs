@@ -125,31 +125,38 @@ impl Agent {
         agent
     }
 
-    /// Sends a request and reads (and parses) everything up to its response.
-    fn ask(&mut self, method: &str, params: Value) -> Value {
+    /// Reads and parses the next message from hotsh.
+    fn read_message(&mut self) -> Value {
+        let mut line = String::new();
+        assert!(self.stdout.read_line(&mut line).expect("read") > 0, "hotsh closed stdout");
+        serde_json::from_str(&line).expect("JSON")
+    }
+
+    /// Sends a request and returns its response and the messages received before it.
+    fn request(&mut self, method: &str, params: Value) -> (Value, Vec<Value>) {
         let id = self.next_id;
         self.next_id += 1;
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         writeln!(self.stdin, "{line}").expect("write");
         self.stdin.flush().expect("flush");
-        let mut reply = String::new();
+        let mut seen = Vec::new();
         loop {
-            reply.clear();
-            assert!(self.stdout.read_line(&mut reply).expect("read") > 0, "hotsh closed stdout");
-            let message: Value = serde_json::from_str(&reply).expect("JSON");
+            let message = self.read_message();
             if message["id"] == id && message.get("method").is_none() {
-                return message;
+                return (message, seen);
             }
+            seen.push(message);
         }
+    }
+
+    fn ask(&mut self, method: &str, params: Value) -> Value {
+        self.request(method, params).0
     }
 
     /// Reads messages until a notification satisfies `matches`.
     fn wait_notification(&mut self, matches: impl Fn(&Value) -> bool) -> Value {
-        let mut line = String::new();
         loop {
-            line.clear();
-            assert!(self.stdout.read_line(&mut line).expect("read") > 0, "hotsh closed stdout");
-            let message: Value = serde_json::from_str(&line).expect("JSON");
+            let message = self.read_message();
             if message.get("method").is_some() && matches(&message) {
                 return message;
             }
@@ -158,32 +165,15 @@ impl Agent {
 
     /// Sends a prompt and returns its response and the notifications before it.
     fn prompt_collecting(&mut self, text: &str) -> (Value, Vec<Value>) {
-        let id = self.next_id;
-        self.next_id += 1;
         let session = self.session.clone();
-        let line = json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
-            "params": {"sessionId": session, "prompt": [{"type": "text", "text": text}]}});
-        writeln!(self.stdin, "{line}").expect("write");
-        self.stdin.flush().expect("flush");
-        let mut seen = Vec::new();
-        let mut reply = String::new();
-        loop {
-            reply.clear();
-            assert!(self.stdout.read_line(&mut reply).expect("read") > 0, "hotsh closed stdout");
-            let message: Value = serde_json::from_str(&reply).expect("JSON");
-            if message["id"] == id && message.get("method").is_none() {
-                return (message, seen);
-            }
-            seen.push(message);
-        }
-    }
-
-    fn prompt(&mut self, text: &str) -> Value {
-        let session = self.session.clone();
-        self.ask(
+        self.request(
             "session/prompt",
             json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
         )
+    }
+
+    fn prompt(&mut self, text: &str) -> Value {
+        self.prompt_collecting(text).0
     }
 
     fn pid(&self) -> u32 {
