@@ -6,8 +6,9 @@ use crate::executor::{EnvPolicy, Executor, ExecutorConfig, TaskEnded, TaskState,
 use crate::model::{self, Model, ModelSpec, Transcript};
 use crate::plugins::{PluginChange, Registry, watch_plugin_dirs};
 use crate::session::{
-    CallStatus, Card, GenericCard, Session, SessionEvent, SessionId, ToolCallId, ToolKind, lock,
+    CallStatus, Card, GenericCard, Session, SessionEvent, SessionId, ToolCallId, ToolKind,
 };
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

@@ -10,6 +10,7 @@ mod model;
 mod plugins;
 mod run_cli;
 mod session;
+mod sync;
 mod turn;
 
 pub use cli::main;

@@ -29,7 +29,7 @@ pub(crate) async fn run_prompt(
         .name("hotsh-run")
         .on_receive_notification(
             async move |notification: SessionNotification, _cx| {
-                crate::session::lock(&for_updates).show(&notification.update);
+                crate::sync::lock(&for_updates).show(&notification.update);
                 Ok(())
             },
             agent_client_protocol::on_receive_notification!(),
@@ -59,7 +59,7 @@ pub(crate) async fn run_prompt(
         })
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut screen = crate::session::lock(&screen);
+    let mut screen = crate::sync::lock(&screen);
     screen.finish(stop);
     Ok(match stop {
         StopReason::Cancelled => ExitCode::from(130),

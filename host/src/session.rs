@@ -4,6 +4,7 @@
 //! through an [`EventSink`]; the ACP bridge turns them into `session/update` notifications.
 
 use crate::model::Message;
+use crate::sync::lock;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -221,9 +222,4 @@ impl Session {
     pub(crate) fn messages(&self) -> Vec<Message> {
         lock(&self.history).clone()
     }
-}
-
-/// Locks a mutex whose data stays valid even if a holder panicked.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -209,7 +209,7 @@ async fn execute_call(
                 tracing::debug!(%error, "present_result failed; keeping the call's card");
                 (card, CallStatus::Completed)
             });
-            let started = crate::session::lock(&services.started).first().cloned();
+            let started = crate::sync::lock(&services.started).first().cloned();
             if status == CallStatus::Running && started.is_none() {
                 tracing::debug!(tool = %call.name, "card drawn as running but no task was started");
                 status = CallStatus::Completed;

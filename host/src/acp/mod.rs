@@ -8,7 +8,8 @@ mod from_acp;
 mod to_acp;
 
 use crate::host::Host;
-use crate::session::{EventSink, SessionEvent, SessionId, lock};
+use crate::session::{EventSink, SessionEvent, SessionId};
+use crate::sync::lock;
 use crate::turn;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{

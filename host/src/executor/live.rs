@@ -104,7 +104,7 @@ impl LiveOutput {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
         // A poisoned lock only means a writer panicked mid-append; the bytes are still bytes.
-        self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::sync::lock(&self.pending)
     }
 }
 

@@ -22,6 +22,7 @@ pub(crate) use env::EnvPolicy;
 pub(crate) use live::{Drained, LiveOutput};
 pub(crate) use task::{TaskEnded, TaskId, TaskRead, TaskState, TaskStatus};
 
+use crate::sync::lock;
 use capture::{OutputCapture, SpillFile, Stream};
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -181,10 +182,6 @@ pub(crate) struct Executor {
     next_task: AtomicU64,
     completions: mpsc::UnboundedSender<TaskEnded>,
     disposed: AtomicBool,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Executor {

@@ -2,6 +2,7 @@
 
 use super::capture::SpillFile;
 use super::live::complete_utf8_prefix;
+use crate::sync::lock;
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -83,10 +84,6 @@ pub(crate) struct Task {
     status: watch::Sender<TaskStatus>,
     /// The host asked for the task to be killed.
     pub(crate) kill_requested: std::sync::atomic::AtomicBool,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Task {

@@ -156,7 +156,7 @@ impl Transcript {
             return;
         };
         line.push(b'\n');
-        let mut file = self.file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut file = crate::sync::lock(&self.file);
         if let Err(error) = file.write_all(&line) {
             tracing::warn!(path = %self.path.display(), %error, "cannot write model transcript");
         }

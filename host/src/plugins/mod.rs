@@ -15,6 +15,7 @@ pub(crate) use v1::{PluginCall, PluginOutput};
 pub(crate) use watcher::watch_plugin_dirs;
 
 use crate::model::ToolDefinition;
+use crate::sync::lock;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
@@ -373,10 +374,6 @@ fn shut_down(plugin: &Arc<LoadedPlugin>) {
     if let Err(error) = spawned {
         tracing::warn!(%error, "cannot run a plugin's shutdown hook");
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The files in `dir` named like shared libraries (`lib*.so`), sorted by name.

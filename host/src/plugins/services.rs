@@ -9,7 +9,7 @@ use crate::executor::{
     Executor, Killed, LiveOutput, RunOutcome, RunRequest, StartRequest, TaskRead, TaskState,
     TaskStatus,
 };
-use crate::session::lock;
+use crate::sync::lock;
 use hotsh_abi::v1 as abi;
 use hotsh_abi::{ROption, RResult, RStr, RString};
 use std::path::PathBuf;

@@ -1,0 +1,11 @@
+//! Locking that survives a panicked holder.
+//!
+//! The host's mutexes guard plain data that stays consistent between statements (a map, a
+//! buffer, a list); a panic while one was held (never expected: `unwrap` is denied) must not
+//! turn every later lock into a second panic, so a poisoned lock is simply taken over.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
