@@ -145,6 +145,10 @@ enum SpillState {
     },
     /// The file could not be written; reports name it `(unavailable)`.
     Failed,
+    /// Written and closed: nothing more is added.
+    Closed {
+        written: u64,
+    },
 }
 
 /// Where a spill file is and how much of the output it holds.
@@ -204,7 +208,14 @@ impl SpillFile {
                 }
                 *written += take as u64;
             }
-            SpillState::Failed => {}
+            SpillState::Failed | SpillState::Closed { .. } => {}
+        }
+    }
+
+    /// Closes the file (a finished background task keeps no descriptor open).
+    pub(crate) fn close(&mut self) {
+        if let SpillState::Open { written, .. } = self.state {
+            self.state = SpillState::Closed { written };
         }
     }
 
@@ -213,6 +224,9 @@ impl SpillFile {
         match self.state {
             SpillState::Open { mut file, written } => {
                 let _ = file.flush();
+                Some(SpillSummary { path: self.path, bytes: written })
+            }
+            SpillState::Closed { written } => {
                 Some(SpillSummary { path: self.path, bytes: written })
             }
             SpillState::Pending { .. } | SpillState::Failed => None,

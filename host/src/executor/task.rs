@@ -130,6 +130,7 @@ impl Task {
     }
 
     pub(crate) fn finish(&self, status: TaskStatus) {
+        lock(&self.output).close();
         self.status.send_replace(status);
     }
 
@@ -212,5 +213,15 @@ mod tests {
         assert_eq!(read.dropped_bytes, 4);
         assert_eq!(std::fs::read(&path.0).expect("output file"), b"abcdefgh");
         assert_eq!(task.read().dropped_bytes, 0);
+    }
+
+    #[test]
+    fn a_finished_task_closes_its_output_file() {
+        let (task, path) = task(100, "closed");
+        task.push(b"kept");
+        task.finish(TaskStatus { state: TaskState::Exited, exit_code: Some(0), signal: None });
+        // Closed: nothing more reaches the file.
+        task.push(b" after");
+        assert_eq!(std::fs::read(&path.0).expect("output file"), b"kept");
     }
 }
