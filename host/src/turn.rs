@@ -50,11 +50,11 @@ pub(crate) async fn run_turn(
         if let Some(transcript) = &host.transcript {
             transcript.record(&request);
         }
-        let Some((text, calls)) = ask_model(host, &request, sink.as_ref(), &cancel).await else {
-            return StopReason::Cancelled;
-        };
-        let Ok(calls) = calls else {
-            return StopReason::EndTurn;
+        let (text, calls) = match ask_model(host, &request, sink.as_ref(), &cancel).await {
+            Answer::Complete { text, calls } => (text, calls),
+            // The user has been told why; the turn ends and the session keeps serving.
+            Answer::Failed => return StopReason::EndTurn,
+            Answer::Cancelled => return StopReason::Cancelled,
         };
         session.push(Message::Assistant { text, tool_calls: calls.clone() });
         if calls.is_empty() {
@@ -86,15 +86,24 @@ fn system_prompt(session: &Session, snapshot: &Snapshot) -> String {
     parts.join("\n\n")
 }
 
-/// Asks the model, forwarding its text and reasoning to the client as they stream. Returns
-/// `None` when cancelled; `Ok(calls)` for a complete answer; `Err(())` when the model failed
-/// (the user has been told why).
+/// How a model request ended.
+enum Answer {
+    Complete {
+        text: String,
+        calls: Vec<ModelToolCall>,
+    },
+    /// The model failed; the user has been told why.
+    Failed,
+    Cancelled,
+}
+
+/// Asks the model, forwarding its text and reasoning to the client as they stream.
 async fn ask_model(
     host: &Host,
     request: &ModelRequest,
     sink: &dyn EventSink,
     cancel: &CancellationToken,
-) -> Option<(String, Result<Vec<ModelToolCall>, ()>)> {
+) -> Answer {
     let (events, mut received) = mpsc::unbounded_channel();
     let respond = host.model.respond(request, events);
     tokio::pin!(respond);
@@ -104,7 +113,7 @@ async fn ask_model(
     loop {
         tokio::select! {
             biased;
-            () = cancel.cancelled() => return None,
+            () = cancel.cancelled() => return Answer::Cancelled,
             event = received.recv() => match event {
                 Some(ModelEvent::Text(chunk)) => {
                     text.push_str(&chunk);
@@ -123,12 +132,12 @@ async fn ask_model(
         None => respond.await,
     };
     match result {
-        Ok(()) => Some((text, Ok(calls))),
+        Ok(()) => Answer::Complete { text, calls },
         Err(error) => {
             tracing::warn!(%error, "model request failed");
             let separator = if text.is_empty() { "" } else { "\n\n" };
             sink.emit(SessionEvent::AgentText(format!("{separator}[hotsh] {error}")));
-            Some((text, Err(())))
+            Answer::Failed
         }
     }
 }
