@@ -47,6 +47,13 @@ impl HostConfig {
     }
 }
 
+/// Background tasks' cards, and which task ends have been handled (notice given).
+#[derive(Debug, Default)]
+struct TaskCards {
+    open: HashMap<String, OpenCard>,
+    ended: std::collections::HashSet<String>,
+}
+
 /// The card a background task's start call left open, to close when the task ends.
 #[derive(Debug)]
 struct OpenCard {
@@ -65,7 +72,7 @@ pub(crate) struct Host {
     pub(crate) runtime: tokio::runtime::Handle,
     sessions: Mutex<HashMap<SessionId, Arc<Session>>>,
     /// Open cards by task id. The lock also orders "card drawn" against "task ended".
-    task_cards: Mutex<HashMap<String, OpenCard>>,
+    task_cards: Mutex<TaskCards>,
     /// Keeps the plugin directories watched.
     _watcher: Option<notify::RecommendedWatcher>,
 }
@@ -177,30 +184,27 @@ impl Host {
         title: &str,
     ) {
         let mut cards = lock(&self.task_cards);
-        // The executor records a task's end before it reports it, and the report is handled
-        // under this lock: either the end is visible here, or the card is found there.
-        match self.executor.ended(task_id) {
-            Some(ended) => {
-                drop(cards);
+        // Ends are handled under this lock, after their notice is given: either this task's end
+        // was handled already (close the card now), or the handler will find the card open.
+        if cards.ended.contains(task_id) {
+            drop(cards);
+            if let Some(ended) = self.executor.ended(task_id) {
                 self.close_task_card(session, call_id, title, &ended);
             }
-            None => {
-                let card = OpenCard {
-                    session: session.clone(),
-                    call_id: call_id.clone(),
-                    title: title.to_owned(),
-                };
-                cards.insert(task_id.to_owned(), card);
-            }
+            return;
         }
+        let card = OpenCard {
+            session: session.clone(),
+            call_id: call_id.clone(),
+            title: title.to_owned(),
+        };
+        cards.open.insert(task_id.to_owned(), card);
     }
 
     /// A background task ended: tell its session's model (next request) and close its card.
     fn task_ended(&self, ended: TaskEnded) {
-        let card = lock(&self.task_cards).remove(&ended.id.0);
-        if let Some(card) = card {
-            self.close_task_card(&card.session, &card.call_id, &card.title, &ended);
-        }
+        // The notice first: once the client sees the card closed, the next model request
+        // already carries it.
         let session =
             ended.owner.as_ref().and_then(|owner| self.session(&SessionId(owner.clone())));
         match session {
@@ -208,6 +212,14 @@ impl Host {
             None => {
                 tracing::debug!(task = %ended.id, "task ended for a session that is gone; notice dropped")
             }
+        }
+        let card = {
+            let mut cards = lock(&self.task_cards);
+            cards.ended.insert(ended.id.0.clone());
+            cards.open.remove(&ended.id.0)
+        };
+        if let Some(card) = card {
+            self.close_task_card(&card.session, &card.call_id, &card.title, &ended);
         }
     }
 

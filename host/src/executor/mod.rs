@@ -66,7 +66,9 @@ pub(crate) struct ExecutorConfig {
     pub(crate) max_timeout: Duration,
     /// Between SIGTERM to a command and SIGKILL.
     pub(crate) kill_grace: Duration,
-    /// How long to keep reading after a command ended (its pipes close at once normally).
+    /// How long to keep reading after the command's shim exited. Its pipes close as soon as
+    /// the pump has read what is buffered (the shim has killed and reaped every writer), so
+    /// this only bounds a pump starved of CPU on a loaded machine; it must not cut output.
     pub(crate) drain_grace: Duration,
     pub(crate) capture: CaptureLimits,
     /// Bytes of live output that may wait for the client between two forwards.
@@ -84,7 +86,7 @@ impl Default for ExecutorConfig {
             default_timeout: Duration::from_secs(120),
             max_timeout: Duration::from_secs(600),
             kill_grace: Duration::from_secs(2),
-            drain_grace: Duration::from_millis(250),
+            drain_grace: Duration::from_secs(10),
             capture: CaptureLimits { model_budget: 30_000, spill_cap: 256 << 20 },
             live_cap: 256 << 10,
             unread_cap: 30_000,
