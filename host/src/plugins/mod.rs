@@ -354,6 +354,18 @@ impl Registry {
                 );
                 continue;
             }
+            for tool in &plugin.tools {
+                if let Some(other) =
+                    plugins.iter().find(|p| p.tools.iter().any(|t| t.name == tool.name))
+                {
+                    tracing::warn!(
+                        tool = %tool.name,
+                        served_by = %other.name,
+                        shadowed = %plugin.name,
+                        "two plugins declare the same tool; the first in load order serves it"
+                    );
+                }
+            }
             plugins.push(plugin);
         }
         *self.snapshot.write().unwrap_or_else(std::sync::PoisonError::into_inner) =
