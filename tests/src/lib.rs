@@ -99,7 +99,18 @@ fn build_fixture_in(
     if let Some(path) = builds.get(&key) {
         return path.clone();
     }
-    let target = target_dir().join("fixtures");
+    let out = cargo_build_fixture(manifest, profile);
+    // Kept under a library name, so that it can be linked into a plugin directory as is.
+    let kept = target_dir().join("fixture-builds").join(&key).join(kept_as);
+    std::fs::create_dir_all(kept.parent().expect("has a parent")).expect("fixture-builds dir");
+    std::fs::copy(out.join(built), &kept).expect("copy the fixture build");
+    builds.insert(key, kept.clone());
+    kept
+}
+
+/// Runs a real `cargo build` of the crate at `manifest` into `target/fixtures`; returns the
+/// directory cargo put its library in.
+fn cargo_build_fixture(manifest: &Path, profile: Profile) -> PathBuf {
     let (flag, out) = match profile {
         Profile::Debug => ("--profile=dev", "debug"),
         Profile::Release => ("--release", "release"),
@@ -108,16 +119,11 @@ fn build_fixture_in(
         .args(["build", "--quiet", flag, "--manifest-path"])
         .arg(manifest)
         .arg("--target-dir")
-        .arg(&target)
+        .arg(fixture_target_dir())
         .status()
         .expect("cargo runs");
-    assert!(status.success(), "building fixture {key} failed");
-    // Kept under a library name, so that it can be linked into a plugin directory as is.
-    let kept = target_dir().join("fixture-builds").join(&key).join(kept_as);
-    std::fs::create_dir_all(kept.parent().expect("has a parent")).expect("fixture-builds dir");
-    std::fs::copy(target.join(out).join(built), &kept).expect("copy the fixture build");
-    builds.insert(key, kept.clone());
-    kept
+    assert!(status.success(), "building the fixture {} failed", manifest.display());
+    fixture_target_dir().join(out)
 }
 
 /// Builds a fixture plugin from `tests/fixtures/<name>` (once per test process) into
@@ -194,7 +200,7 @@ pub fn write_renamed_fixture(dir: &Path, name: &str, label: &str) {
 
 /// The directory cargo puts fixture libraries in (`target/fixtures/debug`).
 pub fn fixture_output_dir() -> PathBuf {
-    target_dir().join("fixtures").join("debug")
+    fixture_target_dir().join("debug")
 }
 
 /// Writes the `cargoflow` plugin with build label `label` and runs a real `cargo build` of it
@@ -202,15 +208,7 @@ pub fn fixture_output_dir() -> PathBuf {
 pub fn cargo_build_cargoflow(label: &str) -> PathBuf {
     let source = target_dir().join("fixture-src").join("cargoflow");
     write_renamed_fixture(&source, "cargoflow", label);
-    let status = Command::new(cargo())
-        .args(["build", "--quiet", "--manifest-path"])
-        .arg(source.join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(target_dir().join("fixtures"))
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "building cargoflow failed");
-    fixture_output_dir()
+    cargo_build_fixture(&source.join("Cargo.toml"), Profile::Debug)
 }
 
 /// `target/fixtures`, the target directory of fixture builds.
