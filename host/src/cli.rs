@@ -1,4 +1,5 @@
-//! The command line: `hotsh [acp]`, `hotsh run`.
+//! The command line: `hotsh [acp]`, `hotsh run`, `hotsh dev`, `hotsh plugin check`,
+//! `hotsh install`.
 
 use crate::config::ConfigFile;
 use crate::host::{Host, HostConfig};
@@ -9,9 +10,20 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+/// `0.1.0 (commit 1a2b3c4d5e6f)`.
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("HOTSH_COMMIT"), ")");
+
 #[derive(Debug, Parser)]
-#[command(name = "hotsh", version, about = "A coding agent for the Agent Client Protocol")]
+#[command(
+    name = "hotsh",
+    version = VERSION,
+    about = "A coding agent for the Agent Client Protocol. Without a subcommand it serves ACP \
+             on stdin/stdout, as `hotsh acp` does.",
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
+    #[command(flatten)]
+    agent: AgentArgs,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -20,8 +32,19 @@ struct Cli {
 enum Command {
     /// Serve ACP on stdin/stdout (what an editor such as Zed launches). The default.
     Acp(AgentArgs),
+    /// Run one prompt in this terminal and show what a user of an ACP client would see.
+    Run {
+        #[command(flatten)]
+        agent: AgentArgs,
+        /// Working directory of the session (default: the current directory).
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        /// The prompt.
+        prompt: String,
+    },
     /// Rebuild a plugin crate whenever its sources change (`cargo build` in CRATE_DIR, with
-    /// the arguments after `--`), so a running agent serves each new build.
+    /// the arguments after `--`), check each build as a running agent would, and say whether
+    /// it was accepted.
     Dev {
         /// The plugin crate's directory.
         #[arg(default_value = ".")]
@@ -35,22 +58,26 @@ enum Command {
         #[command(subcommand)]
         command: PluginCommand,
     },
-    /// Run one prompt in this terminal and show what a user of an ACP client would see.
-    Run {
-        #[command(flatten)]
-        agent: AgentArgs,
-        /// Working directory of the session (default: the current directory).
-        #[arg(long)]
-        cwd: Option<PathBuf>,
-        /// The prompt.
-        prompt: String,
+    /// Install this hotsh and the plugins beside it for the current user: the executable to
+    /// `~/.local/bin`, the plugins to `<data dir>/plugins`, where every hotsh looks for them.
+    Install {
+        /// Where the executable goes.
+        #[arg(long, value_name = "DIR")]
+        bin_dir: Option<PathBuf>,
+        /// The data directory (default: `$HOTSH_DATA_DIR`, `$XDG_DATA_HOME/hotsh` or
+        /// `~/.local/share/hotsh`).
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
     },
+    /// Load a plugin build in a throwaway process and report on it (internal).
+    #[command(name = "__check-plugin", hide = true)]
+    CheckPluginChild { path: PathBuf },
 }
 
 #[derive(Debug, Subcommand)]
 enum PluginCommand {
-    /// Load a plugin file the way the agent does and describe it, or say why it is rejected
-    /// (exit status 1).
+    /// Load a plugin file the way the agent does (in a throwaway process) and describe it, or
+    /// say why it is rejected (exit status 1).
     Check {
         /// The plugin library, e.g. target/debug/libmy_plugin.so.
         path: PathBuf,
@@ -61,13 +88,21 @@ enum PluginCommand {
 #[derive(Debug, Args, Default)]
 struct AgentArgs {
     /// The model: `script:PATH` plays a JSON script of responses (see the README); `none`
-    /// answers every prompt with a note that no model is configured.
+    /// answers every prompt with an error saying that no model is configured.
     #[arg(long, default_value = "none")]
     model: ModelSpecArg,
-    /// A directory to load plugins from (repeatable). Default: the directory holding the
-    /// `hotsh` executable, so that `cargo build` output works as is.
+    /// Another directory to load plugins from (repeatable). It comes before the default
+    /// directories (the executable's directory and `<data dir>/plugins`), so a build of yours
+    /// wins over an installed plugin of the same name.
     #[arg(long = "plugin-dir", value_name = "DIR")]
     plugin_dirs: Vec<PathBuf>,
+    /// Load plugins only from the `--plugin-dir` directories.
+    #[arg(long)]
+    no_default_plugins: bool,
+    /// The data directory (default: `$HOTSH_DATA_DIR`, `$XDG_DATA_HOME/hotsh` or
+    /// `~/.local/share/hotsh`).
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
     /// Append every model request, as one JSON line, to FILE.
     #[arg(long, value_name = "FILE")]
     model_transcript: Option<PathBuf>,
@@ -88,67 +123,99 @@ impl std::str::FromStr for ModelSpecArg {
 }
 
 impl AgentArgs {
+    /// The plugin directories in load order: `--plugin-dir`s as given, then (unless
+    /// `--no-default-plugins`) the executable's directory and the user's plugin directory.
+    fn plugin_dirs(&self) -> anyhow::Result<Vec<PathBuf>> {
+        let mut dirs = Vec::new();
+        for dir in &self.plugin_dirs {
+            dirs.push(
+                std::path::absolute(dir)
+                    .with_context(|| format!("cannot resolve --plugin-dir {}", dir.display()))?,
+            );
+        }
+        if !self.no_default_plugins {
+            dirs.push(crate::dirs::executable_dir()?);
+            if let Some(data) = crate::dirs::data_dir(self.data_dir.as_deref()) {
+                dirs.push(crate::dirs::user_plugin_dir(&data));
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        dirs.retain(|dir| seen.insert(dir.canonicalize().unwrap_or_else(|_| dir.clone())));
+        Ok(dirs)
+    }
+
     fn into_config(self) -> anyhow::Result<HostConfig> {
-        let plugin_dirs = if self.plugin_dirs.is_empty() {
-            let exe = std::env::current_exe().context("cannot find the hotsh executable")?;
-            vec![exe.parent().context("the executable has no directory")?.to_owned()]
-        } else {
-            self.plugin_dirs
-        };
+        let plugin_dirs = self.plugin_dirs()?;
         let file = ConfigFile::load(self.config.as_deref())?;
         let mut config =
-            HostConfig::new(self.model.0.unwrap_or(ModelSpec::None), plugin_dirs, file);
+            HostConfig::new(self.model.0.unwrap_or(ModelSpec::None), plugin_dirs, file)?;
         config.model_transcript = self.model_transcript;
         Ok(config)
     }
 }
 
-/// Entry point of the `hotsh` binary.
+/// Entry point of the `hotsh` binary. Every failure ends with one `error: …` line on stderr
+/// and exit status 1.
 pub fn main() -> ExitCode {
-    let command = match Cli::parse().command {
-        // No runtime, no agent: load one file and report.
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            crate::term::error(&format!("{error:#}"));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let command = match cli.command {
+        // No runtime, no agent: these are done on this thread.
+        Some(Command::CheckPluginChild { path }) => crate::plugins::check_child_main(&path),
         Some(Command::Plugin { command: PluginCommand::Check { path } }) => {
             init_logging("warn");
-            return crate::plugins::check(&path);
+            return Ok(crate::plugins::check(&path));
         }
         Some(Command::Dev { crate_dir, cargo_args }) => {
             init_logging("warn");
-            return crate::dev::run(&crate_dir, &cargo_args).unwrap_or_else(|error| {
-                tracing::error!("{error:#}");
-                ExitCode::FAILURE
-            });
+            return crate::dev::run(&crate_dir, &cargo_args);
         }
-        command => command,
+        Some(Command::Install { bin_dir, data_dir }) => {
+            init_logging("warn");
+            return crate::install::run(bin_dir, data_dir.as_deref());
+        }
+        Some(Command::Acp(args)) => Mode::Serve(args),
+        None => Mode::Serve(cli.agent),
+        Some(Command::Run { agent, cwd, prompt }) => Mode::Run { agent, cwd, prompt },
     };
-    let interactive = matches!(command, Some(Command::Run { .. }));
-    init_logging(if interactive { "warn" } else { "info" });
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    let interactive = matches!(command, Mode::Run { .. });
+    // In a terminal, what the user must know comes as `error:` lines; the log keeps to
+    // warnings that add to them.
+    init_logging(if interactive {
+        "warn,agent_client_protocol=error,hotsh_host::turn=error"
+    } else {
+        "info"
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         // The agent waits on IO; two workers keep a stuck task from stalling the rest without
         // paying for one thread per core on big machines.
         .worker_threads(2)
         .enable_all()
         .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            tracing::error!(%error, "cannot start the async runtime");
-            return ExitCode::FAILURE;
-        }
-    };
+        .context("cannot start the async runtime")?;
     let result = runtime.block_on(async move {
         match command {
-            None => serve(AgentArgs::default()).await,
-            Some(Command::Acp(args)) => serve(args).await,
-            Some(Command::Plugin { .. } | Command::Dev { .. }) => {
-                unreachable!("handled before the runtime starts")
-            }
-            Some(Command::Run { agent, cwd, prompt }) => {
+            Mode::Serve(args) => serve(args).await,
+            Mode::Run { agent, cwd, prompt } => {
                 let cwd = match cwd {
                     Some(cwd) => cwd,
                     None => std::env::current_dir().context("cannot read the current directory")?,
                 };
-                let cwd = std::path::absolute(&cwd).context("cannot resolve --cwd")?;
-                let host = Host::start(agent.into_config()?)?;
+                let cwd = std::path::absolute(&cwd)
+                    .with_context(|| format!("cannot resolve --cwd {}", cwd.display()))?;
+                anyhow::ensure!(cwd.is_dir(), "--cwd {} is not a directory", cwd.display());
+                let mut config = agent.into_config()?;
+                config.warn_without_tools = false;
+                let host = Host::start(config)?;
                 let code = crate::run_cli::run_prompt(Arc::clone(&host), cwd, prompt).await;
                 host.shutdown().await;
                 code
@@ -157,16 +224,23 @@ pub fn main() -> ExitCode {
     });
     // Plugin calls abandoned after a cancel may still hold blocking threads; do not wait.
     runtime.shutdown_background();
-    match result {
-        Ok(code) => code,
-        Err(error) => {
-            tracing::error!("{error:#}");
-            ExitCode::FAILURE
-        }
-    }
+    result
+}
+
+/// What the runtime is started for.
+enum Mode {
+    Serve(AgentArgs),
+    Run { agent: AgentArgs, cwd: Option<PathBuf>, prompt: String },
 }
 
 async fn serve(args: AgentArgs) -> anyhow::Result<ExitCode> {
+    use std::io::IsTerminal as _;
+    if std::io::stdin().is_terminal() {
+        eprintln!(
+            "hotsh speaks the Agent Client Protocol on stdin/stdout, for an editor such as Zed \
+             to start; for a prompt in this terminal use `hotsh run \"…\"` (see `hotsh --help`)."
+        );
+    }
     let host = Host::start(args.into_config()?)?;
     let served = crate::acp::serve_stdio(Arc::clone(&host)).await;
     host.shutdown().await;
@@ -177,12 +251,11 @@ async fn serve(args: AgentArgs) -> anyhow::Result<ExitCode> {
 /// Logs go to stderr (stdout belongs to the protocol). `HOTSH_LOG` takes an env-filter
 /// directive such as `debug` or `hotsh_host=trace`.
 fn init_logging(default: &str) {
-    use std::io::IsTerminal as _;
     let filter = tracing_subscriber::EnvFilter::try_from_env("HOTSH_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_ansi(crate::term::color_stderr())
         .init();
 }

@@ -24,18 +24,34 @@ pub(crate) struct HostConfig {
     pub(crate) env_drop: Vec<String>,
     /// Per-session directories of output files live here.
     pub(crate) spill_root: PathBuf,
+    /// Log a warning when no plugin provides a tool (`hotsh run` says so itself, as an error).
+    pub(crate) warn_without_tools: bool,
 }
 
 impl HostConfig {
-    pub(crate) fn new(model: ModelSpec, plugin_dirs: Vec<PathBuf>, file: ConfigFile) -> Self {
+    /// Checks every setting's range: a value out of range is an error at start-up, never a
+    /// silent wrap or clamp.
+    pub(crate) fn new(
+        model: ModelSpec,
+        plugin_dirs: Vec<PathBuf>,
+        file: ConfigFile,
+    ) -> anyhow::Result<Self> {
         let mut executor = ExecutorConfig::default();
         if let Some(max) = file.executor.max_background_tasks {
+            anyhow::ensure!(
+                (1..=MAX_TASKS_LIMIT).contains(&max),
+                "config: executor.max_background_tasks must be between 1 and {MAX_TASKS_LIMIT}, got {max}"
+            );
             executor.max_tasks_per_owner = max;
         }
         if let Some(mib) = file.executor.spill_cap_mib {
+            anyhow::ensure!(
+                (1..=MAX_SPILL_CAP_MIB).contains(&mib),
+                "config: executor.spill_cap_mib must be between 1 and {MAX_SPILL_CAP_MIB} (1 TiB), got {mib}"
+            );
             executor.capture.spill_cap = mib << 20;
         }
-        Self {
+        Ok(Self {
             model,
             plugin_dirs,
             model_transcript: None,
@@ -43,9 +59,15 @@ impl HostConfig {
             env_keep: file.env.keep,
             env_drop: file.env.drop,
             spill_root: std::env::temp_dir().join("hotsh-spill"),
-        }
+            warn_without_tools: true,
+        })
     }
 }
+
+/// The highest `executor.max_background_tasks` accepted.
+const MAX_TASKS_LIMIT: usize = 4096;
+/// The highest `executor.spill_cap_mib` accepted (1 TiB).
+const MAX_SPILL_CAP_MIB: u64 = 1 << 20;
 
 /// Background tasks' cards, and which task ends have been handled (notice given).
 #[derive(Debug, Default)]
@@ -73,8 +95,6 @@ pub(crate) struct Host {
     sessions: Mutex<HashMap<SessionId, Arc<Session>>>,
     /// Open cards by task id. The lock also orders "card drawn" against "task ended".
     task_cards: Mutex<TaskCards>,
-    /// Keeps the plugin directories watched.
-    _watcher: Option<notify::RecommendedWatcher>,
 }
 
 /// Variables that hold model credentials; commands never see them (nor copies of their values).
@@ -93,20 +113,21 @@ impl Host {
             drop: config.env_drop.clone(),
         };
         let (executor, mut completions) = Executor::new(config.executor.clone(), &env_policy)?;
-        let scratch = std::env::temp_dir().join("hotsh-plugin-copies");
-        let registry = Arc::new(Registry::new(config.plugin_dirs.clone(), scratch));
+        let registry = Arc::new(Registry::new(config.plugin_dirs.clone()));
         let runtime = tokio::runtime::Handle::current();
         // Watch first, then scan: a build that lands during the scan is not missed.
         let (changes, mut changed) = tokio::sync::mpsc::unbounded_channel();
-        let watcher = match watch_plugin_dirs(Arc::clone(&registry), changes) {
-            Ok(watcher) => Some(watcher),
-            Err(error) => {
-                tracing::warn!(%error, "cannot watch the plugin directories; plugins will not reload");
-                None
-            }
-        };
+        if let Err(error) = watch_plugin_dirs(Arc::clone(&registry), changes) {
+            tracing::warn!(%error, "cannot watch the plugin directories; plugins will not reload");
+        }
         let loading = Arc::clone(&registry);
-        runtime.spawn_blocking(move || loading.load_all());
+        let warn_without_tools = config.warn_without_tools;
+        runtime.spawn_blocking(move || {
+            loading.load_all();
+            if warn_without_tools && loading.snapshot().tool_definitions().is_empty() {
+                tracing::warn!("{}", crate::plugins::no_tools_message(loading.dirs()));
+            }
+        });
         sweep_spill_dirs(&config.spill_root);
         let host = Arc::new(Self {
             registry,
@@ -117,7 +138,6 @@ impl Host {
             runtime,
             sessions: Mutex::default(),
             task_cards: Mutex::default(),
-            _watcher: watcher,
         });
         let weak = Arc::downgrade(&host);
         host.runtime.spawn(async move {

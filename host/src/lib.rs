@@ -4,13 +4,16 @@ mod acp;
 mod cli;
 mod config;
 mod dev;
+mod dirs;
 mod executor;
 mod host;
+mod install;
 mod model;
 mod plugins;
 mod run_cli;
 mod session;
 mod sync;
+mod term;
 mod turn;
 
 pub use cli::main;

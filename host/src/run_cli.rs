@@ -12,17 +12,23 @@ use agent_client_protocol::v1::schema::{
     ToolCallContent, ToolCallStatus,
 };
 use std::collections::HashMap;
-use std::io::{IsTerminal as _, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
+/// Runs the prompt; a prompt the agent could not answer (no model, a model failure, no tools
+/// at all) is an error for the caller to print.
 pub(crate) async fn run_prompt(
     host: Arc<Host>,
     cwd: PathBuf,
     prompt: String,
 ) -> anyhow::Result<ExitCode> {
-    let screen = Arc::new(Mutex::new(Screen::new(std::io::stdout().is_terminal())));
+    host.registry.ready().await;
+    if host.registry.snapshot().tool_definitions().is_empty() {
+        anyhow::bail!("{}", crate::plugins::no_tools_message(host.registry.dirs()));
+    }
+    let screen = Arc::new(Mutex::new(Screen::new(crate::term::color_stdout())));
     let for_updates = Arc::clone(&screen);
     let stop = Client
         .v1()
@@ -55,12 +61,19 @@ pub(crate) async fn run_prompt(
             let response =
                 cx.send_request(PromptRequest::new(session.session_id, prompt)).block_task().await;
             interrupt.abort();
-            Ok(response?.stop_reason)
+            Ok(response.map(|r| r.stop_reason).map_err(|e| e.message))
         })
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut screen = crate::sync::lock(&screen);
-    screen.finish(stop);
+    let stop = match stop {
+        Ok(stop) => stop,
+        Err(message) => {
+            screen.finish(None);
+            anyhow::bail!("{message}");
+        }
+    };
+    screen.finish(Some(stop));
     Ok(match stop {
         StopReason::Cancelled => ExitCode::from(130),
         _ => ExitCode::SUCCESS,
@@ -186,9 +199,9 @@ impl Screen {
         }
     }
 
-    fn finish(&mut self, stop: StopReason) {
+    fn finish(&mut self, stop: Option<StopReason>) {
         self.new_line();
-        if stop == StopReason::Cancelled {
+        if stop == Some(StopReason::Cancelled) {
             let line = self.paint("33", "[cancelled]");
             self.block(&line);
         }

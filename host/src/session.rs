@@ -49,6 +49,10 @@ pub(crate) struct TerminalCard {
 pub(crate) struct TerminalExit {
     pub(crate) exit_code: Option<i32>,
     pub(crate) signal: Option<String>,
+    /// Why the command ended when it did not simply exit 0 ("Stopped: timed out after
+    /// 300 ms."), from the host's own record of the command; shown to clients that cannot
+    /// render a terminal's exit status.
+    pub(crate) reason: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

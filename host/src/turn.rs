@@ -6,8 +6,8 @@ use crate::host::Host;
 use crate::model::{Message, ModelEvent, ModelRequest, ModelToolCall};
 use crate::plugins::{CallServices, LoadedPlugin, PluginCall, PluginOutput, Snapshot};
 use crate::session::{
-    CallStatus, Card, EventSink, GenericCard, Session, SessionEvent, StopReason, ToolCallId,
-    ToolKind,
+    CallStatus, Card, EventSink, GenericCard, Session, SessionEvent, StopReason, TerminalCard,
+    ToolCallId, ToolKind,
 };
 use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
@@ -22,6 +22,11 @@ const CANCEL_GRACE: Duration = Duration::from_secs(3);
 /// How long a presentation function may take.
 const PRESENT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// A turn that could not go on: the model failed. The message is for the user.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct TurnFailed(pub(crate) String);
+
 /// Runs one turn of `session` for the user's `prompt`.
 pub(crate) async fn run_turn(
     host: &Arc<Host>,
@@ -29,16 +34,16 @@ pub(crate) async fn run_turn(
     prompt: String,
     sink: Arc<dyn EventSink>,
     cancel: CancellationToken,
-) -> StopReason {
+) -> Result<StopReason, TurnFailed> {
     session.deliver_notices();
     session.push(Message::User { text: prompt });
     tokio::select! {
         () = host.registry.ready() => {}
-        () = cancel.cancelled() => return StopReason::Cancelled,
+        () = cancel.cancelled() => return Ok(StopReason::Cancelled),
     }
     loop {
         if cancel.is_cancelled() {
-            return StopReason::Cancelled;
+            return Ok(StopReason::Cancelled);
         }
         session.deliver_notices();
         let snapshot = host.registry.snapshot();
@@ -50,15 +55,16 @@ pub(crate) async fn run_turn(
         if let Some(transcript) = &host.transcript {
             transcript.record(&request);
         }
-        let (text, calls) = match ask_model(host, &request, sink.as_ref(), &cancel).await {
-            Answer::Complete { text, calls } => (text, calls),
-            // The user has been told why; the turn ends and the session keeps serving.
-            Answer::Failed => return StopReason::EndTurn,
-            Answer::Cancelled => return StopReason::Cancelled,
-        };
+        let (text, calls) =
+            match ask_model(host, &session.id, &request, sink.as_ref(), &cancel).await {
+                Answer::Complete { text, calls } => (text, calls),
+                // The prompt is answered with the error; the session keeps serving.
+                Answer::Failed(message) => return Err(TurnFailed(message)),
+                Answer::Cancelled => return Ok(StopReason::Cancelled),
+            };
         session.push(Message::Assistant { text, tool_calls: calls.clone() });
         if calls.is_empty() {
-            return StopReason::EndTurn;
+            return Ok(StopReason::EndTurn);
         }
         for call in &calls {
             if cancel.is_cancelled() {
@@ -92,20 +98,21 @@ enum Answer {
         text: String,
         calls: Vec<ModelToolCall>,
     },
-    /// The model failed; the user has been told why.
-    Failed,
+    /// The model failed, for this reason.
+    Failed(String),
     Cancelled,
 }
 
 /// Asks the model, forwarding its text and reasoning to the client as they stream.
 async fn ask_model(
     host: &Host,
+    session: &crate::session::SessionId,
     request: &ModelRequest,
     sink: &dyn EventSink,
     cancel: &CancellationToken,
 ) -> Answer {
     let (events, mut received) = mpsc::unbounded_channel();
-    let respond = host.model.respond(request, events);
+    let respond = host.model.respond(&session.0, request, events);
     tokio::pin!(respond);
     let mut text = String::new();
     let mut calls = Vec::new();
@@ -135,9 +142,7 @@ async fn ask_model(
         Ok(()) => Answer::Complete { text, calls },
         Err(error) => {
             tracing::warn!(%error, "model request failed");
-            let separator = if text.is_empty() { "" } else { "\n\n" };
-            sink.emit(SessionEvent::AgentText(format!("{separator}[hotsh] {error}")));
-            Answer::Failed
+            Answer::Failed(error.to_string())
         }
     }
 }
@@ -202,6 +207,7 @@ async fn execute_call(
         session_id: session.id.0.clone(),
         task_output_dir: output_dir,
         started: std::sync::Mutex::default(),
+        last_end: std::sync::Mutex::default(),
     });
     let result = invoke(&plugin, plugin_call.clone(), Arc::clone(&services), cancel).await;
     live.close();
@@ -214,10 +220,13 @@ async fn execute_call(
                 move |p| p.api.present_result(&call, &output)
             })
             .await;
-            let (card, mut status) = presented.unwrap_or_else(|error| {
+            let (mut card, mut status) = presented.unwrap_or_else(|error| {
                 tracing::debug!(%error, "present_result failed; keeping the call's card");
                 (card, CallStatus::Completed)
             });
+            if let Card::Terminal(TerminalCard { exit: Some(exit), .. }) = &mut card {
+                exit.reason = crate::sync::lock(&services.last_end).clone();
+            }
             let started = crate::sync::lock(&services.started).first().cloned();
             if status == CallStatus::Running && started.is_none() {
                 tracing::debug!(tool = %call.name, "card drawn as running but no task was started");

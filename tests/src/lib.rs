@@ -274,7 +274,10 @@ pub fn say(text: &str) -> Value {
 /// How to start an agent.
 #[derive(Debug, Clone)]
 pub struct AgentOptions {
+    /// What the scripted model answers, each session from the start of the list.
     pub responses: Vec<Value>,
+    /// When not empty, the Nth session to ask the model plays the Nth list instead.
+    pub per_session: Vec<Vec<Value>>,
     /// Plugin files placed (as links) in the agent's plugin directory.
     pub plugins: Vec<PathBuf>,
     /// Extra environment for the agent process.
@@ -285,28 +288,38 @@ pub struct AgentOptions {
     pub config: Option<String>,
     /// More plugin directories, after the agent's own.
     pub extra_plugin_dirs: Vec<PathBuf>,
+    /// Load the default plugin directories too (the executable's and the data directory's).
+    pub default_plugins: bool,
+    /// Give the flags to `hotsh` itself rather than to `hotsh acp`.
+    pub without_acp_word: bool,
 }
 
 impl AgentOptions {
     pub fn script(responses: Vec<Value>) -> Self {
         Self {
             responses,
+            per_session: Vec::new(),
             plugins: vec![tool_bash_plugin()],
             env: Vec::new(),
             bare: false,
             config: None,
             extra_plugin_dirs: Vec::new(),
+            default_plugins: false,
+            without_acp_word: false,
         }
     }
 
     pub fn bare() -> Self {
         Self {
             responses: Vec::new(),
+            per_session: Vec::new(),
             plugins: Vec::new(),
             env: Vec::new(),
             bare: true,
             config: None,
             extra_plugin_dirs: Vec::new(),
+            default_plugins: true,
+            without_acp_word: false,
         }
     }
 }
@@ -338,12 +351,18 @@ impl Agent {
             std::os::unix::fs::symlink(plugin, plugin_dir.join(name)).expect("link plugin");
         }
         let script = dir.path().join("script.json");
-        std::fs::write(&script, json!({"responses": options.responses}).to_string())
-            .expect("script");
+        let script_text = if options.per_session.is_empty() {
+            json!({"responses": options.responses})
+        } else {
+            json!({"sessions": options.per_session})
+        };
+        std::fs::write(&script, script_text.to_string()).expect("script");
         let mut command = Command::new(hotsh_binary());
         if !options.bare {
+            if !options.without_acp_word {
+                command.arg("acp");
+            }
             command
-                .arg("acp")
                 .arg("--model")
                 .arg(format!("script:{}", script.display()))
                 .arg("--plugin-dir")
@@ -353,6 +372,9 @@ impl Agent {
             for dir in &options.extra_plugin_dirs {
                 command.arg("--plugin-dir").arg(dir);
             }
+            if !options.default_plugins {
+                command.arg("--no-default-plugins");
+            }
             if let Some(config) = &options.config {
                 let path = dir.path().join("config.toml");
                 std::fs::write(&path, config).expect("config file");
@@ -361,8 +383,10 @@ impl Agent {
         }
         command
             .env("HOTSH_LOG", "debug")
-            // Never the developer's own configuration.
+            // Never the developer's own configuration, plugins or sessions.
             .env("XDG_CONFIG_HOME", dir.path().join("config-home"))
+            .env("XDG_DATA_HOME", dir.path().join("data-home"))
+            .env("HOTSH_DATA_DIR", dir.path().join("data"))
             .env("TMPDIR", dir.path())
             .envs(options.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::piped())

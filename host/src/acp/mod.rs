@@ -53,11 +53,8 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
         .on_receive_request(
             async move |request: NewSessionRequest, responder, cx| {
                 let (host, features) = &for_new;
-                if !request.cwd.is_absolute() {
-                    return responder.respond_with_error(invalid_params(format!(
-                        "cwd must be an absolute path, got {}",
-                        request.cwd.display()
-                    )));
+                if let Err(message) = check_cwd(&request.cwd) {
+                    return responder.respond_with_error(invalid_params(message));
                 }
                 let session = host.new_session(request.cwd);
                 let sink: Arc<dyn EventSink> = Arc::new(AcpSink {
@@ -91,10 +88,14 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                 };
                 let prompt = from_acp::prompt_text(&request.prompt);
                 tokio::spawn(async move {
-                    let stop = turn::run_turn(&host, &session, prompt, sink, cancel).await;
+                    let outcome = turn::run_turn(&host, &session, prompt, sink, cancel).await;
                     session.end_turn();
-                    tracing::info!(session = %session.id, ?stop, "turn ended");
-                    let _ = responder.respond(PromptResponse::new(to_acp::stop_reason(stop)));
+                    tracing::info!(session = %session.id, ?outcome, "turn ended");
+                    let _ = match outcome {
+                        Ok(stop) => responder.respond(PromptResponse::new(to_acp::stop_reason(stop))),
+                        Err(failed) => responder
+                            .respond_with_error(Error::new(ErrorCode::INTERNAL_ERROR, failed.0)),
+                    };
                 });
                 Ok(())
             },
@@ -114,6 +115,18 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
             },
             agent_client_protocol::on_receive_notification!(),
         )
+}
+
+/// A session's working directory must be an absolute path to an existing directory.
+fn check_cwd(cwd: &std::path::Path) -> Result<(), String> {
+    if !cwd.is_absolute() {
+        return Err(format!("cwd must be an absolute path, got {}", cwd.display()));
+    }
+    match std::fs::metadata(cwd) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(format!("cwd {} is not a directory", cwd.display())),
+        Err(error) => Err(format!("cwd {} cannot be used: {error}", cwd.display())),
+    }
 }
 
 fn invalid_params(message: String) -> Error {

@@ -94,9 +94,11 @@ pub(super) fn update_with_terminal(event: SessionEvent) -> Option<SessionUpdate>
             if let Some(error) = error {
                 fields = fields.content(text_content(error));
             }
-            let exit = terminal
-                .exit
-                .unwrap_or(crate::session::TerminalExit { exit_code: None, signal: None });
+            let exit = terminal.exit.unwrap_or(crate::session::TerminalExit {
+                exit_code: None,
+                signal: None,
+                reason: None,
+            });
             SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(id.clone(), fields).meta(meta(
                 "terminal_exit",
                 json!({ "terminal_id": id, "exit_code": exit.exit_code, "signal": exit.signal }),
@@ -138,7 +140,7 @@ pub(super) fn update_with_console(
         }
         SessionEvent::ToolCallFinished {
             call_id,
-            card: Card::Terminal(TerminalCard { .. }),
+            card: Card::Terminal(TerminalCard { exit, .. }),
             status: call_status,
             raw_output,
             error,
@@ -146,10 +148,18 @@ pub(super) fn update_with_console(
             let console = consoles.remove(&call_id.0).unwrap_or_default();
             let mut fields =
                 ToolCallUpdateFields::new().status(status(call_status)).raw_output(raw_output);
-            if let Some(error) = error {
-                fields = fields.content(text_content(error));
-            } else if !console.is_empty() {
-                fields = fields.content(text_content(fenced_console(&console)));
+            // Without a terminal there is no exit-status pill: say why the command ended.
+            let reason = exit.and_then(|exit| exit.reason);
+            let body = match (error, console.is_empty(), reason) {
+                (Some(error), _, _) => Some(error),
+                (None, true, reason) => reason,
+                (None, false, None) => Some(fenced_console(&console)),
+                (None, false, Some(reason)) => {
+                    Some(format!("{}\n\n{reason}", fenced_console(&console)))
+                }
+            };
+            if let Some(body) = body {
+                fields = fields.content(text_content(body));
             }
             SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(call_id.0, fields))
         }

@@ -13,12 +13,14 @@
 
 mod capture;
 mod env;
+mod helper;
 mod live;
 mod shim;
 mod task;
 
 pub(crate) use capture::{CaptureLimits, SpillSummary};
 pub(crate) use env::EnvPolicy;
+pub(crate) use helper::{run_helper, spawn_tool};
 pub(crate) use live::{Drained, LiveOutput};
 pub(crate) use task::{TaskEnded, TaskId, TaskRead, TaskState, TaskStatus};
 
@@ -45,17 +47,6 @@ pub fn run_shim_if_asked() {
     if args.first().is_some_and(|a| a == shim::SUBCOMMAND) {
         shim::main(&args[1..]);
     }
-}
-
-/// Runs a program in the foreground with the terminal's stdio and waits for it: for CLI
-/// helpers such as `hotsh dev`, not for commands of the model.
-pub(crate) fn run_attached(
-    program: &Path,
-    args: &[String],
-    cwd: &Path,
-) -> std::io::Result<std::process::ExitStatus> {
-    #[expect(clippy::disallowed_methods, reason = "the executor is where processes start")]
-    std::process::Command::new(program).args(args).current_dir(cwd).status()
 }
 
 /// Executor settings; the defaults are the documented contract.

@@ -73,18 +73,22 @@ pub(crate) enum ModelEvent {
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ModelError {
     #[error(
-        "no model is configured; start hotsh with `--model script:PATH` (see the README for the script format)"
+        "no model is configured; start hotsh with `--model script:PATH` (see the README for the script format), e.g. `--model script:examples/demo/script.json` in a hotsh checkout"
     )]
     NotConfigured,
-    #[error("the model script {path} has no more responses (all {used} were used)")]
+    #[error(
+        "the model script {path} has no more responses for this session (all {used} were used)"
+    )]
     ScriptExhausted { path: PathBuf, used: usize },
 }
 
 /// A model adapter.
 pub(crate) trait Model: Send + Sync + std::fmt::Debug {
-    /// Answers one request, sending events as they arrive. Returns when the answer is complete.
+    /// Answers one request of `session`, sending events as they arrive. Returns when the
+    /// answer is complete.
     fn respond(
         &self,
+        session: &str,
         request: &ModelRequest,
         events: mpsc::UnboundedSender<ModelEvent>,
     ) -> BoxFuture<'_, Result<(), ModelError>>;
@@ -97,6 +101,7 @@ pub(crate) struct NoModel;
 impl Model for NoModel {
     fn respond(
         &self,
+        _session: &str,
         _request: &ModelRequest,
         _events: mpsc::UnboundedSender<ModelEvent>,
     ) -> BoxFuture<'_, Result<(), ModelError>> {

@@ -9,21 +9,30 @@
 //! ]}
 //! ```
 //!
+//! Every session plays `responses` from its start (a demo works in every thread a user
+//! opens). Instead of `responses`, a script may give `sessions`, a list of response lists:
+//! the Nth session to ask the model plays the Nth list.
+//!
 //! `arguments` is an object, or a string holding the raw JSON text a model produced (which may
 //! be malformed on purpose). A tool call may carry an `id`; otherwise one is made up.
 
 use super::{Model, ModelError, ModelEvent, ModelRequest, ModelToolCall};
+use crate::sync::lock;
 use anyhow::Context as _;
 use futures::future::BoxFuture;
 use serde::Deserialize;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use tokio::sync::mpsc;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Script {
-    responses: Vec<ScriptedResponse>,
+    #[serde(default)]
+    responses: Option<Vec<ScriptedResponse>>,
+    #[serde(default)]
+    sessions: Option<Vec<Vec<ScriptedResponse>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -51,12 +60,22 @@ fn empty_object() -> serde_json::Value {
     serde_json::Value::Object(serde_json::Map::new())
 }
 
-/// Plays a script; shared by every session of the agent process.
+/// Which responses sessions play.
+#[derive(Debug)]
+enum Plays {
+    /// Every session the same list, from its start.
+    Same(Vec<ScriptedResponse>),
+    /// The Nth session to ask the Nth list.
+    PerSession(Vec<Vec<ScriptedResponse>>),
+}
+
+/// Plays a script, each session from its own start.
 #[derive(Debug)]
 pub(crate) struct ScriptModel {
     path: PathBuf,
-    responses: Vec<ScriptedResponse>,
-    next: AtomicUsize,
+    plays: Plays,
+    /// Per session: which list it plays and the next response in it.
+    cursors: Mutex<HashMap<String, (usize, usize)>>,
 }
 
 impl ScriptModel {
@@ -65,22 +84,45 @@ impl ScriptModel {
             .with_context(|| format!("cannot read model script {}", path.display()))?;
         let script: Script = serde_json::from_str(&text)
             .with_context(|| format!("model script {} is not valid", path.display()))?;
-        Ok(Self { path: path.to_owned(), responses: script.responses, next: AtomicUsize::new(0) })
+        let plays = match (script.responses, script.sessions) {
+            (Some(responses), None) => Plays::Same(responses),
+            (None, Some(sessions)) => Plays::PerSession(sessions),
+            _ => anyhow::bail!(
+                "model script {} must have exactly one of `responses` and `sessions`",
+                path.display()
+            ),
+        };
+        Ok(Self { path: path.to_owned(), plays, cursors: Mutex::default() })
+    }
+
+    /// The list `session` plays and the index of its next response, advancing the cursor.
+    fn next_for(&self, session: &str) -> (&[ScriptedResponse], usize) {
+        let mut cursors = lock(&self.cursors);
+        let sessions_seen = cursors.len();
+        let (list, next) = cursors.entry(session.to_owned()).or_insert((sessions_seen, 0));
+        let index = *next;
+        *next += 1;
+        let responses: &[ScriptedResponse] = match &self.plays {
+            Plays::Same(responses) => responses,
+            Plays::PerSession(lists) => lists.get(*list).map_or(&[], Vec::as_slice),
+        };
+        (responses, index)
     }
 }
 
 impl Model for ScriptModel {
     fn respond(
         &self,
+        session: &str,
         _request: &ModelRequest,
         events: mpsc::UnboundedSender<ModelEvent>,
     ) -> BoxFuture<'_, Result<(), ModelError>> {
-        let index = self.next.fetch_add(1, Ordering::SeqCst);
+        let (responses, index) = self.next_for(session);
         Box::pin(async move {
-            let Some(response) = self.responses.get(index) else {
+            let Some(response) = responses.get(index) else {
                 return Err(ModelError::ScriptExhausted {
                     path: self.path.clone(),
-                    used: self.responses.len(),
+                    used: responses.len(),
                 });
             };
             if let Some(reasoning) = &response.reasoning {

@@ -1,11 +1,15 @@
 //! Loading one plugin file as a new generation (DESIGN §5's verified recipe).
 //!
-//! The file is read once, checked, and byte-copied to a name unique to this process and
-//! generation: the dynamic loader caches libraries by name and inode, so loading the original
-//! path (or a hard link) again would hand back the old code. The copy is loaded with
-//! `RawLibrary`, its layout is checked against the host's, and the library is never unloaded
-//! (pointers into it live on in the registry). `RootModule::load_from*` is never used: it
-//! caches the first module per process.
+//! The file is read once, checked, and its bytes are copied into an anonymous memory file
+//! (`memfd_create`) that is loaded through `/proc/self/fd/N`. The dynamic loader caches
+//! libraries by name and by inode, so loading the original path (or a hard link, or a reused
+//! name) again would hand back the old code; every memory file is a new inode, and its
+//! descriptor stays open for the life of the process, so no two generations share a name. No
+//! other user can reach a memory file, nothing is written to a shared directory, and nothing
+//! is left behind if the host is killed. The copy is loaded with `RawLibrary`, its layout is
+//! checked against the host's, and the library is never unloaded (pointers into it live on in
+//! the registry). `RootModule::load_from*` is never used: it caches the first module per
+//! process.
 
 use super::v1::PluginV1;
 use crate::model::ToolDefinition;
@@ -76,19 +80,13 @@ pub(crate) enum Rejection {
     Plugin(String),
 }
 
-/// Loads `path` as a new generation. `scratch` is where the private copy is written (it is
-/// removed again once loaded).
-pub(crate) fn load(path: &Path, scratch: &Path) -> Result<LoadedPlugin, Rejection> {
-    let bytes = std::fs::read(path)
-        .map_err(|source| Rejection::Unreadable { path: path.to_owned(), source })?;
-    load_bytes(path, &bytes, scratch)
+/// Reads a plugin file, with a rejection a user can read when it cannot be read.
+pub(crate) fn read(path: &Path) -> Result<Vec<u8>, Rejection> {
+    std::fs::read(path).map_err(|source| Rejection::Unreadable { path: path.to_owned(), source })
 }
 
-pub(crate) fn load_bytes(
-    path: &Path,
-    bytes: &[u8],
-    scratch: &Path,
-) -> Result<LoadedPlugin, Rejection> {
+/// Loads the bytes of the plugin file `path` as a new generation.
+pub(crate) fn load_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedPlugin, Rejection> {
     let started = std::time::Instant::now();
     if !is_complete_elf(bytes) {
         return Err(Rejection::Incomplete);
@@ -101,15 +99,13 @@ pub(crate) fn load_bytes(
     }
     let generation = Generation(NEXT_GENERATION.fetch_add(1, Ordering::Relaxed));
     let stem = path.file_stem().map_or_else(|| "plugin".into(), |s| s.to_string_lossy());
-    let copy = scratch.join(format!("{stem}.{}.{generation}.so", std::process::id()));
-    std::fs::create_dir_all(scratch).and_then(|()| std::fs::write(&copy, bytes)).map_err(|e| {
-        Rejection::Open(format!("cannot write private copy {}: {e}", copy.display()))
+    let copy = private_copy(&format!("hotsh-{stem}-{generation}"), bytes)
+        .map_err(|e| Rejection::Open(format!("cannot make a private copy in memory: {e}")))?;
+    let library = RawLibrary::load_at(&copy).map_err(|e| {
+        Rejection::Open(
+            one_line(&e.to_string()).replace(&*copy.to_string_lossy(), &path.to_string_lossy()),
+        )
     })?;
-    let library = RawLibrary::load_at(&copy);
-    // The mapping stays valid after the name is gone; nothing is left behind even if the host
-    // is killed later.
-    let _ = std::fs::remove_file(&copy);
-    let library = library.map_err(|e| Rejection::Open(first_line(&e.to_string())))?;
     // SAFETY: the library is never unloaded (forgotten below), so the header's 'static
     // references stay valid.
     let mut abi_version = String::new();
@@ -159,7 +155,7 @@ fn reject(error: LibraryError) -> Rejection {
         LibraryError::RootModule { err: RootModuleError::Unwound, .. } => {
             Rejection::ConstructorPanicked
         }
-        other => Rejection::Open(first_line(&other.to_string())),
+        other => Rejection::Open(one_line(&other.to_string())),
     }
 }
 
@@ -285,8 +281,29 @@ pub(crate) fn layout_summary(differences: &[Difference]) -> String {
     lines.join("\n")
 }
 
-fn first_line(text: &str) -> String {
-    text.lines().find(|l| !l.trim().is_empty()).unwrap_or(text).trim().to_owned()
+/// A multi-line message (abi_stable's are) as one line, every part kept.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Copies `bytes` into a new anonymous memory file and returns the path that opens it
+/// (`/proc/self/fd/N`). The descriptor is never closed: its number, and so the path, stays
+/// unique to this copy for the life of the process, which the dynamic loader's cache by name
+/// requires.
+fn private_copy(name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    use std::io::Write as _;
+    use std::os::fd::{FromRawFd as _, IntoRawFd as _};
+    let name = std::ffi::CString::new(name.replace('\0', "_")).map_err(std::io::Error::other)?;
+    // SAFETY: a valid C string; the new descriptor is owned by the `File` below.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created and nothing else owns it.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    file.write_all(bytes)?;
+    let fd = file.into_raw_fd();
+    Ok(PathBuf::from(format!("/proc/self/fd/{fd}")))
 }
 
 /// True when `bytes` is a 64-bit little-endian ELF whose section header table (written last

@@ -4,12 +4,14 @@
 //! only to clone or swap an `Arc`. A tool call takes the snapshot once and finishes on the
 //! generation it started on, whatever is loaded meanwhile.
 
+mod check;
 mod loader;
 mod services;
 mod v1;
 mod watcher;
 
-pub(crate) use loader::{LoadedPlugin, Rejection, load};
+pub(crate) use check::{CheckFailure, Description};
+pub(crate) use loader::{LoadedPlugin, Rejection};
 pub(crate) use services::CallServices;
 pub(crate) use v1::{PluginCall, PluginOutput};
 pub(crate) use watcher::watch_plugin_dirs;
@@ -55,40 +57,61 @@ impl Snapshot {
     }
 }
 
-/// `hotsh plugin check PATH`: loads the file through the same path as the agent and prints
-/// what it offers, or why it is rejected (exit status 1).
-#[expect(clippy::print_stdout, reason = "the command's report goes to stdout")]
+/// Checks a plugin file in a child process (see `check.rs`); blocking.
+pub(crate) fn check_in_child(path: &Path) -> Result<Description, CheckFailure> {
+    check::in_child(path)
+}
+
+/// Runs the checking child's side of [`check_in_child`]; never returns.
+pub(crate) fn check_child_main(path: &Path) -> ! {
+    check::child_main(path)
+}
+
+/// `hotsh plugin check PATH`: checks the file the way the agent does (in a child process, so
+/// a build that crashes or hangs is reported, not suffered) and prints what it offers on
+/// stdout, or why it is rejected on stderr (exit status 1).
 pub(crate) fn check(path: &Path) -> std::process::ExitCode {
-    let scratch = std::env::temp_dir().join("hotsh-plugin-copies");
-    match load(path, &scratch) {
+    use crate::term::out;
+    match check_in_child(path) {
         Ok(plugin) => {
-            println!("plugin {} {}", plugin.name, plugin.version);
-            println!("  file:      {}", path.display());
-            println!("  hotsh-abi: {} (interface v{})", plugin.abi_version, hotsh_abi::ABI_VERSION);
-            println!("  hash:      {:016x}", plugin.content_hash);
-            println!("  loaded in: {:?}", plugin.load_took);
-            println!("tools:");
+            out(&format!("plugin {} {}", plugin.name, plugin.version));
+            out(&format!("  file:      {}", path.display()));
+            out(&format!(
+                "  hotsh-abi: {} (interface v{})",
+                plugin.abi_version,
+                hotsh_abi::ABI_VERSION
+            ));
+            out(&format!("  hash:      {:016x}", plugin.content_hash));
+            out(&format!("  loaded in: {:.2} ms", plugin.load_micros as f64 / 1000.0));
+            out("tools:");
             for tool in &plugin.tools {
-                let summary = tool.description.lines().next().unwrap_or("");
-                println!("  {}: {summary}", tool.name);
+                out(&format!("  {}: {}", tool.name, tool.summary));
             }
-            println!("prompt sections:");
+            out("prompt sections:");
             for section in &plugin.prompt_sections {
-                println!(
+                out(&format!(
                     "  {} (order {}, {} lines)",
-                    section.id,
-                    section.order,
-                    section.text.lines().count()
-                );
+                    section.id, section.order, section.lines
+                ));
             }
             std::process::ExitCode::SUCCESS
         }
-        Err(rejection) => {
-            println!("rejected: {}", path.display());
-            println!("{rejection}");
+        Err(failure) => {
+            crate::term::error(&format!("{} is rejected: {failure}", path.display()));
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// What a user reads when no plugin provides a tool.
+pub(crate) fn no_tools_message(dirs: &[PathBuf]) -> String {
+    let looked: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    format!(
+        "no tools are loaded: no hotsh plugin was found in {}. Build the plugins with `cargo \
+         build --release` (they land beside the hotsh executable) and install them for this \
+         user with `target/release/hotsh install`, or pass `--plugin-dir DIR`",
+        if looked.is_empty() { "any plugin directory".to_owned() } else { looked.join(", ") }
+    )
 }
 
 /// What a refresh of one plugin file changed.
@@ -164,18 +187,15 @@ pub(crate) struct Registry {
     slots: Mutex<Vec<Slot>>,
     dirs: Vec<PathBuf>,
     ready: watch::Sender<bool>,
-    /// Where private copies of plugin files are written while being loaded.
-    scratch: PathBuf,
 }
 
 impl Registry {
-    pub(crate) fn new(dirs: Vec<PathBuf>, scratch: PathBuf) -> Self {
+    pub(crate) fn new(dirs: Vec<PathBuf>) -> Self {
         Self {
             snapshot: RwLock::default(),
             slots: Mutex::default(),
             dirs,
             ready: watch::Sender::new(false),
-            scratch,
         }
     }
 
@@ -197,11 +217,45 @@ impl Registry {
     /// plugins, or that are rejected, are logged and skipped.
     pub(crate) fn load_all(&self) {
         for dir in &self.dirs {
-            for path in candidate_files(dir) {
-                self.refresh(&path);
-            }
+            self.scan(dir);
         }
         self.ready.send_replace(true);
+        self.log_summary();
+    }
+
+    /// Looks at every plugin file in `dir` (blocking); returns what changed.
+    pub(crate) fn scan(&self, dir: &Path) -> Vec<PluginChange> {
+        candidate_files(dir)
+            .into_iter()
+            .filter_map(|path| match self.refresh(&path) {
+                Refresh::Changed(change) => Some(change),
+                Refresh::Unchanged | Refresh::LookAgain(_) => None,
+            })
+            .collect()
+    }
+
+    /// One line saying which plugins and tools serve (nothing when none do: the caller says
+    /// that in its own way).
+    fn log_summary(&self) {
+        let snapshot = self.snapshot();
+        if snapshot.plugins.is_empty() {
+            return;
+        }
+        let plugins: Vec<String> = snapshot
+            .plugins
+            .iter()
+            .map(|p| {
+                let tools: Vec<&str> = p.tools.iter().map(|t| t.name.as_str()).collect();
+                format!(
+                    "{} {} from {} (tools: {})",
+                    p.name,
+                    p.version,
+                    p.path.display(),
+                    tools.join(", ")
+                )
+            })
+            .collect();
+        tracing::info!("serving {} plugin(s): {}", plugins.len(), plugins.join("; "));
     }
 
     /// Looks at one plugin file again (blocking) and loads, rejects or unloads it.
@@ -265,7 +319,7 @@ impl Registry {
         if slot.rejected_hash == Some(hash) {
             return Refresh::Unchanged;
         }
-        match loader::load_bytes(path, &bytes, &self.scratch) {
+        match loader::load_bytes(path, &bytes) {
             Ok(plugin) => {
                 let plugin = Arc::new(plugin);
                 let replaced = slot.current.replace(Arc::clone(&plugin));
@@ -388,10 +442,12 @@ fn shut_down(plugin: &Arc<LoadedPlugin>) {
     }
 }
 
-/// The files in `dir` named like shared libraries (`lib*.so`), sorted by name.
-fn candidate_files(dir: &Path) -> Vec<PathBuf> {
+/// The files in `dir` named like shared libraries (`lib*.so`), sorted by name. A directory
+/// that does not exist (yet) has none.
+pub(crate) fn candidate_files(dir: &Path) -> Vec<PathBuf> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
         Err(error) => {
             tracing::warn!(dir = %dir.display(), %error, "cannot read plugin directory");
             return Vec::new();

@@ -34,6 +34,8 @@ pub(crate) struct CallServices {
     pub(crate) task_output_dir: PathBuf,
     /// Background tasks started during this call, in order.
     pub(crate) started: std::sync::Mutex<Vec<String>>,
+    /// Why the last command this call ran ended, when it did not simply exit 0.
+    pub(crate) last_end: std::sync::Mutex<Option<String>>,
 }
 
 impl CallServices {
@@ -64,7 +66,10 @@ impl abi::HostServices for CallServices {
         let live = Arc::clone(&self.live);
         let cancel = self.cancel.clone();
         match self.on_runtime(async move { executor.run(request, &live, &cancel).await }) {
-            Ok(Ok(outcome)) => RResult::ROk(to_abi_outcome(outcome)),
+            Ok(Ok(outcome)) => {
+                *lock(&self.last_end) = end_reason(&outcome);
+                RResult::ROk(to_abi_outcome(outcome))
+            }
             Ok(Err(error)) => RResult::RErr(error.to_string().into()),
             Err(error) => RResult::RErr(error),
         }
@@ -126,6 +131,26 @@ impl abi::HostServices for CallServices {
             Ok(owner) => RResult::ROk(owner.map(RString::from).into()),
             Err(error) => RResult::RErr(error.to_string().into()),
         }
+    }
+}
+
+/// Why a command ended, in a sentence, unless it simply exited 0.
+fn end_reason(outcome: &RunOutcome) -> Option<String> {
+    let signal = outcome.signal.as_ref().map(|s| format!(" ({s})")).unwrap_or_default();
+    if outcome.aborted {
+        return Some(format!("Stopped: the user cancelled the turn{signal}."));
+    }
+    if outcome.timed_out {
+        return Some(format!(
+            "Stopped: timed out after {} ms{signal}.",
+            outcome.timeout.as_millis()
+        ));
+    }
+    match (outcome.exit_code, &outcome.signal) {
+        (_, Some(signal)) => Some(format!("Killed by signal {signal}.")),
+        (Some(0), None) => None,
+        (Some(code), None) => Some(format!("Exited with code {code}.")),
+        (None, None) => Some("Ended without an exit status.".to_owned()),
     }
 }
 

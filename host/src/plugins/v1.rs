@@ -149,6 +149,7 @@ fn from_abi_card(card: abi::Card) -> Card {
             exit: t.exit.into_option().map(|e| TerminalExit {
                 exit_code: e.exit_code.into_option(),
                 signal: e.signal.into_option().map(|s| s.into_string()),
+                reason: None,
             }),
         }),
         abi::Card::Generic(g) => Card::Generic(GenericCard {

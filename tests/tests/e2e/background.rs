@@ -152,18 +152,22 @@ fn kill_running_kill_finished_unknown_and_malformed_ids() {
 #[test]
 fn another_session_can_neither_read_nor_kill_a_task() {
     let marker = "sleep 30.0503";
-    let responses = vec![
+    let session_a = vec![
         background(marker),
         say("A started it"),
+        task_call("bash_kill", "bash-1"),
+        say("A killed it"),
+    ];
+    let session_b = vec![
         json!({"tool_calls": [
             {"name": "bash_output", "arguments": {"task_id": "bash-1"}},
             {"name": "bash_kill", "arguments": {"task_id": "bash-1"}}
         ]}),
         say("B tried"),
-        task_call("bash_kill", "bash-1"),
-        say("A killed it"),
     ];
-    let mut agent = Agent::start(AgentOptions::script(responses));
+    let mut options = AgentOptions::script(Vec::new());
+    options.per_session = vec![session_a, session_b];
+    let mut agent = Agent::start(options);
     agent.initialize(true);
     let a = agent.new_session();
     let b = agent.new_session();

@@ -43,6 +43,7 @@ fn relative_cwd_is_refused() {
     let response = agent.call("session/new", json!({"cwd": "relative/dir", "mcpServers": []}));
     assert_eq!(response["error"]["code"], -32602, "{response}");
     assert!(response["error"]["message"].as_str().unwrap().contains("absolute"));
+    agent.new_session();
 }
 
 #[test]
@@ -98,16 +99,47 @@ fn wrong_tool_arguments_become_tool_errors_the_model_reads() {
 }
 
 #[test]
-fn script_running_out_ends_the_turn_with_a_message() {
+fn script_running_out_answers_the_prompt_with_an_error_and_the_session_lives_on() {
     let mut agent = Agent::start(AgentOptions::script(vec![say("only answer")]));
     agent.initialize(true);
     let session = agent.new_session();
     assert_eq!(agent.prompt(&session, "one")["result"]["stopReason"], "end_turn");
     let response = agent.prompt(&session, "two");
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
-    let last = agent.updates(&session).pop().unwrap();
-    let text = last["content"]["text"].as_str().unwrap();
-    assert!(text.contains("has no more responses (all 1 were used)"), "{text}");
+    assert_eq!(response["error"]["code"], -32603, "{response}");
+    let message = response["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("has no more responses for this session (all 1 were used)"),
+        "{message}"
+    );
+    // Nothing of the failure was spliced into the agent's reply.
+    let updates = agent.updates(&session);
+    assert_eq!(updates.len(), 1, "{updates:#?}");
+    // Another session plays the script from its start.
+    let other = agent.new_session();
+    assert_eq!(agent.prompt(&other, "one")["result"]["stopReason"], "end_turn");
+    assert_eq!(agent.updates(&other)[0]["content"]["text"], "only answer");
+}
+
+#[test]
+fn session_cwd_must_be_an_existing_directory() {
+    let mut agent = Agent::start(AgentOptions::script(vec![]));
+    agent.initialize(true);
+    let missing = agent.workdir.join("missing");
+    let response =
+        agent.call("session/new", json!({"cwd": missing.to_str().unwrap(), "mcpServers": []}));
+    assert_eq!(response["error"]["code"], -32602, "{response}");
+    let message = response["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!("cwd {} cannot be used: No such file", missing.display())),
+        "{message}"
+    );
+    let file = agent.workdir.join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let response =
+        agent.call("session/new", json!({"cwd": file.to_str().unwrap(), "mcpServers": []}));
+    assert_eq!(response["error"]["code"], -32602, "{response}");
+    assert_eq!(response["error"]["message"], format!("cwd {} is not a directory", file.display()));
+    agent.new_session();
 }
 
 #[test]

@@ -97,6 +97,8 @@ fn without_terminal_support_output_is_a_console_block() {
     assert_eq!(last["rawOutput"]["exit_code"], 3);
     let text = last["content"][0]["content"]["text"].as_str().expect("final console content");
     assert!(text.starts_with("```console\n"), "{text}");
+    // Without a terminal's exit pill, the card says how the command ended.
+    let text = text.strip_suffix("\n\nExited with code 3.").expect("the exit line");
     assert!(text.ends_with("\n```"), "{text}");
     let body = text.trim_start_matches("```console\n").trim_end_matches("\n```");
     // The fence drops a final newline, so stderr's line may end the block without one.
@@ -182,4 +184,36 @@ fn timeout_stops_the_command_and_says_so() {
     assert_eq!(last["rawOutput"]["timed_out"], true);
     assert_eq!(last["rawOutput"]["timeout_ms"], 300);
     eventually("both sleeps to be gone", || processes_matching("sleep 30.0431").is_empty());
+}
+
+/// A command that prints nothing and is stopped: a client without terminal support still sees
+/// why it ended.
+fn console_reason_of(arguments: Value, cancel: bool) -> String {
+    let call = json!({"tool_calls": [{"name": "bash", "arguments": arguments}]});
+    let mut agent = Agent::start(AgentOptions::script(vec![call, say("ok")]));
+    agent.initialize(false);
+    let session = agent.new_session();
+    let prompt = agent.start_prompt(&session, "go");
+    if cancel {
+        agent.wait_for(|m| m["params"]["update"]["sessionUpdate"] == "tool_call");
+        eventually("the sleep to start", || !processes_matching("sleep 30.0707").is_empty());
+        agent.notify("session/cancel", json!({"sessionId": session}));
+    }
+    agent.response(prompt);
+    let updates = agent.updates(&session);
+    let last = updates.iter().rev().find(|u| u["status"] == "failed").expect("a failed card");
+    last["content"][0]["content"]["text"].as_str().expect("the card says why").to_owned()
+}
+
+#[test]
+fn without_terminal_support_a_stopped_silent_command_says_why_it_ended() {
+    assert_eq!(
+        console_reason_of(json!({"command": "sleep 30.0707"}), true),
+        "Stopped: the user cancelled the turn (SIGTERM)."
+    );
+    assert_eq!(
+        console_reason_of(json!({"command": "sleep 30.0708", "timeout": 200}), false),
+        "Stopped: timed out after 200 ms (SIGTERM)."
+    );
+    assert_eq!(console_reason_of(json!({"command": "exit 4"}), false), "Exited with code 4.");
 }

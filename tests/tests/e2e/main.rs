@@ -6,6 +6,7 @@ mod background;
 mod bad_input;
 mod cancel;
 mod cards;
+mod first_run;
 mod guarantees;
 mod panics;
 mod plugins;

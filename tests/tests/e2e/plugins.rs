@@ -43,15 +43,20 @@ fn bare_hotsh_serves_acp_with_plugins_from_its_own_directory() {
     assert_eq!(init["result"]["agentInfo"]["name"], "hotsh");
     let session = agent.new_session();
     let response = agent.prompt(&session, "hello?");
-    assert_eq!(response["result"]["stopReason"], "end_turn");
-    let text =
-        agent.updates(&session).pop().unwrap()["content"]["text"].as_str().unwrap().to_owned();
+    assert_eq!(response["error"]["code"], -32603, "{response}");
+    let message = response["error"]["message"].as_str().unwrap();
     assert!(
-        text.contains("no model is configured; start hotsh with `--model script:PATH`"),
-        "{text}"
+        message.starts_with("no model is configured; start hotsh with `--model script:PATH`"),
+        "{message}"
     );
     // The default plugin directory is the executable's: tool-bash was found there.
     let stderr = agent.stderr();
     assert!(stderr.contains("plugin loaded") && stderr.contains("tool-bash"), "{stderr}");
+    let summary = stderr.lines().find(|l| l.contains("serving ")).expect("a start-up summary");
+    assert!(
+        summary.contains("tool-bash 0.1.0 from ")
+            && summary.contains("(tools: bash, bash_output, bash_kill)"),
+        "{summary}"
+    );
     assert!(agent.finish().success());
 }

@@ -352,21 +352,58 @@ fn plugin_check_describes_a_plugin_or_says_why_it_is_rejected() {
             .arg(path)
             .output()
             .unwrap();
-        (output.status.success(), String::from_utf8_lossy(&output.stdout).into_owned())
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
     };
-    let (ok, text) = check(&reloadable_build("A", Interface::Same));
+    let (ok, text, _) = check(&reloadable_build("A", Interface::Same));
     assert!(ok, "{text}");
     assert!(text.starts_with("plugin reloadable 0.1.0\n"), "{text}");
     assert!(text.contains("  hotsh-abi: 0.1.0 (interface v1)\n"), "{text}");
     assert!(text.contains("tools:\n  reloadable_build: Says which build is serving.\n"), "{text}");
     assert!(text.contains("prompt sections:\n  tool:reloadable (order 300, 1 lines)\n"), "{text}");
 
-    let (ok, text) = check(&reloadable_build("changed", Interface::ChangedLayout));
-    assert!(!ok);
-    assert!(text.contains("its interface does not match this host's"), "{text}");
-    assert!(text.contains("incompatible type size: expected 160, found 168"), "{text}");
+    // Rejections go to stderr as one `error:` line with the whole reason; nothing on stdout.
+    let (ok, text, error) = check(&reloadable_build("changed", Interface::ChangedLayout));
+    assert!(!ok && text.is_empty(), "{text}");
+    assert!(error.starts_with("error: "), "{error}");
+    assert!(error.contains("its interface does not match this host's"), "{error}");
+    assert!(error.contains("incompatible type size: expected 160, found 168"), "{error}");
 
-    let (ok, text) = check(std::path::Path::new("/bin/true"));
+    let (ok, text, error) = check(std::path::Path::new("/bin/true"));
+    assert!(!ok && text.is_empty());
+    assert_eq!(
+        error,
+        "error: /bin/true is rejected: not a hotsh plugin (no abi_stable root module)\n"
+    );
+
+    // An executable that looks like a plugin (the hotsh binary itself): the loader's whole
+    // reason, not its first line.
+    let (ok, _, error) = check(&hotsh_binary());
     assert!(!ok);
-    assert!(text.ends_with("not a hotsh plugin (no abi_stable root module)\n"), "{text}");
+    assert!(
+        error.contains("Could not open library at: ")
+            && error
+                .trim_end()
+                .ends_with("cannot dynamically load position-independent executable"),
+        "{error}"
+    );
+    assert_eq!(error.lines().count(), 1, "{error}");
+}
+
+#[test]
+#[allow(clippy::disallowed_methods, reason = "runs hotsh plugin check through a pipe")]
+fn plugin_check_into_a_closed_pipe_exits_quietly() {
+    let script = format!(
+        "{} plugin check {} | true; echo \"status=${{PIPESTATUS[0]}}\"",
+        hotsh_binary().display(),
+        tool_bash_plugin().display()
+    );
+    let output = std::process::Command::new("bash").arg("-c").arg(&script).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stdout, "status=0\n", "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
 }

@@ -1,0 +1,38 @@
+//! Where hotsh keeps things on disk.
+//!
+//! The **data directory** holds what belongs to this user across runs: the plugins installed
+//! with `hotsh install` (`<data dir>/plugins`), and the session logs once they exist. It is
+//! `--data-dir DIR`, else `$HOTSH_DATA_DIR`, else `$XDG_DATA_HOME/hotsh`, else
+//! `~/.local/share/hotsh`.
+
+use std::path::{Path, PathBuf};
+
+/// The data directory, or `None` when neither a flag, the environment nor a home directory
+/// names one.
+pub(crate) fn data_dir(explicit: Option<&Path>) -> Option<PathBuf> {
+    if let Some(dir) = explicit {
+        return Some(dir.to_owned());
+    }
+    let from_env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    from_env("HOTSH_DATA_DIR")
+        .or_else(|| from_env("XDG_DATA_HOME").map(|d| d.join("hotsh")))
+        .or_else(|| from_env("HOME").map(|h| h.join(".local/share/hotsh")))
+}
+
+/// The per-user plugin directory inside a data directory.
+pub(crate) fn user_plugin_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("plugins")
+}
+
+/// The directory holding the running executable: `cargo build` puts the plugins of this
+/// workspace beside `hotsh`.
+pub(crate) fn executable_dir() -> anyhow::Result<PathBuf> {
+    use anyhow::Context as _;
+    let exe = std::env::current_exe().context("cannot find the hotsh executable")?;
+    Ok(exe.parent().context("the executable has no directory")?.to_owned())
+}
+
+/// Where `hotsh install` puts the executable by default: `~/.local/bin`.
+pub(crate) fn user_bin_dir() -> Option<PathBuf> {
+    std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".local/bin"))
+}

@@ -1,0 +1,136 @@
+//! Short-lived helper processes of the host itself (the plugin checker) and the programs the
+//! CLI helpers run (cargo for `hotsh dev`).
+
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+use std::path::Path;
+use std::process::{Child, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// What a helper left behind.
+#[derive(Debug)]
+pub(crate) struct HelperOutput {
+    /// `None` when it did not finish in time (it was killed).
+    pub(crate) status: Option<ExitStatus>,
+    pub(crate) stdout: Vec<u8>,
+    pub(crate) stderr: Vec<u8>,
+}
+
+/// A process handle that cannot be confused with a later process of the same pid.
+#[derive(Debug)]
+pub(crate) struct Pidfd(OwnedFd);
+
+impl Pidfd {
+    pub(crate) fn open(pid: u32) -> std::io::Result<Self> {
+        // SAFETY: pidfd_open takes a pid and flags; the result is a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a new descriptor nothing else owns.
+        Ok(Self(unsafe { OwnedFd::from_raw_fd(fd as i32) }))
+    }
+
+    /// Sends `signal`; an already ended process is not an error.
+    pub(crate) fn signal(&self, signal: i32) {
+        // SAFETY: a valid pidfd; a null siginfo means "as kill(2) would".
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.0.as_raw_fd(),
+                signal,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            );
+        }
+    }
+
+    /// Waits until the process has ended (not reaped), at most `timeout`. True if it ended.
+    pub(crate) fn wait_exit(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let mut fds =
+                [libc::pollfd { fd: self.0.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+            let ms = left.as_millis().min(i32::MAX as u128) as i32;
+            // SAFETY: one valid pollfd.
+            let ready = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
+            if ready > 0 {
+                return true;
+            }
+            if ready == 0 {
+                return false;
+            }
+            if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                return false;
+            }
+        }
+    }
+}
+
+/// Runs this executable with `args` (stdin empty, stdout and stderr captured), killing it if it
+/// has not ended within `timeout`. Blocking.
+pub(crate) fn run_helper(args: &[OsString], timeout: Duration) -> std::io::Result<HelperOutput> {
+    let mut command = std::process::Command::new("/proc/self/exe");
+    command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    #[expect(clippy::disallowed_methods, reason = "the executor is where processes start")]
+    let mut child = command.spawn()?;
+    let stdout = read_in_background(child.stdout.take());
+    let stderr = read_in_background(child.stderr.take());
+    let finished = match Pidfd::open(child.id()) {
+        Ok(pidfd) => {
+            let ended = pidfd.wait_exit(timeout);
+            if !ended {
+                pidfd.signal(libc::SIGKILL);
+            }
+            ended
+        }
+        Err(_) => wait_by_polling(&mut child, timeout),
+    };
+    let status = child.wait()?;
+    // A grandchild may hold the pipes open: take what arrived, without waiting for it.
+    let collect = |rx: std::sync::mpsc::Receiver<Vec<u8>>| {
+        rx.recv_timeout(Duration::from_secs(1)).unwrap_or_default()
+    };
+    Ok(HelperOutput {
+        status: finished.then_some(status),
+        stdout: collect(stdout),
+        stderr: collect(stderr),
+    })
+}
+
+/// Without pidfds (kernels before 5.3): polls the child every millisecond.
+fn wait_by_polling(child: &mut Child, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let _ = child.kill();
+    false
+}
+
+fn read_in_background(
+    pipe: Option<impl std::io::Read + Send + 'static>,
+) -> std::sync::mpsc::Receiver<Vec<u8>> {
+    let (send, receive) = std::sync::mpsc::channel();
+    if let Some(mut pipe) = pipe {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            let _ = send.send(bytes);
+        });
+    } else {
+        let _ = send.send(Vec::new());
+    }
+    receive
+}
+
+/// Starts a program of the user's (cargo, for `hotsh dev`) with the terminal's stdin and
+/// stderr, and stdout piped to the caller.
+pub(crate) fn spawn_tool(program: &Path, args: &[String], cwd: &Path) -> std::io::Result<Child> {
+    #[expect(clippy::disallowed_methods, reason = "the executor is where processes start")]
+    std::process::Command::new(program).args(args).current_dir(cwd).stdout(Stdio::piped()).spawn()
+}
