@@ -247,3 +247,54 @@ fn starting_with_no_tools_is_a_warning() {
     assert!(warning.contains("no tools are loaded: no hotsh plugin was found in "), "{warning}");
     assert!(warning.contains(&agent.plugin_dir().display().to_string()), "{warning}");
 }
+
+/// The shell block between the `plugin-steps` markers of the README.
+fn readme_plugin_steps() -> String {
+    let readme = std::fs::read_to_string(workspace().join("README.md")).unwrap();
+    let block = readme
+        .split("<!-- plugin-steps:begin -->")
+        .nth(1)
+        .and_then(|rest| rest.split("<!-- plugin-steps:end -->").next())
+        .expect("the README marks its plugin steps");
+    block
+        .trim()
+        .strip_prefix("```sh")
+        .and_then(|b| b.strip_suffix("```"))
+        .expect("the steps are one sh block")
+        .to_owned()
+}
+
+#[test]
+#[allow(clippy::disallowed_methods, reason = "runs the README's steps in bash")]
+fn the_readmes_plugin_steps_work_as_written() {
+    let home = tempfile::tempdir().unwrap();
+    // `hotsh` on PATH, as after `hotsh install`; tool-bash installed for this user.
+    let bin = home.path().join(".local/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(hotsh_binary(), bin.join("hotsh")).unwrap();
+    let plugins = home.path().join(".local/share/hotsh/plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::copy(hotsh_tests::tool_bash_plugin(), plugins.join("libhotsh_tool_bash.so")).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let output = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &readme_plugin_steps()])
+        .current_dir(workspace())
+        .env("HOME", home.path())
+        .env("PATH", path)
+        .env("TMPDIR", home.path())
+        .env("XDG_CONFIG_HOME", home.path().join(".config"))
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("HOTSH_DATA_DIR")
+        .env_remove("CARGO_TARGET_DIR")
+        // Everything the example needs is in cargo's cache already.
+        .env("CARGO_NET_OFFLINE", "true")
+        .output()
+        .unwrap();
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", text(&output.stderr));
+    assert!(stdout.contains("plugin hello 0.1.0\n"), "{stdout}");
+    assert!(stdout.contains("tools:\n  hello: Greets someone by name.\n"), "{stdout}");
+    assert!(stdout.contains("• Greet Ada\n"), "{stdout}");
+    assert!(stdout.contains("Hello, Ada!"), "{stdout}");
+    assert!(stdout.trim_end().ends_with("The hello tool answered."), "{stdout}");
+}

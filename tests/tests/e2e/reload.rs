@@ -81,9 +81,70 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// `hotsh dev` running with its stdout and stderr collected line by line.
+struct Dev {
+    child: KillOnDrop,
+    lines: std::sync::mpsc::Receiver<String>,
+    stdout: Vec<String>,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Dev {
+    #[allow(clippy::disallowed_methods, reason = "starts hotsh dev")]
+    fn start(crate_dir: &std::path::Path) -> Self {
+        use std::io::BufRead as _;
+        let mut child = std::process::Command::new(hotsh_binary())
+            .arg("dev")
+            .arg(crate_dir)
+            .arg("--")
+            .arg("--quiet")
+            .arg("--target-dir")
+            .arg(fixture_target_dir())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (send, lines) = std::sync::mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = send.send(line);
+            }
+        });
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let collected = std::sync::Arc::clone(&stderr);
+        let pipe = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                let mut all = collected.lock().unwrap();
+                all.push_str(&line);
+                all.push('\n');
+            }
+        });
+        Self { child: KillOnDrop(child), lines, stdout: Vec::new(), stderr }
+    }
+
+    /// Waits for the next stdout line starting with `prefix`; returns it.
+    fn wait_for_line(&mut self, prefix: &str) -> String {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(hotsh_tests::DEADLINE)
+                .unwrap_or_else(|_| panic!("no {prefix:?} line; so far: {:#?}", self.stdout));
+            self.stdout.push(line.clone());
+            if line.starts_with(prefix) {
+                return line;
+            }
+        }
+    }
+
+    fn builds(&self) -> usize {
+        self.stdout.iter().filter(|l| l.starts_with("hotsh dev: cargo build")).count()
+    }
+}
+
 #[test]
-#[allow(clippy::disallowed_methods, reason = "starts hotsh dev")]
-fn hotsh_dev_rebuilds_on_save_and_the_agent_serves_each_build() {
+fn hotsh_dev_rebuilds_on_save_reports_each_build_and_the_agent_serves_it() {
     // Labels new to every run, so each build is new content for the agent.
     let nonce = format!("{}-{:?}", std::process::id(), std::time::SystemTime::now());
     let crate_dir = tempfile::tempdir().unwrap();
@@ -95,28 +156,87 @@ fn hotsh_dev_rebuilds_on_save_and_the_agent_serves_each_build() {
     agent.initialize(true);
     let session = agent.new_session();
 
-    let _dev = KillOnDrop(
-        std::process::Command::new(hotsh_binary())
-            .arg("dev")
-            .arg(crate_dir.path())
-            .arg("--")
-            .arg("--quiet")
-            .arg("--target-dir")
-            .arg(fixture_target_dir())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
+    let mut dev = Dev::start(crate_dir.path());
+    let accepted = dev.wait_for_line("hotsh dev: accepted ");
+    let library = fixture_output_dir().join("libhotsh_fixture_devloop.so");
+    assert_eq!(
+        accepted,
+        format!(
+            "hotsh dev: accepted devloop 0.1.0 (tools: devloop_build, devloop_gated, devloop_hang) \
+             from {}; a watching agent serves it now",
+            library.display()
+        )
     );
     let (_, after) = agent.wait_for_plugin_card(&session, 0, "devloop");
     agent.prompt(&session, "which?");
     assert_eq!(agent.last_tool_result(), (format!("build one {nonce}"), false));
 
-    // The author saves a change; nobody runs cargo by hand.
+    // A save that does not compile: one build, the error printed once, the agent untouched.
+    let source = crate_dir.path().join("src/lib.rs");
+    let good = std::fs::read_to_string(&source).unwrap();
+    std::fs::write(&source, format!("{good}\nfn broken() -> u32 {{ \"not a number\" }}\n"))
+        .unwrap();
+    let failed = dev.wait_for_line("hotsh dev: build failed");
+    assert!(failed.ends_with("a watching agent keeps the previous build"), "{failed}");
+
+    // The author fixes it; nobody runs cargo by hand.
     write_renamed_fixture(crate_dir.path(), "devloop", &format!("two {nonce}"));
+    dev.wait_for_line("hotsh dev: accepted devloop 0.1.0");
     agent.wait_for_plugin_card(&session, after, "devloop reloaded");
     agent.prompt(&session, "and now?");
     assert_eq!(agent.last_tool_result(), (format!("build two {nonce}"), false));
+
+    // Three saves, three builds: cargo reading the sources does not trigger builds of its own.
+    assert_eq!(dev.builds(), 3, "{:#?}", dev.stdout);
+    let stderr = dev.stderr.lock().unwrap().clone();
+    assert_eq!(stderr.matches("mismatched types").count(), 1, "{stderr}");
+    drop(dev.child);
+}
+
+#[test]
+#[allow(clippy::disallowed_methods, reason = "runs hotsh dev through a pipe")]
+fn hotsh_dev_into_a_closed_pipe_exits_quietly() {
+    let crate_dir = tempfile::tempdir().unwrap();
+    write_renamed_fixture(crate_dir.path(), "devpipe", "piped");
+    let script = format!(
+        "{} dev {} -- --quiet --target-dir {} | true; echo \"status=${{PIPESTATUS[0]}}\"",
+        hotsh_binary().display(),
+        crate_dir.path().display(),
+        fixture_target_dir().display()
+    );
+    let output = std::process::Command::new("bash").arg("-c").arg(&script).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "status=0\n", "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn a_plugin_directory_that_appears_later_or_is_recreated_stays_watched() {
+    let scratch = tempfile::tempdir().unwrap();
+    // Two levels that do not exist yet, as `target/debug` before the first build.
+    let dir = scratch.path().join("target").join("debug");
+    let responses =
+        vec![call("reloadable_build"), say("one"), call("reloadable_build"), say("two")];
+    let mut options = AgentOptions::script(responses);
+    options.extra_plugin_dirs = vec![dir.clone()];
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+
+    std::fs::create_dir_all(&dir).unwrap();
+    install_like_cargo(&reloadable_build("A", Interface::Same), &dir, LIBRARY);
+    let (_, after) = agent.wait_for_plugin_card(&session, 0, "Plugin reloadable loaded");
+    agent.prompt(&session, "which?");
+    assert_eq!(agent.last_tool_result(), ("build A".to_owned(), false));
+
+    // `cargo clean && cargo build`: the whole tree goes, then comes back with a new build.
+    std::fs::remove_dir_all(scratch.path().join("target")).unwrap();
+    let (_, after) = agent.wait_for_plugin_card(&session, after, "unloaded");
+    std::fs::create_dir_all(&dir).unwrap();
+    install_like_cargo(&reloadable_build("B", Interface::Same), &dir, LIBRARY);
+    agent.wait_for_plugin_card(&session, after, "Plugin reloadable loaded");
+    agent.prompt(&session, "and now?");
+    assert_eq!(agent.last_tool_result(), ("build B".to_owned(), false));
 }
 
 #[test]
