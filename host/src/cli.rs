@@ -241,8 +241,11 @@ async fn serve(args: AgentArgs) -> anyhow::Result<ExitCode> {
              to start; for a prompt in this terminal use `hotsh run \"…\"` (see `hotsh --help`)."
         );
     }
+    // Before anything else runs (plugins load in `Host::start`): nothing but the protocol may
+    // write to stdout.
+    let protocol_out = crate::acp::claim_stdout().context("cannot take stdout for the protocol")?;
     let host = Host::start(args.into_config()?)?;
-    let served = crate::acp::serve_stdio(Arc::clone(&host)).await;
+    let served = crate::acp::serve_stdio(Arc::clone(&host), protocol_out).await;
     host.shutdown().await;
     served?;
     Ok(ExitCode::SUCCESS)

@@ -181,6 +181,57 @@ pub fn reloadable_build_in(profile: Profile, label: &str, interface: Interface) 
     )
 }
 
+/// A build of the `misbehaving` fixture in `mode` (`well-behaved`, `abort-in-manifest`,
+/// `hang-in-tools`), kept as `libhotsh_fixture_misbehaving.so`.
+pub fn misbehaving_build(mode: &str) -> PathBuf {
+    let key = format!("misbehaving-{mode}");
+    let source = target_dir().join("fixture-src").join(&key);
+    let template = workspace().join("tests/fixtures/misbehaving");
+    let package = format!("hotsh-fixture-{key}");
+    let manifest = std::fs::read_to_string(template.join("Cargo.toml"))
+        .expect("fixture manifest")
+        .replace("name = \"hotsh-fixture-misbehaving\"", &format!("name = {package:?}"))
+        .replace(
+            "path = \"../../../abi\"",
+            &format!("path = {:?}", workspace().join("abi").display().to_string()),
+        );
+    let code = std::fs::read_to_string(template.join("src/lib.rs"))
+        .expect("fixture source")
+        .replace("const MODE: &str = \"well-behaved\";", &format!("const MODE: &str = {mode:?};"));
+    write_if_changed(&source.join("Cargo.toml"), &manifest);
+    write_if_changed(&source.join("src/lib.rs"), &code);
+    let built = format!("lib{}.so", package.replace('-', "_"));
+    build_fixture(&key, &source.join("Cargo.toml"), &built, "libhotsh_fixture_misbehaving.so")
+}
+
+/// A copy of the library at `good` with its `.text` section overwritten by `byte` (same size,
+/// still a complete ELF file): loading it crashes the process that loads it.
+pub fn corrupted_copy(good: &Path, byte: u8, into: &Path) {
+    let mut bytes = std::fs::read(good).expect("read the good build");
+    let (offset, size) = elf_section(&bytes, ".text").expect("a .text section");
+    bytes[offset..offset + size].fill(byte);
+    std::fs::write(into, bytes).expect("write the corrupted build");
+}
+
+/// The file offset and size of a section of a 64-bit little-endian ELF file.
+fn elf_section(bytes: &[u8], wanted: &str) -> Option<(usize, usize)> {
+    let u16_at = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
+    let u32_at =
+        |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
+    let u64_at =
+        |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes")) as usize;
+    let (table, entry_size, count, names_index) =
+        (u64_at(0x28), u16_at(0x3A), u16_at(0x3C), u16_at(0x3E));
+    let header = |index: usize| table + index * entry_size;
+    let names = u64_at(header(names_index) + 0x18);
+    (0..count).find_map(|index| {
+        let at = header(index);
+        let name_at = names + u32_at(at);
+        let name = bytes[name_at..].split(|&b| b == 0).next()?;
+        (name == wanted.as_bytes()).then(|| (u64_at(at + 0x18), u64_at(at + 0x20)))
+    })
+}
+
 /// Writes a crate at `dir`: the reloadable fixture renamed to `name` (package
 /// `hotsh-fixture-<name>`, tools `<name>_build`, …) whose tools answer `build <label>`.
 pub fn write_renamed_fixture(dir: &Path, name: &str, label: &str) {
@@ -473,6 +524,13 @@ impl Agent {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Writes raw bytes to hotsh's stdin.
+    pub fn send_bytes(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).expect("write to hotsh");
+        stdin.flush().expect("flush to hotsh");
     }
 
     pub fn send_line(&mut self, line: &str) {

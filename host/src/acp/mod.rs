@@ -6,6 +6,9 @@
 
 mod from_acp;
 mod to_acp;
+mod transport;
+
+pub(crate) use transport::claim_stdout;
 
 use crate::host::Host;
 use crate::session::{EventSink, SessionEvent, SessionId};
@@ -158,10 +161,16 @@ impl EventSink for AcpSink {
     }
 }
 
-/// Serves ACP on stdin/stdout until the client closes stdin.
-pub(crate) async fn serve_stdio(host: Arc<Host>) -> anyhow::Result<()> {
-    agent(host)
-        .connect_to(agent_client_protocol::Stdio::new())
+/// Serves ACP on stdin and `stdout` (the protocol's private descriptor, see
+/// [`claim_stdout`]) until the client closes stdin.
+pub(crate) async fn serve_stdio(host: Arc<Host>, stdout: std::fs::File) -> anyhow::Result<()> {
+    let stdin = std::io::BufReader::with_capacity(64 << 10, std::io::stdin());
+    let (transport, writer) = transport::lines(stdin, stdout);
+    let served = agent(host)
+        .connect_to(transport)
         .await
-        .map_err(|e| anyhow::anyhow!("ACP connection failed: {e}"))
+        .map_err(|e| anyhow::anyhow!("ACP connection failed: {e}"));
+    // Every message handed to the transport reaches the client before the agent exits.
+    let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+    served
 }

@@ -68,13 +68,24 @@ impl Pidfd {
     }
 }
 
-/// Runs this executable with `args` (stdin empty, stdout and stderr captured), killing it if it
-/// has not ended within `timeout`. Blocking.
-pub(crate) fn run_helper(args: &[OsString], timeout: Duration) -> std::io::Result<HelperOutput> {
+/// Runs this executable with `args` (`input` on its stdin, stdout and stderr captured),
+/// killing it if it has not ended within `timeout`. Blocking.
+pub(crate) fn run_helper(
+    args: &[OsString],
+    input: Vec<u8>,
+    timeout: Duration,
+) -> std::io::Result<HelperOutput> {
     let mut command = std::process::Command::new("/proc/self/exe");
-    command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     #[expect(clippy::disallowed_methods, reason = "the executor is where processes start")]
     let mut child = command.spawn()?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A thread of its own: a helper that never reads must not block the caller.
+        std::thread::spawn(move || {
+            use std::io::Write as _;
+            let _ = stdin.write_all(&input);
+        });
+    }
     let stdout = read_in_background(child.stdout.take());
     let stderr = read_in_background(child.stderr.take());
     let finished = match Pidfd::open(child.id()) {

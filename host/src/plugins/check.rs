@@ -3,10 +3,12 @@
 //! A build can take down the process that loads it (corrupted code, a constructor that
 //! aborts) or hang it (a constructor or `tools()` that never returns), and no in-process check
 //! can catch that. So a build is first loaded by `hotsh __check-plugin PATH`: the host binary
-//! re-executed, which loads the file exactly as the agent does, asks it for its manifest,
-//! tools and prompt sections, and reports them as one JSON line. Only a build the child
-//! survived, within a time limit, is accepted. `hotsh plugin check`, `hotsh dev` and
-//! `hotsh install` report what the child found.
+//! re-executed, which receives the very bytes the agent read (on its stdin, so a file that
+//! changes in between cannot slip past), loads them exactly as the agent does, asks the
+//! plugin for its manifest, tools and prompt sections, and reports them as one JSON line.
+//! Only a build the child survived, within a time limit, is accepted: by the registry before
+//! it loads a build into the agent, and by `hotsh plugin check`, `hotsh dev` and
+//! `hotsh install`.
 
 use super::loader;
 use serde::{Deserialize, Serialize};
@@ -79,10 +81,17 @@ pub(crate) enum CheckFailure {
     Rejected(String),
 }
 
-/// Checks the plugin file `path` in a child process (blocking, at most [`CHECK_TIMEOUT`]).
+/// Reads the plugin file `path` and checks it in a child process (blocking).
 pub(crate) fn in_child(path: &Path) -> Result<Description, CheckFailure> {
+    let bytes = loader::read(path).map_err(|r| CheckFailure::Rejected(r.to_string()))?;
+    bytes_in_child(path, bytes)
+}
+
+/// Checks `bytes`, the content of the plugin file `path`, in a child process (blocking, at
+/// most [`CHECK_TIMEOUT`]).
+pub(crate) fn bytes_in_child(path: &Path, bytes: Vec<u8>) -> Result<Description, CheckFailure> {
     let args: Vec<OsString> = vec![SUBCOMMAND.into(), path.as_os_str().to_owned()];
-    let output = crate::executor::run_helper(&args, CHECK_TIMEOUT).map_err(|error| {
+    let output = crate::executor::run_helper(&args, bytes, CHECK_TIMEOUT).map_err(|error| {
         CheckFailure::Rejected(format!("cannot start a process to check it: {error}"))
     })?;
     let Some(status) = output.status else {
@@ -120,10 +129,10 @@ pub(crate) fn in_child(path: &Path) -> Result<Description, CheckFailure> {
     }
 }
 
-/// `hotsh __check-plugin PATH`: loads the file and prints one JSON report on the original
-/// stdout. Runs in a throwaway process; never returns.
+/// `hotsh __check-plugin PATH`: loads the bytes on stdin as the plugin file PATH and prints one
+/// JSON report on the original stdout. Runs in a throwaway process; never returns.
 pub(crate) fn child_main(path: &Path) -> ! {
-    use std::io::Write as _;
+    use std::io::{Read as _, Write as _};
     use std::os::fd::FromRawFd as _;
     // SAFETY: plain libc calls on descriptors this process owns.
     let report_fd = unsafe {
@@ -136,7 +145,13 @@ pub(crate) fn child_main(path: &Path) -> ! {
         libc::dup2(2, 1);
         fd
     };
-    let report = match loader::read(path).and_then(|bytes| loader::load_bytes(path, &bytes)) {
+    let mut bytes = Vec::new();
+    let read = std::io::stdin().read_to_end(&mut bytes);
+    let loaded = match read {
+        Ok(_) => loader::load_bytes(path, &bytes),
+        Err(source) => Err(loader::Rejection::Unreadable { path: path.to_owned(), source }),
+    };
+    let report = match loaded {
         Ok(plugin) => Report::Accepted(Description {
             name: plugin.name,
             version: plugin.version,

@@ -76,6 +76,11 @@ pub(crate) enum Rejection {
     Layout(String),
     #[error("its module constructor panicked")]
     ConstructorPanicked,
+    /// What the check in a child process found (see `check.rs`).
+    #[error("{0}")]
+    Checked(String),
+    #[error("loading it in the agent did not finish within {} s", LOAD_TIMEOUT.as_secs())]
+    Hung,
     #[error("{0}")]
     Plugin(String),
 }
@@ -85,18 +90,46 @@ pub(crate) fn read(path: &Path) -> Result<Vec<u8>, Rejection> {
     std::fs::read(path).map_err(|source| Rejection::Unreadable { path: path.to_owned(), source })
 }
 
-/// Loads the bytes of the plugin file `path` as a new generation.
-pub(crate) fn load_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedPlugin, Rejection> {
-    let started = std::time::Instant::now();
+/// How long loading a build into the agent may take (after the check in a child passed).
+pub(crate) const LOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Cheap checks that need no loading: a complete ELF file that names abi_stable's root module.
+/// They spare loading (and running the initialisers of) libraries that cannot be plugins.
+pub(crate) fn precheck(bytes: &[u8]) -> Result<(), Rejection> {
     if !is_complete_elf(bytes) {
         return Err(Rejection::Incomplete);
     }
-    // Cheap pre-check that spares loading (and running the initialisers of) libraries that
-    // cannot be plugins.
     let marker = abi_stable::library::ROOT_MODULE_LOADER_NAME.as_bytes();
-    if !bytes.windows(marker.len()).any(|window| window == marker) {
+    let first = marker[0];
+    let found = bytes
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| **b == first)
+        .any(|(at, _)| bytes[at..].starts_with(marker));
+    if !found {
         return Err(Rejection::NotAPlugin);
     }
+    Ok(())
+}
+
+/// Loads `bytes` as a new generation on a thread of its own, giving up after
+/// [`LOAD_TIMEOUT`] (the thread is then abandoned; it holds no lock).
+pub(crate) fn load_with_timeout(path: &Path, bytes: Vec<u8>) -> Result<LoadedPlugin, Rejection> {
+    let (send, receive) = std::sync::mpsc::channel();
+    let path_owned = path.to_owned();
+    std::thread::Builder::new()
+        .name("plugin-load".into())
+        .spawn(move || {
+            let _ = send.send(load_bytes(&path_owned, &bytes));
+        })
+        .map_err(|e| Rejection::Open(format!("cannot start a thread to load it: {e}")))?;
+    receive.recv_timeout(LOAD_TIMEOUT).unwrap_or(Err(Rejection::Hung))
+}
+
+/// Loads the bytes of the plugin file `path` as a new generation.
+pub(crate) fn load_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedPlugin, Rejection> {
+    let started = std::time::Instant::now();
+    precheck(bytes)?;
     let generation = Generation(NEXT_GENERATION.fetch_add(1, Ordering::Relaxed));
     let stem = path.file_stem().map_or_else(|| "plugin".into(), |s| s.to_string_lossy());
     let copy = private_copy(&format!("hotsh-{stem}-{generation}"), bytes)

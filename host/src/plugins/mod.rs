@@ -76,11 +76,7 @@ pub(crate) fn check(path: &Path) -> std::process::ExitCode {
         Ok(plugin) => {
             out(&format!("plugin {} {}", plugin.name, plugin.version));
             out(&format!("  file:      {}", path.display()));
-            out(&format!(
-                "  hotsh-abi: {} (interface v{})",
-                plugin.abi_version,
-                hotsh_abi::ABI_VERSION
-            ));
+            out(&format!("  hotsh-abi: {}", plugin.abi_version));
             out(&format!("  hash:      {:016x}", plugin.content_hash));
             out(&format!("  loaded in: {:.2} ms", plugin.load_micros as f64 / 1000.0));
             out("tools:");
@@ -317,9 +313,10 @@ impl Registry {
             return Refresh::Unchanged;
         }
         if slot.rejected_hash == Some(hash) {
+            tracing::debug!(path = %path.display(), "same content as a rejected build; not tried again");
             return Refresh::Unchanged;
         }
-        match loader::load_bytes(path, &bytes) {
+        match load_checked(path, bytes) {
             Ok(plugin) => {
                 let plugin = Arc::new(plugin);
                 let replaced = slot.current.replace(Arc::clone(&plugin));
@@ -425,6 +422,18 @@ impl Registry {
         *self.snapshot.write().unwrap_or_else(std::sync::PoisonError::into_inner) =
             Arc::new(Snapshot { plugins });
     }
+}
+
+/// Loads a build only after a throwaway process loaded it without crashing or hanging (see
+/// `check.rs`), then loads it here with a time limit.
+fn load_checked(path: &Path, bytes: Vec<u8>) -> Result<LoadedPlugin, Rejection> {
+    loader::precheck(&bytes)?;
+    match check::bytes_in_child(path, bytes.clone()) {
+        Ok(_) => {}
+        Err(CheckFailure::NotAPlugin(_)) => return Err(Rejection::NotAPlugin),
+        Err(CheckFailure::Rejected(reason)) => return Err(Rejection::Checked(reason)),
+    }
+    loader::load_with_timeout(path, bytes)
 }
 
 /// Calls a replaced generation's `shutdown` hook on a thread of its own, so a hook that hangs

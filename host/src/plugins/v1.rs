@@ -90,10 +90,19 @@ impl PluginV1 {
     ) -> Result<PluginOutput, String> {
         let host = HostServices_TO::from_const(services, TD_Opaque);
         let output = result((self.module.invoke())(&to_abi(call), host))?;
-        Ok(PluginOutput {
-            text: output.text.into_string(),
-            raw_output: output.raw_output.into_string(),
-        })
+        // Copied out bounded: a plugin's 200 MiB answer is never copied whole.
+        let raw_output = if output.raw_output.len() > MAX_RAW_OUTPUT {
+            serde_json::json!({
+                "omitted": format!(
+                    "the plugin's raw output was {} bytes, over the host's limit of {MAX_RAW_OUTPUT}",
+                    output.raw_output.len()
+                )
+            })
+            .to_string()
+        } else {
+            output.raw_output.as_str().to_owned()
+        };
+        Ok(PluginOutput { text: bounded(output.text.as_str(), MAX_RESULT_TEXT), raw_output })
     }
 
     pub(crate) fn present_call(&self, call: &PluginCall) -> Result<Card, String> {
@@ -130,6 +139,35 @@ impl PluginV1 {
     }
 }
 
+/// The most text of one result the model gets from a plugin (head and tail are kept).
+pub(crate) const MAX_RESULT_TEXT: usize = 256 << 10;
+/// The largest raw output passed on to the client.
+pub(crate) const MAX_RAW_OUTPUT: usize = 1 << 20;
+/// The most text a card (content or title) may carry.
+const MAX_CARD_TEXT: usize = 64 << 10;
+
+/// `text` cut to about `cap` bytes: its head and tail around a marker naming what was left
+/// out.
+pub(crate) fn bounded(text: &str, cap: usize) -> String {
+    if text.len() <= cap {
+        return text.to_owned();
+    }
+    let mut head = cap / 2;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - cap / 2;
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!(
+        "{}\n[… {} bytes of the plugin's result omitted …]\n{}",
+        &text[..head],
+        tail - head,
+        &text[tail..]
+    )
+}
+
 fn to_abi(call: &PluginCall) -> abi::ToolCall {
     abi::ToolCall {
         call_id: call.call_id.as_str().into(),
@@ -143,8 +181,8 @@ fn to_abi(call: &PluginCall) -> abi::ToolCall {
 fn from_abi_card(card: abi::Card) -> Card {
     match card {
         abi::Card::Terminal(t) => Card::Terminal(TerminalCard {
-            command: t.command.into_string(),
-            description: t.description.into_option().map(|d| d.into_string()),
+            command: bounded(&t.command, MAX_CARD_TEXT),
+            description: t.description.into_option().map(|d| bounded(&d, MAX_CARD_TEXT)),
             cwd: t.cwd.into_string(),
             exit: t.exit.into_option().map(|e| TerminalExit {
                 exit_code: e.exit_code.into_option(),
@@ -153,7 +191,7 @@ fn from_abi_card(card: abi::Card) -> Card {
             }),
         }),
         abi::Card::Generic(g) => Card::Generic(GenericCard {
-            title: g.title.into_string(),
+            title: bounded(&g.title, MAX_CARD_TEXT),
             kind: match g.kind {
                 abi::ToolKind::Read => ToolKind::Read,
                 abi::ToolKind::Edit => ToolKind::Edit,
@@ -165,7 +203,21 @@ fn from_abi_card(card: abi::Card) -> Card {
                 abi::ToolKind::Fetch => ToolKind::Fetch,
                 abi::ToolKind::Other => ToolKind::Other,
             },
-            content: g.content.into_option().map(|c| c.into_string()),
+            content: g.content.into_option().map(|c| bounded(&c, MAX_CARD_TEXT)),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_keeps_head_and_tail_on_char_boundaries() {
+        assert_eq!(bounded("short", 10), "short");
+        let text = format!("{}{}", "é".repeat(10), "z".repeat(10));
+        let cut = bounded(&text, 10);
+        assert!(cut.starts_with("éé\n[… "), "{cut}");
+        assert!(cut.ends_with(" omitted …]\nzzzzz"), "{cut}");
     }
 }

@@ -142,11 +142,12 @@ fn kill_running_kill_finished_unknown_and_malformed_ids() {
     // The task's card was closed as killed.
     let closed = agent.wait_for(|m| {
         let u = &m["params"]["update"];
-        u["rawOutput"]["state"] == "killed"
+        m["params"]["sessionId"] == session.as_str()
+            && u["rawOutput"]["state"] == "killed"
             && u["title"].as_str().is_some_and(|t| t.starts_with("Background task bash-1"))
     });
     assert_eq!(closed["params"]["update"]["status"], "failed");
-    let _ = session;
+    assert_eq!(closed["params"]["update"]["rawOutput"]["signal"], "SIGTERM");
 }
 
 #[test]

@@ -8,6 +8,7 @@ mod cancel;
 mod cards;
 mod first_run;
 mod guarantees;
+mod hostile;
 mod panics;
 mod plugins;
 mod reload;

@@ -10,7 +10,8 @@ fn panic_in_a_plugin_becomes_a_tool_error_and_the_agent_keeps_serving() {
         {"name": "panic_in_present"},
         {"name": "bash", "arguments": {"command": "echo alive"}}
     ]});
-    let mut options = AgentOptions::script(vec![calls, json!({"text": "ok"})]);
+    let mut options = AgentOptions::script(Vec::new());
+    options.per_session = vec![vec![calls, json!({"text": "ok"})], vec![json!({"text": "served"})]];
     options.plugins = vec![tool_bash_plugin(), fixture_plugin("panicky")];
     let mut agent = Agent::start(options);
     agent.initialize(true);
@@ -25,7 +26,8 @@ fn panic_in_a_plugin_becomes_a_tool_error_and_the_agent_keeps_serving() {
     let updates = agent.updates(&session);
     let first = updates.iter().find(|u| u["sessionUpdate"] == "tool_call").unwrap();
     assert_eq!(first["title"], "panic_in_invoke");
-    // The agent lives on and serves another session.
+    // The agent lives on and serves another session's turn.
     let other = agent.new_session();
-    assert!(!other.is_empty());
+    assert_eq!(agent.prompt(&other, "still there?")["result"]["stopReason"], "end_turn");
+    assert_eq!(agent.updates(&other)[0]["content"]["text"], "served");
 }

@@ -301,10 +301,14 @@ fn rejected_while_the_old_build_serves(bad: &std::path::Path, reason: &str) -> (
     agent.prompt(&session, "which build?");
     assert_eq!(agent.last_tool_result(), ("build A".to_owned(), false));
 
-    // The rejected file is not retried: touching it changes nothing...
+    // The rejected file is not retried: writing the same bytes again is looked at, and
+    // recognised as the build already refused...
     let file = agent.plugin_dir().join(LIBRARY);
     let bytes = std::fs::read(&file).unwrap();
     std::fs::write(&file, &bytes).unwrap();
+    hotsh_tests::eventually("the rewrite to be recognised as the rejected build", || {
+        agent.stderr().contains("same content as a rejected build; not tried again")
+    });
     // ...and a good build after it still loads.
     install_like_cargo(&reloadable_build("B", Interface::Same), &agent.plugin_dir(), LIBRARY);
     agent.wait_for_plugin_card(&session, after, "reloaded");
@@ -398,25 +402,33 @@ fn touch_and_identical_rebuilds_do_not_reload_but_new_and_removed_files_do() {
         say("gone"),
     ];
     let mut options = AgentOptions::script(responses);
-    options.plugins = vec![reloadable_build("A", Interface::Same)];
+    options.plugins = Vec::new();
     let mut agent = Agent::start(options);
     agent.initialize(true);
     let session = agent.new_session();
+    // A real file (the harness would link it), so that touching it touches the watched one.
+    install_like_cargo(&reloadable_build("A", Interface::Same), &agent.plugin_dir(), LIBRARY);
+    let (_, after) = agent.wait_for_plugin_card(&session, 0, "Plugin reloadable loaded");
     let library = agent.plugin_dir().join(LIBRARY);
 
-    // A touch, then the identical build linked in again: no reload.
+    // A touch, then the identical build linked in again: each is looked at, and neither
+    // reloads.
+    let unchanged =
+        |agent: &Agent| agent.stderr().matches("plugin file touched but unchanged").count();
     std::fs::File::options()
         .append(true)
         .open(&library)
         .unwrap()
         .set_modified(std::time::SystemTime::now())
         .unwrap();
+    hotsh_tests::eventually("the touch to be looked at", || unchanged(&agent) == 1);
     install_like_cargo(&reloadable_build("A", Interface::Same), &agent.plugin_dir(), LIBRARY);
+    hotsh_tests::eventually("the identical build to be looked at", || unchanged(&agent) == 2);
     // A new plugin file: loaded (and its card comes after anything the touches caused).
     install_like_cargo(&hello_plugin(), &agent.plugin_dir(), "libhotsh_plugin_hello.so");
-    let ((title, _, _), after) = agent.wait_for_plugin_card(&session, 0, "loaded");
+    let ((title, _, _), after) = agent.wait_for_plugin_card(&session, after, "loaded");
     assert!(title.starts_with("Plugin hello loaded (build g"), "{title}");
-    assert_eq!(agent.plugin_cards(&session).len(), 1, "{:#?}", agent.plugin_cards(&session));
+    assert_eq!(agent.plugin_cards(&session).len(), 2, "{:#?}", agent.plugin_cards(&session));
     agent.prompt(&session, "greet");
     assert_eq!(agent.last_tool_result(), ("Hello, Ada!".to_owned(), false));
 
@@ -481,7 +493,8 @@ fn plugin_check_describes_a_plugin_or_says_why_it_is_rejected() {
     let (ok, text, _) = check(&reloadable_build("A", Interface::Same));
     assert!(ok, "{text}");
     assert!(text.starts_with("plugin reloadable 0.1.0\n"), "{text}");
-    assert!(text.contains("  hotsh-abi: 0.1.0 (interface v1)\n"), "{text}");
+    // The version the plugin's own header names.
+    assert!(text.contains("  hotsh-abi: 0.1.0\n"), "{text}");
     assert!(text.contains("tools:\n  reloadable_build: Says which build is serving.\n"), "{text}");
     assert!(text.contains("prompt sections:\n  tool:reloadable (order 300, 1 lines)\n"), "{text}");
 

@@ -1,0 +1,208 @@
+//! The stdio transport: newline-delimited JSON-RPC on stdin and on a private duplicate of
+//! stdout.
+//!
+//! - **stdout belongs to the protocol alone.** At start-up the protocol takes its own
+//!   duplicate of fd 1 and fd 1 is pointed at stderr, so nothing else in the process (a
+//!   plugin's `println!`, a library writing to stdout) can put a byte between two messages.
+//! - **One bad line never ends the agent.** Lines are read as bytes. A line that is not UTF-8,
+//!   or that is longer than [`MAX_LINE`], is replaced by a short line that is not JSON, which
+//!   the SDK answers with a parse error (`-32700`); the agent keeps serving. The SDK repeats a
+//!   malformed line in its error, so a malformed line longer than [`ECHO_LIMIT`] is replaced by
+//!   a short description of it first.
+
+use futures::StreamExt as _;
+use std::fs::File;
+use std::io::{BufRead, Write as _};
+use std::os::fd::FromRawFd as _;
+
+/// The longest line read; longer lines are skipped (and answered with a parse error).
+pub(crate) const MAX_LINE: usize = 256 << 20;
+/// The longest malformed line repeated back to the client.
+pub(crate) const ECHO_LIMIT: usize = 1024;
+
+/// Takes stdout for the protocol: returns a private duplicate of fd 1 and points fd 1 at
+/// stderr.
+pub(crate) fn claim_stdout() -> std::io::Result<File> {
+    // SAFETY: plain descriptor calls; the duplicate is owned by the returned `File`.
+    unsafe {
+        let private = libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3);
+        if private < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::dup2(2, 1) < 0 {
+            let error = std::io::Error::last_os_error();
+            libc::close(private);
+            return Err(error);
+        }
+        Ok(File::from_raw_fd(private))
+    }
+}
+
+/// The SDK transport over `input` and `output`; the returned thread handle finishes once
+/// every line handed to the transport is written.
+pub(crate) fn lines(
+    input: impl BufRead + Send + 'static,
+    mut output: File,
+) -> (
+    agent_client_protocol::Lines<
+        impl futures::Sink<String, Error = std::io::Error> + Send + 'static,
+        impl futures::Stream<Item = std::io::Result<String>> + Send + 'static,
+    >,
+    std::thread::JoinHandle<()>,
+) {
+    let (incoming_tx, incoming_rx) = tokio::sync::mpsc::channel::<std::io::Result<String>>(64);
+    std::thread::Builder::new()
+        .name("acp-stdin".into())
+        .spawn(move || read_lines(input, &incoming_tx))
+        .ok();
+    let incoming = futures::stream::unfold(incoming_rx, |mut rx| async move {
+        rx.recv().await.map(|line| (line, rx))
+    });
+    let (outgoing_tx, mut outgoing_rx) = tokio::sync::mpsc::channel::<String>(256);
+    let writer = std::thread::Builder::new()
+        .name("acp-stdout".into())
+        .spawn(move || {
+            while let Some(line) = outgoing_rx.blocking_recv() {
+                let written = output
+                    .write_all(line.as_bytes())
+                    .and_then(|()| output.write_all(b"\n"))
+                    .and_then(|()| output.flush());
+                if let Err(error) = written {
+                    tracing::debug!(%error, "cannot write to the client (gone?)");
+                    return;
+                }
+            }
+        })
+        .unwrap_or_else(|_| std::thread::spawn(|| ()));
+    let outgoing = futures::sink::unfold(outgoing_tx, async |tx, line: String| {
+        tx.send(line).await.map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client's stdout is closed")
+        })?;
+        Ok::<_, std::io::Error>(tx)
+    });
+    (agent_client_protocol::Lines::new(Box::pin(outgoing), incoming.boxed()), writer)
+}
+
+/// Reads lines until end of file, sending each (sanitised) to the transport.
+fn read_lines(mut input: impl BufRead, lines: &tokio::sync::mpsc::Sender<std::io::Result<String>>) {
+    loop {
+        let line = match read_line(&mut input, MAX_LINE) {
+            Ok(Some(RawLine::Complete(bytes))) => Ok(sanitize(bytes)),
+            Ok(Some(RawLine::TooLong(length))) => Ok(format!(
+                "<a line of {length} bytes, over the {} MiB limit, was skipped>",
+                MAX_LINE >> 20
+            )),
+            Ok(None) => return,
+            Err(error) => Err(error),
+        };
+        let failed = line.is_err();
+        if lines.blocking_send(line).is_err() || failed {
+            return;
+        }
+    }
+}
+
+/// One line as read.
+#[derive(Debug, PartialEq, Eq)]
+enum RawLine {
+    Complete(Vec<u8>),
+    /// Longer than the limit: its bytes were skipped; this is how many there were.
+    TooLong(usize),
+}
+
+/// Reads up to the next newline (not included), keeping at most `limit` bytes in memory.
+/// `None` at end of input.
+fn read_line(input: &mut impl BufRead, limit: usize) -> std::io::Result<Option<RawLine>> {
+    let mut line = Vec::new();
+    let mut length = 0usize;
+    loop {
+        let buffer = match input.fill_buf() {
+            Ok(buffer) => buffer,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        };
+        if buffer.is_empty() {
+            return Ok((length > 0).then(|| finish(line, length, limit)));
+        }
+        let (chunk, done) = match buffer.iter().position(|&b| b == b'\n') {
+            Some(at) => (&buffer[..at], at + 1),
+            None => (buffer, buffer.len()),
+        };
+        let newline = done > chunk.len();
+        length += chunk.len();
+        if length <= limit {
+            line.extend_from_slice(chunk);
+        } else {
+            line = Vec::new();
+        }
+        input.consume(done);
+        if newline {
+            return Ok(Some(finish(line, length, limit)));
+        }
+    }
+}
+
+fn finish(mut line: Vec<u8>, length: usize, limit: usize) -> RawLine {
+    if length > limit {
+        return RawLine::TooLong(length);
+    }
+    if line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    RawLine::Complete(line)
+}
+
+/// The line the SDK gets: the line itself, or a short line that is not JSON describing a line
+/// that is not UTF-8, or a long malformed one.
+fn sanitize(bytes: Vec<u8>) -> String {
+    let length = bytes.len();
+    match String::from_utf8(bytes) {
+        Err(_) => format!("<a line of {length} bytes that is not UTF-8>"),
+        Ok(line)
+            if line.len() > ECHO_LIMIT
+                && serde_json::from_str::<serde::de::IgnoredAny>(&line).is_err() =>
+        {
+            let mut start = 200;
+            while !line.is_char_boundary(start) {
+                start -= 1;
+            }
+            format!("<malformed JSON, {length} bytes, starting {:?}>", &line[..start])
+        }
+        Ok(line) => line,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines_of(input: &[u8], limit: usize) -> Vec<RawLine> {
+        let mut reader = std::io::BufReader::with_capacity(4, input);
+        std::iter::from_fn(|| read_line(&mut reader, limit).expect("reads")).collect()
+    }
+
+    #[test]
+    fn lines_are_split_bounded_and_stripped_of_cr() {
+        assert_eq!(
+            lines_of(b"ab\r\n0123456789\nlast", 8),
+            vec![
+                RawLine::Complete(b"ab".to_vec()),
+                RawLine::TooLong(10),
+                RawLine::Complete(b"last".to_vec())
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_lines_become_short_non_json_lines() {
+        assert_eq!(sanitize(b"\xff\xfe{}".to_vec()), "<a line of 4 bytes that is not UTF-8>");
+        assert_eq!(sanitize(b"{\"ok\": 1}".to_vec()), "{\"ok\": 1}");
+        let long = format!("{{{}", "x".repeat(5000));
+        let short = sanitize(long.into_bytes());
+        assert!(short.starts_with("<malformed JSON, 5001 bytes, starting \"{xxx"), "{short}");
+        assert!(short.len() < 300);
+        // Valid JSON is passed on whatever its length.
+        let valid = format!("{{\"a\": \"{}\"}}", "y".repeat(5000));
+        assert_eq!(sanitize(valid.clone().into_bytes()), valid);
+    }
+}

@@ -1,0 +1,138 @@
+//! Hostile input: bytes on stdin, plugins that print, hang, crash or flood, other users
+//! sharing the temp directory. Each has a defined outcome and the agent keeps serving.
+
+use hotsh_tests::{
+    Agent, AgentOptions, Interface, corrupted_copy, install_like_cargo, misbehaving_build,
+    reloadable_build, say, tool_bash_plugin,
+};
+use serde_json::json;
+
+fn call(name: &str) -> serde_json::Value {
+    json!({"tool_calls": [{"name": name, "arguments": {}}]})
+}
+
+#[test]
+fn a_line_that_is_not_utf8_gets_a_parse_error_and_the_agent_keeps_serving() {
+    let mut agent = Agent::start(AgentOptions::script(vec![say("still here")]));
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.send_bytes(b"\xff\xfe\xfd\n");
+    // Invalid UTF-8 inside an otherwise well-formed request, too.
+    agent.send_bytes(b"{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"session/new\",\"params\":{\"cwd\":\"/tmp/\xc3\"}}\n");
+    let first = agent.wait_for_from(0, |m| m["error"]["code"] == -32700);
+    assert_eq!(
+        agent.received[first]["error"]["data"]["line"],
+        "<a line of 3 bytes that is not UTF-8>"
+    );
+    let second = agent.wait_for_from(first + 1, |m| m["error"]["code"] == -32700);
+    let line = agent.received[second]["error"]["data"]["line"].as_str().unwrap();
+    assert!(line.ends_with(" bytes that is not UTF-8>"), "{line}");
+    assert_eq!(agent.prompt(&session, "hello")["result"]["stopReason"], "end_turn");
+}
+
+#[test]
+fn a_huge_malformed_line_is_not_repeated_back() {
+    let mut agent = Agent::start(AgentOptions::script(vec![]));
+    let mut line = b"{\"jsonrpc\": \"2.0\", \"id\": 1, ".to_vec();
+    line.extend(std::iter::repeat_n(b'x', 50 << 20));
+    line.push(b'\n');
+    agent.send_bytes(&line);
+    let error = agent.wait_for(|m| m["error"]["code"] == -32700);
+    let echoed = error["error"]["data"]["line"].as_str().unwrap();
+    assert!(echoed.len() < 400, "{} bytes repeated", echoed.len());
+    assert!(echoed.starts_with("<malformed JSON, 52428828 bytes, starting "), "{echoed}");
+    agent.initialize(true);
+    agent.new_session();
+}
+
+#[test]
+fn a_plugin_printing_to_stdout_cannot_corrupt_the_protocol() {
+    let mut options = AgentOptions::script(vec![call("print_to_stdout"), say("after the print")]);
+    options.plugins = vec![misbehaving_build("well-behaved")];
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    // The harness fails on any stdout line that is not JSON; the turn completes.
+    assert_eq!(agent.prompt(&session, "print")["result"]["stopReason"], "end_turn");
+    assert_eq!(agent.last_tool_result(), ("printed".to_owned(), false));
+    hotsh_tests::eventually("the print on stderr", || {
+        agent.stderr().contains("garbage from a plugin on stdout")
+    });
+}
+
+#[test]
+fn a_plugin_result_of_200_mib_is_capped_with_a_marker() {
+    let mut options = AgentOptions::script(vec![call("huge_result"), say("ok")]);
+    options.plugins = vec![misbehaving_build("well-behaved")];
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    assert_eq!(agent.prompt(&session, "flood")["result"]["stopReason"], "end_turn");
+    let (text, is_error) = agent.last_tool_result();
+    assert!(!is_error);
+    assert!(text.len() < 300 << 10, "the model got {} bytes", text.len());
+    assert!(text.starts_with("HEAD-OF-HUGE\n"), "{}", &text[..40]);
+    assert!(text.ends_with("TAIL-OF-HUGE"), "the tail is kept");
+    assert!(text.contains(" bytes of the plugin's result omitted …]"), "no marker");
+    let peak = agent.peak_rss_kib();
+    assert!(peak < 600 * 1024, "hotsh peaked at {peak} KiB");
+}
+
+/// Starts an agent with build A of `reloadable` plus `bad` (another plugin file) in its
+/// directory; returns the agent and the session after one good call.
+fn agent_beside(bad: &std::path::Path, name: &str) -> (Agent, String) {
+    let mut options = AgentOptions::script(vec![call("reloadable_build"), say("one")]);
+    options.plugins = vec![reloadable_build("A", Interface::Same)];
+    let mut agent = Agent::start(options);
+    std::fs::copy(bad, agent.plugin_dir().join(name)).unwrap();
+    agent.initialize(true);
+    let session = agent.new_session();
+    let response = agent.prompt(&session, "which?");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(agent.last_tool_result(), ("build A".to_owned(), false));
+    (agent, session)
+}
+
+#[test]
+fn builds_that_crash_or_hang_at_start_up_are_rejected_and_the_rest_load() {
+    let scratch = tempfile::tempdir().unwrap();
+    let crashing = scratch.path().join("crashing.so");
+    corrupted_copy(&tool_bash_plugin(), 0x00, &crashing);
+    // File names sort before the good plugin's: a bad file must not stop the ones after it.
+    for (file, reason) in [
+        (crashing.clone(), "crashed with SIG"),
+        (misbehaving_build("abort-in-manifest"), "crashed with SIGABRT"),
+        (misbehaving_build("hang-in-tools"), "did not finish within 5 s"),
+    ] {
+        let (agent, _) = agent_beside(&file, "libaaa_bad.so");
+        let stderr = agent.stderr();
+        let rejected = stderr
+            .lines()
+            .find(|l| l.contains("plugin build rejected") && l.contains("libaaa_bad.so"))
+            .unwrap_or_else(|| panic!("no rejection for {}:\n{stderr}", file.display()));
+        assert!(rejected.contains(reason), "{rejected}");
+    }
+}
+
+#[test]
+fn a_build_that_crashes_when_dropped_in_is_rejected_with_the_signal_named() {
+    let scratch = tempfile::tempdir().unwrap();
+    let crashing = scratch.path().join("crashing.so");
+    corrupted_copy(&reloadable_build("B", Interface::Same), 0xff, &crashing);
+    let responses =
+        vec![call("reloadable_build"), say("one"), call("reloadable_build"), say("two")];
+    let mut options = AgentOptions::script(responses);
+    options.plugins = vec![reloadable_build("A", Interface::Same)];
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "which?");
+    install_like_cargo(&crashing, &agent.plugin_dir(), "libhotsh_fixture_reloadable.so");
+    let ((title, status, text), _) = agent.wait_for_plugin_card(&session, 0, "rejected");
+    assert_eq!(title, "Plugin build rejected: libhotsh_fixture_reloadable.so");
+    assert_eq!(status, "failed");
+    assert!(text.contains("crashed with SIGILL in the process that checked it"), "{text}");
+    assert!(text.contains("Build g1 of plugin reloadable keeps serving."), "{text}");
+    agent.prompt(&session, "still?");
+    assert_eq!(agent.last_tool_result(), ("build A".to_owned(), false));
+}
