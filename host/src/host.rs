@@ -2,7 +2,9 @@
 //! background tasks, the model).
 
 use crate::config::ConfigFile;
-use crate::executor::{EnvPolicy, Executor, ExecutorConfig, TaskEnded, TaskState, TaskStatus};
+use crate::executor::{
+    EnvPolicy, Executor, ExecutorConfig, OutputRoot, TaskEnded, TaskState, TaskStatus,
+};
 use crate::model::{self, Model, ModelSpec, Transcript};
 use crate::plugins::{PluginChange, Registry, watch_plugin_dirs};
 use crate::session::{
@@ -22,8 +24,8 @@ pub(crate) struct HostConfig {
     pub(crate) executor: ExecutorConfig,
     pub(crate) env_keep: Vec<String>,
     pub(crate) env_drop: Vec<String>,
-    /// Per-session directories of output files live here.
-    pub(crate) spill_root: PathBuf,
+    /// The private directory of output files is made in here.
+    pub(crate) temp_dir: PathBuf,
     /// Log a warning when no plugin provides a tool (`hotsh run` says so itself, as an error).
     pub(crate) warn_without_tools: bool,
 }
@@ -58,7 +60,7 @@ impl HostConfig {
             executor,
             env_keep: file.env.keep,
             env_drop: file.env.drop,
-            spill_root: std::env::temp_dir().join("hotsh-spill"),
+            temp_dir: std::env::temp_dir(),
             warn_without_tools: true,
         })
     }
@@ -90,7 +92,7 @@ pub(crate) struct Host {
     pub(crate) executor: Arc<Executor>,
     pub(crate) model: Box<dyn Model>,
     pub(crate) transcript: Option<Transcript>,
-    pub(crate) spill_root: PathBuf,
+    output_root: OutputRoot,
     pub(crate) runtime: tokio::runtime::Handle,
     sessions: Mutex<HashMap<SessionId, Arc<Session>>>,
     /// Open cards by task id. The lock also orders "card drawn" against "task ended".
@@ -128,13 +130,20 @@ impl Host {
                 tracing::warn!("{}", crate::plugins::no_tools_message(loading.dirs()));
             }
         });
-        sweep_spill_dirs(&config.spill_root);
+        let output_root = OutputRoot::create(&config.temp_dir).unwrap_or_else(|error| {
+            tracing::warn!(
+                dir = %config.temp_dir.display(),
+                %error,
+                "cannot make a private directory for command output; output files will be unavailable"
+            );
+            OutputRoot::unavailable()
+        });
         let host = Arc::new(Self {
             registry,
             executor,
             model,
             transcript,
-            spill_root: config.spill_root,
+            output_root,
             runtime,
             sessions: Mutex::default(),
             task_cards: Mutex::default(),
@@ -167,16 +176,15 @@ impl Host {
         lock(&self.sessions).get(id).cloned()
     }
 
-    /// Where a session's output files go: `<spill root>/<host pid>.<session id>/`.
+    /// Where a session's output files go (see `executor/output_root.rs`).
     pub(crate) fn session_output_dir(&self, session: &SessionId) -> PathBuf {
-        self.spill_root.join(format!("{}.{session}", std::process::id()))
+        self.output_root.session_dir(&session.0)
     }
 
     /// Stops every background task and removes this process's output files.
     pub(crate) async fn shutdown(&self) {
         self.executor.dispose().await;
-        let prefix = format!("{}.", std::process::id());
-        remove_dirs_where(&self.spill_root, |name| name.starts_with(&prefix));
+        self.output_root.remove();
     }
 
     /// Tells every session's client that a plugin was reloaded, rejected or unloaded.
@@ -359,28 +367,4 @@ fn task_notice(ended: &TaskEnded) -> String {
         describe_end(&ended.status),
         ended.output_path.display()
     )
-}
-
-/// Removes output directories left by hotsh processes that are no longer running.
-fn sweep_spill_dirs(root: &std::path::Path) {
-    remove_dirs_where(root, |name| {
-        let Some(pid) = name.split('.').next().and_then(|p| p.parse::<u32>().ok()) else {
-            return false;
-        };
-        pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists()
-    });
-}
-
-fn remove_dirs_where(root: &std::path::Path, matches: impl Fn(&str) -> bool) {
-    let Ok(entries) = std::fs::read_dir(root) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        if name.to_str().is_some_and(&matches)
-            && let Err(error) = std::fs::remove_dir_all(entry.path())
-        {
-            tracing::debug!(dir = %entry.path().display(), %error, "cannot remove output directory");
-        }
-    }
 }

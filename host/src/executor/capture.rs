@@ -1,9 +1,14 @@
 //! What a command's output becomes: a bounded view for the model (head and tail of each
 //! stream), the full merged stream in a spill file (itself bounded), and nothing else kept.
+//!
+//! Spill files are written through `tokio::fs`, whose writes run on the blocking pool: a slow
+//! temp directory slows the command's output (its pipe fills), never the runtime's workers.
+//! Files are created readable by this user only (0600), never through an existing name or a
+//! symbolic link, in directories only this user can enter (0700).
 
-use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
+use tokio::fs::File;
+use tokio::io::AsyncWriteExt as _;
 
 /// Limits of one command's captured output.
 #[derive(Debug, Clone, Copy)]
@@ -99,16 +104,16 @@ impl OutputCapture {
         }
     }
 
-    pub(crate) fn push(&mut self, stream: Stream, bytes: &[u8]) {
+    pub(crate) async fn push(&mut self, stream: Stream, bytes: &[u8]) {
         let keep = self.limits.model_budget;
         match stream {
             Stream::Stdout => self.stdout.push(bytes, keep),
             Stream::Stderr => self.stderr.push(bytes, keep),
         }
-        self.spill.write(bytes);
+        self.spill.write(bytes).await;
     }
 
-    pub(crate) fn finish(self) -> CapturedOutput {
+    pub(crate) async fn finish(self) -> CapturedOutput {
         let budget = self.limits.model_budget;
         let (stdout_share, stderr_share) =
             share_budget(self.stdout.total as usize, self.stderr.total as usize, budget);
@@ -118,7 +123,7 @@ impl OutputCapture {
             stdout,
             stderr,
             truncated: cut_out || cut_err,
-            spill: self.spill.finish(),
+            spill: self.spill.finish().await,
             total_bytes: self.stdout.total + self.stderr.total,
         }
     }
@@ -145,10 +150,6 @@ enum SpillState {
     },
     /// The file could not be written; reports name it `(unavailable)`.
     Failed,
-    /// Written and closed: nothing more is added.
-    Closed {
-        written: u64,
-    },
 }
 
 /// Where a spill file is and how much of the output it holds.
@@ -164,69 +165,67 @@ impl SpillFile {
         Self { path, cap, state: SpillState::Pending { buffered: Vec::new(), threshold } }
     }
 
-    /// Created now.
+    /// Created as soon as anything is written (at once with [`SpillFile::open_now`]).
     pub(crate) fn eager(path: PathBuf, cap: u64) -> Self {
-        let mut spill = Self::lazy(path, cap, 0);
-        spill.open(Vec::new());
-        spill
+        Self::lazy(path, cap, 0)
     }
 
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
+    /// Creates the file now, if it is not created yet.
+    pub(crate) async fn open_now(&mut self) {
+        if let SpillState::Pending { buffered, .. } = &mut self.state {
+            let buffered = std::mem::take(buffered);
+            self.open(buffered).await;
+        }
     }
 
-    fn open(&mut self, buffered: Vec<u8>) {
-        self.state = match create(&self.path) {
+    async fn open(&mut self, buffered: Vec<u8>) {
+        self.state = match create_private(&self.path).await {
             Ok(file) => SpillState::Open { file, written: 0 },
             Err(error) => {
                 tracing::warn!(path = %self.path.display(), %error, "cannot create spill file");
                 SpillState::Failed
             }
         };
-        self.write(&buffered);
+        self.write_open(&buffered).await;
     }
 
-    pub(crate) fn write(&mut self, bytes: &[u8]) {
-        match &mut self.state {
-            SpillState::Pending { buffered, threshold } => {
-                buffered.extend_from_slice(bytes);
-                if buffered.len() > *threshold {
-                    let buffered = std::mem::take(buffered);
-                    self.open(buffered);
-                }
+    pub(crate) async fn write(&mut self, bytes: &[u8]) {
+        if let SpillState::Pending { buffered, threshold } = &mut self.state {
+            buffered.extend_from_slice(bytes);
+            if buffered.len() > *threshold {
+                let buffered = std::mem::take(buffered);
+                self.open(buffered).await;
             }
-            SpillState::Open { file, written } => {
-                let room = self.cap.saturating_sub(*written);
-                let take = (bytes.len() as u64).min(room) as usize;
-                if take == 0 {
-                    return;
-                }
-                if let Err(error) = file.write_all(&bytes[..take]) {
-                    tracing::warn!(path = %self.path.display(), %error, "cannot write spill file");
-                    self.state = SpillState::Failed;
-                    return;
-                }
-                *written += take as u64;
-            }
-            SpillState::Failed | SpillState::Closed { .. } => {}
+            return;
         }
+        self.write_open(bytes).await;
     }
 
-    /// Closes the file (a finished background task keeps no descriptor open).
-    pub(crate) fn close(&mut self) {
-        if let SpillState::Open { written, .. } = self.state {
-            self.state = SpillState::Closed { written };
+    async fn write_open(&mut self, bytes: &[u8]) {
+        let SpillState::Open { file, written } = &mut self.state else {
+            return;
+        };
+        let room = self.cap.saturating_sub(*written);
+        let take = (bytes.len() as u64).min(room) as usize;
+        if take == 0 {
+            return;
         }
+        if let Err(error) = file.write_all(&bytes[..take]).await {
+            tracing::warn!(path = %self.path.display(), %error, "cannot write spill file");
+            self.state = SpillState::Failed;
+            return;
+        }
+        *written += take as u64;
     }
 
-    /// The summary, or `None` when no file was needed or it could not be written.
-    pub(crate) fn finish(self) -> Option<SpillSummary> {
+    /// The summary, or `None` when no file was needed or it could not be written. The file is
+    /// flushed and closed.
+    pub(crate) async fn finish(self) -> Option<SpillSummary> {
         match self.state {
             SpillState::Open { mut file, written } => {
-                let _ = file.flush();
-                Some(SpillSummary { path: self.path, bytes: written })
-            }
-            SpillState::Closed { written } => {
+                if let Err(error) = file.flush().await {
+                    tracing::warn!(path = %self.path.display(), %error, "cannot write spill file");
+                }
                 Some(SpillSummary { path: self.path, bytes: written })
             }
             SpillState::Pending { .. } | SpillState::Failed => None,
@@ -234,11 +233,30 @@ impl SpillFile {
     }
 }
 
-fn create(path: &Path) -> std::io::Result<File> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    File::create(path)
+/// Creates a new file readable by this user only, in a directory only this user can enter;
+/// never through an existing name or a symbolic link.
+async fn create_private(path: &Path) -> std::io::Result<File> {
+    let path = path.to_owned();
+    let file = tokio::task::spawn_blocking(move || {
+        use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+        // The session's directory, inside the agent's private root (which must exist:
+        // nothing is created on the way to it).
+        if let Some(dir) = path.parent()
+            && let Err(error) = std::fs::DirBuilder::new().mode(0o700).create(dir)
+            && error.kind() != std::io::ErrorKind::AlreadyExists
+        {
+            return Err(error);
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+    })
+    .await
+    .map_err(std::io::Error::other)??;
+    Ok(File::from_std(file))
 }
 
 /// Splits the model budget between the two streams: the smaller one gets what it needs, up to
@@ -269,12 +287,16 @@ mod tests {
         std::env::temp_dir().join(format!("hotsh-capture-test-{}-{name}", std::process::id()))
     }
 
+    fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread().build().expect("a runtime").block_on(future)
+    }
+
     #[test]
     fn small_output_is_kept_whole_without_spill() {
         let mut capture = OutputCapture::new(limits(100), scratch("small"));
-        capture.push(Stream::Stdout, b"hello\n");
-        capture.push(Stream::Stderr, b"oops\n");
-        let out = capture.finish();
+        block_on(capture.push(Stream::Stdout, b"hello\n"));
+        block_on(capture.push(Stream::Stderr, b"oops\n"));
+        let out = block_on(capture.finish());
         assert_eq!(out.stdout, "hello\n");
         assert_eq!(out.stderr, "oops\n");
         assert!(!out.truncated);
@@ -289,9 +311,9 @@ mod tests {
         for i in 0..100u32 {
             let line = format!("{i:03}\n");
             all.extend_from_slice(line.as_bytes());
-            capture.push(Stream::Stdout, line.as_bytes());
+            block_on(capture.push(Stream::Stdout, line.as_bytes()));
         }
-        let out = capture.finish();
+        let out = block_on(capture.finish());
         assert!(out.truncated);
         assert!(out.stdout.starts_with("000\n001\n"), "{}", out.stdout);
         assert!(out.stdout.ends_with("098\n099\n"), "{}", out.stdout);
@@ -307,9 +329,9 @@ mod tests {
         let mut capture =
             OutputCapture::new(CaptureLimits { model_budget: 4, spill_cap: 10 }, path.clone());
         for _ in 0..10 {
-            capture.push(Stream::Stdout, b"abcd");
+            block_on(capture.push(Stream::Stdout, b"abcd"));
         }
-        let out = capture.finish();
+        let out = block_on(capture.finish());
         assert_eq!(out.total_bytes, 40);
         assert_eq!(out.spill.map(|s| s.bytes), Some(10));
         assert_eq!(std::fs::read(&path).expect("spill file exists").len(), 10);

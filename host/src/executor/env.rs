@@ -1,9 +1,27 @@
 //! The environment commands get: the host's, minus its credentials.
+//!
+//! A variable is removed when (names compared case-insensitively):
+//!
+//! - its name contains `KEY`, `SECRET`, `TOKEN`, `PASSWORD`, `PASSWD` or `CREDENTIAL`;
+//! - a word of its name (split at `_`) is `PAT`, `JWT`, `AUTH`, `DSN`, `WEBHOOK` or `COOKIE`
+//!   (`GH_PAT`, `CI_JOB_JWT`, `NPM_CONFIG__AUTH`, `SENTRY_DSN`, `SLACK_WEBHOOK_URL`);
+//! - its value is a URL that carries a password (`postgres://user:pw@host`,
+//!   `redis://:pw@host`);
+//! - it is one of the host's own secrets (the model keys), or its value contains the value of
+//!   one of them (`AUTH_HEADER="Bearer <key>"`);
+//! - it is on the configuration's `drop` list;
+//!
+//! unless it is on the configuration's `keep` list.
 
 use std::ffi::{OsStr, OsString};
 
 /// Name fragments that mark a variable as a credential (matched case-insensitively).
 const SECRET_NAME_PARTS: &[&str] = &["KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL"];
+/// Words of a name (split at `_`) that mark a variable as a credential.
+const SECRET_NAME_WORDS: &[&str] = &["PAT", "JWT", "AUTH", "DSN", "WEBHOOK", "COOKIE"];
+/// Secret values shorter than this are not looked for inside other values (too many false
+/// matches).
+const MIN_SECRET_LEN: usize = 8;
 
 /// Which variables of the host's environment a command does not see.
 #[derive(Debug, Clone, Default)]
@@ -23,12 +41,12 @@ impl EnvPolicy {
         vars: impl Iterator<Item = (OsString, OsString)>,
     ) -> Vec<(OsString, OsString)> {
         let vars: Vec<_> = vars.collect();
-        let secret_values: Vec<&OsStr> = vars
+        let secret_values: Vec<&[u8]> = vars
             .iter()
             .filter(|(name, value)| {
                 !value.is_empty() && self.host_secrets.iter().any(|s| OsStr::new(s) == name)
             })
-            .map(|(_, value)| value.as_os_str())
+            .map(|(_, value)| value.as_encoded_bytes())
             .collect();
         let kept: Vec<(OsString, OsString)> = vars
             .iter()
@@ -43,14 +61,38 @@ impl EnvPolicy {
                     return false;
                 }
                 let upper = name.to_ascii_uppercase();
-                if SECRET_NAME_PARTS.iter().any(|part| upper.contains(part)) {
+                if SECRET_NAME_PARTS.iter().any(|part| upper.contains(part))
+                    || upper.split('_').any(|word| SECRET_NAME_WORDS.contains(&word))
+                {
                     return false;
                 }
-                !secret_values.contains(&value.as_os_str())
+                let value = value.as_encoded_bytes();
+                !url_with_password(value)
+                    && !secret_values.iter().any(|secret| contains_secret(value, secret))
             })
             .cloned()
             .collect();
         kept
+    }
+}
+
+/// Whether `value` holds (or is) a host secret.
+fn contains_secret(value: &[u8], secret: &[u8]) -> bool {
+    value == secret
+        || (secret.len() >= MIN_SECRET_LEN && value.windows(secret.len()).any(|w| w == secret))
+}
+
+/// Whether `value` is a URL whose authority carries a password: `scheme://user:pw@host…`.
+fn url_with_password(value: &[u8]) -> bool {
+    let Some(at) = value.windows(3).position(|w| w == b"://") else {
+        return false;
+    };
+    let rest = &value[at + 3..];
+    let authority_end = rest.iter().position(|&b| b == b'/' || b == b'?' || b == b'#');
+    let authority = &rest[..authority_end.unwrap_or(rest.len())];
+    match authority.iter().rposition(|&b| b == b'@') {
+        Some(at) => authority[..at].contains(&b':'),
+        None => false,
     }
 }
 
@@ -89,5 +131,28 @@ mod tests {
             ("HOME", "/root"),
         ]));
         assert_eq!(names(&kept), ["PATH", "SSH_KEY_PATH", "HOME"]);
+    }
+
+    #[test]
+    fn urls_with_passwords_dsns_webhooks_and_values_holding_a_key_are_dropped() {
+        let policy =
+            EnvPolicy { host_secrets: vec!["HOTSH_API_KEY".into()], ..EnvPolicy::default() };
+        let kept = policy.scrub(vars(&[
+            ("DATABASE_URL", "postgres://app:hunter2@db/prod"),
+            ("REDIS_URL", "redis://:pw@cache:6379"),
+            ("SENTRY_DSN", "https://abc@o1.ingest.sentry.io/1"),
+            ("SLACK_WEBHOOK_URL", "https://hooks.slack.com/services/T/B/x"),
+            ("NPM_CONFIG__AUTH", "dXNlcjpwYXNz"),
+            ("CI_JOB_JWT", "eyJ"),
+            ("GH_PAT", "ghp_x"),
+            ("HOTSH_API_KEY", "sk-0123456789"),
+            ("AUTH_HEADER", "Bearer sk-0123456789"),
+            ("HEADER_COPY", "Bearer sk-0123456789"),
+            ("GIT_AUTHOR_NAME", "Ada"),
+            ("HOMEPAGE", "https://user@example.org/path"),
+            ("PROXY", "http://proxy:3128"),
+            ("PATH", "/usr/bin"),
+        ]));
+        assert_eq!(names(&kept), ["GIT_AUTHOR_NAME", "HOMEPAGE", "PROXY", "PATH"]);
     }
 }

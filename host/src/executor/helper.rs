@@ -1,8 +1,8 @@
 //! Short-lived helper processes of the host itself (the plugin checker) and the programs the
 //! CLI helpers run (cargo for `hotsh dev`).
 
+use super::process::{Pidfd, reaped, spawn_own};
 use std::ffi::OsString;
-use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
 use std::path::Path;
 use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -16,58 +16,6 @@ pub(crate) struct HelperOutput {
     pub(crate) stderr: Vec<u8>,
 }
 
-/// A process handle that cannot be confused with a later process of the same pid.
-#[derive(Debug)]
-pub(crate) struct Pidfd(OwnedFd);
-
-impl Pidfd {
-    pub(crate) fn open(pid: u32) -> std::io::Result<Self> {
-        // SAFETY: pidfd_open takes a pid and flags; the result is a new descriptor or -1.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: a new descriptor nothing else owns.
-        Ok(Self(unsafe { OwnedFd::from_raw_fd(fd as i32) }))
-    }
-
-    /// Sends `signal`; an already ended process is not an error.
-    pub(crate) fn signal(&self, signal: i32) {
-        // SAFETY: a valid pidfd; a null siginfo means "as kill(2) would".
-        unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                self.0.as_raw_fd(),
-                signal,
-                std::ptr::null::<libc::siginfo_t>(),
-                0,
-            );
-        }
-    }
-
-    /// Waits until the process has ended (not reaped), at most `timeout`. True if it ended.
-    pub(crate) fn wait_exit(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let mut fds =
-                [libc::pollfd { fd: self.0.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
-            let ms = left.as_millis().min(i32::MAX as u128) as i32;
-            // SAFETY: one valid pollfd.
-            let ready = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
-            if ready > 0 {
-                return true;
-            }
-            if ready == 0 {
-                return false;
-            }
-            if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-                return false;
-            }
-        }
-    }
-}
-
 /// Runs this executable with `args` (`input` on its stdin, stdout and stderr captured),
 /// killing it if it has not ended within `timeout`. Blocking.
 pub(crate) fn run_helper(
@@ -78,7 +26,7 @@ pub(crate) fn run_helper(
     let mut command = std::process::Command::new("/proc/self/exe");
     command.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     #[expect(clippy::disallowed_methods, reason = "the executor is where processes start")]
-    let mut child = command.spawn()?;
+    let mut child = spawn_own(|| command.spawn(), |c| Some(c.id()))?;
     if let Some(mut stdin) = child.stdin.take() {
         // A thread of its own: a helper that never reads must not block the caller.
         std::thread::spawn(move || {
@@ -98,7 +46,9 @@ pub(crate) fn run_helper(
         }
         Err(_) => wait_by_polling(&mut child, timeout),
     };
-    let status = child.wait()?;
+    let status = child.wait();
+    reaped(Some(child.id()));
+    let status = status?;
     // A grandchild may hold the pipes open: take what arrived, without waiting for it.
     let collect = |rx: std::sync::mpsc::Receiver<Vec<u8>>| {
         rx.recv_timeout(Duration::from_secs(1)).unwrap_or_default()

@@ -15,6 +15,8 @@ mod capture;
 mod env;
 mod helper;
 mod live;
+mod output_root;
+mod process;
 mod shim;
 mod task;
 
@@ -22,6 +24,8 @@ pub(crate) use capture::{CaptureLimits, SpillSummary};
 pub(crate) use env::EnvPolicy;
 pub(crate) use helper::{run_helper, spawn_tool};
 pub(crate) use live::{Drained, LiveOutput};
+pub(crate) use output_root::OutputRoot;
+pub(crate) use process::ProcessHandle;
 pub(crate) use task::{TaskEnded, TaskId, TaskRead, TaskState, TaskStatus};
 
 use crate::sync::lock;
@@ -37,7 +41,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use task::Task;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::{Child, ChildStderr, ChildStdout, Command};
+use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -151,6 +155,8 @@ pub(crate) enum RunError {
     TooManyTasks { running: usize, limit: usize },
     #[error("the executor is shutting down")]
     Disposed,
+    #[error("cannot wait for the command: {0}")]
+    Wait(std::io::Error),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -172,6 +178,9 @@ pub(crate) struct Executor {
     lifeline_read: OwnedFd,
     _lifeline_write: OwnedFd,
     tasks: Mutex<HashMap<TaskId, Arc<Task>>>,
+    /// Held from a start's limit check until its task is listed, so two starts at once cannot
+    /// both pass the check.
+    starting: Mutex<()>,
     next_task: AtomicU64,
     completions: mpsc::UnboundedSender<TaskEnded>,
     disposed: AtomicBool,
@@ -186,6 +195,11 @@ impl Executor {
     ) -> std::io::Result<(Arc<Self>, mpsc::UnboundedReceiver<TaskEnded>)> {
         let env = env_policy.scrub(std::env::vars_os());
         let (lifeline_read, lifeline_write) = lifeline()?;
+        // Processes a command's killed shim leaves behind come to the host, which kills them.
+        process::become_subreaper()?;
+        process::spawn_sweeper()?;
+        process::become_undumpable()?;
+        process::raise_open_file_limit();
         let (completions, receiver) = mpsc::unbounded_channel();
         let executor = Self {
             config,
@@ -194,6 +208,7 @@ impl Executor {
             lifeline_read,
             _lifeline_write: lifeline_write,
             tasks: Mutex::default(),
+            starting: Mutex::default(),
             next_task: AtomicU64::new(1),
             completions,
             disposed: AtomicBool::new(false),
@@ -205,8 +220,14 @@ impl Executor {
         &self.config
     }
 
-    /// Starts a shim running `command` in `workdir`. Must run on a runtime worker thread.
-    fn spawn(&self, command: &str, workdir: &Path) -> Result<Child, RunError> {
+    /// Starts a shim running `command` in `workdir`, its stdout and stderr going to `output`.
+    /// Must run on a runtime worker thread.
+    fn spawn(
+        &self,
+        command: &str,
+        workdir: &Path,
+        output: Output,
+    ) -> Result<(Child, ProcessHandle, Pipes), RunError> {
         if self.disposed.load(Ordering::SeqCst) {
             return Err(RunError::Disposed);
         }
@@ -219,9 +240,22 @@ impl Executor {
             .env_clear()
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
             .process_group(0);
+        let merged = match output {
+            Output::Separate => {
+                shim.stdout(Stdio::piped()).stderr(Stdio::piped());
+                None
+            }
+            Output::Merged => {
+                // One pipe for both streams: a background task's output is one stream, and
+                // a task then costs one descriptor less.
+                let (writer, reader) = tokio::net::unix::pipe::pipe().map_err(RunError::Spawn)?;
+                let writer = writer.into_blocking_fd().map_err(RunError::Spawn)?;
+                let second = writer.try_clone().map_err(RunError::Spawn)?;
+                shim.stdout(Stdio::from(writer)).stderr(Stdio::from(second));
+                Some(reader)
+            }
+        };
         let lifeline = self.lifeline_read.as_raw_fd();
         // SAFETY: dup2 is async-signal-safe; the fd stays open for the executor's lifetime.
         unsafe {
@@ -233,7 +267,18 @@ impl Executor {
             });
         }
         #[expect(clippy::disallowed_methods, reason = "the executor is where processes start")]
-        shim.spawn().map_err(RunError::Spawn)
+        let mut child = process::spawn_own(|| shim.spawn(), Child::id).map_err(RunError::Spawn)?;
+        // The parent's copies of the merged pipe's write end are gone with `shim`.
+        drop(shim);
+        let handle = ProcessHandle::of(child.id());
+        let pipes = match merged {
+            Some(reader) => Pipes { first: Some(Box::new(reader)), second: None },
+            None => Pipes {
+                first: child.stdout.take().map(|p| Box::new(p) as Box<dyn Pipe>),
+                second: child.stderr.take().map(|p| Box::new(p) as Box<dyn Pipe>),
+            },
+        };
+        Ok((child, handle, pipes))
     }
 
     /// Runs a command to its end (or until it is stopped), streaming output into `live`. The
@@ -248,16 +293,19 @@ impl Executor {
         let timeout =
             request.timeout.unwrap_or(self.config.default_timeout).min(self.config.max_timeout);
         let started_at = Instant::now();
-        let mut child = self.spawn(&request.command, &request.workdir)?;
-        let pid = child.id();
+        let (mut child, process, pipes) =
+            self.spawn(&request.command, &request.workdir, Output::Separate)?;
         let mut capture = OutputCapture::new(self.config.capture, request.spill_path);
 
         // The pump borrows the capture; the block ends both borrows before `finish`.
         let (status, timed_out, aborted) = {
-            let pump = pump_output(child.stdout.take(), child.stderr.take(), |stream, bytes| {
-                capture.push(stream, bytes);
-                live.push(bytes);
-            });
+            let mut reader = PipeReader::new(pipes);
+            let pump = async {
+                while let Some((stream, bytes)) = reader.next().await {
+                    capture.push(stream, bytes).await;
+                    live.push(bytes);
+                }
+            };
             tokio::pin!(pump);
             let mut pump_done = false;
             let deadline = tokio::time::sleep(timeout);
@@ -272,26 +320,27 @@ impl Executor {
                     () = &mut pump, if !pump_done => pump_done = true,
                     () = &mut deadline, if !timed_out && !aborted => {
                         timed_out = true;
-                        last_resort = Some(self.stop(pid));
+                        last_resort = Some(self.stop(&process));
                     }
                     () = cancel.cancelled(), if !timed_out && !aborted => {
                         aborted = true;
-                        last_resort = Some(self.stop(pid));
+                        last_resort = Some(self.stop(&process));
                     }
                     () = sleep_until_opt(last_resort) => {
-                        kill_shim(pid);
+                        kill_shim(&process);
                         last_resort = None;
                     }
                 }
             };
+            process::reaped(process.pid());
             if !pump_done {
                 let _ = tokio::time::timeout(self.config.drain_grace, &mut pump).await;
             }
             (status, timed_out, aborted)
         };
 
-        let captured = capture.finish();
-        let (exit_code, signal) = exit_of(status);
+        let captured = capture.finish().await;
+        let (exit_code, signal) = exit_of(status.map_err(RunError::Wait)?);
         Ok(RunOutcome {
             exit_code,
             signal,
@@ -307,18 +356,18 @@ impl Executor {
         })
     }
 
-    /// Asks a shim to stop its command (SIGTERM, SIGKILL after the grace period). Returns when
-    /// to kill the shim itself if it has not exited by then.
-    fn stop(&self, pid: Option<u32>) -> tokio::time::Instant {
-        if let Some(pid) = pid {
-            // SAFETY: a signal to our own child; ESRCH if it is already gone.
-            unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
-        }
+    /// Asks a shim to stop its command (SIGTERM, SIGKILL after the grace period; SIGCONT in
+    /// case the command stopped its shim). Returns when to kill the shim itself if it has not
+    /// exited by then.
+    fn stop(&self, process: &ProcessHandle) -> tokio::time::Instant {
+        process.signal(libc::SIGTERM);
+        process.signal(libc::SIGCONT);
         tokio::time::Instant::now() + self.config.kill_grace + Duration::from_secs(5)
     }
 
     /// Starts a background task and returns at once. Must run on a runtime worker thread.
     pub(crate) fn start(self: &Arc<Self>, request: StartRequest) -> Result<Started, RunError> {
+        let _starting = lock(&self.starting);
         let running = lock(&self.tasks)
             .values()
             .filter(|t| t.owner == request.owner && t.status().is_running())
@@ -327,31 +376,62 @@ impl Executor {
         if running >= limit {
             return Err(RunError::TooManyTasks { running, limit });
         }
-        let mut child = self.spawn(&request.command, &request.workdir)?;
+        let (mut child, process, pipes) =
+            self.spawn(&request.command, &request.workdir, Output::Merged)?;
         let id = TaskId(format!("bash-{}", self.next_task.fetch_add(1, Ordering::SeqCst)));
         let output_path = request.output_dir.join(format!("{id}.log"));
-        let output = SpillFile::eager(output_path.clone(), self.config.capture.spill_cap);
+        let mut output = SpillFile::eager(output_path.clone(), self.config.capture.spill_cap);
         let task = Arc::new(Task::new(
             id.clone(),
             request.owner,
             request.command,
-            child.id(),
+            process,
             self.config.unread_cap,
-            output,
+            output_path.clone(),
         ));
         lock(&self.tasks).insert(id.clone(), Arc::clone(&task));
         let executor = Arc::clone(self);
         tokio::spawn(async move {
-            let pump =
-                pump_output(child.stdout.take(), child.stderr.take(), |_, bytes| task.push(bytes));
-            let (status, ()) = tokio::join!(child.wait(), pump);
-            let (exit_code, signal) = exit_of(status);
-            let state = if task.kill_requested.load(Ordering::SeqCst) {
-                TaskState::Killed
-            } else {
-                TaskState::Exited
+            output.open_now().await;
+            let status = {
+                let mut reader = PipeReader::new(pipes);
+                let pump = async {
+                    while let Some((_, bytes)) = reader.next().await {
+                        task.push(bytes);
+                        output.write(bytes).await;
+                    }
+                };
+                tokio::pin!(pump);
+                let mut pump_done = false;
+                let status = loop {
+                    tokio::select! {
+                        status = child.wait() => break status,
+                        () = &mut pump, if !pump_done => pump_done = true,
+                    }
+                };
+                process::reaped(task.process.pid());
+                // The shim killed every writer before it exited, so the pipe ends at once; the
+                // bound only matters if the shim itself was killed.
+                if !pump_done {
+                    let _ = tokio::time::timeout(executor.config.drain_grace, &mut pump).await;
+                }
+                status
             };
-            let status = TaskStatus { state, exit_code, signal };
+            output.finish().await;
+            let killed = task.kill_requested.load(Ordering::SeqCst);
+            let status = match status {
+                Ok(status) => {
+                    let (exit_code, signal) = exit_of(status);
+                    let state = if killed { TaskState::Killed } else { TaskState::Exited };
+                    TaskStatus { state, exit_code, signal }
+                }
+                Err(error) => {
+                    // The shim cannot be waited for: make sure it is gone, and say so.
+                    tracing::warn!(task = %task.id, %error, "cannot wait for a background task; killing it");
+                    kill_shim(&task.process);
+                    TaskStatus { state: TaskState::Killed, exit_code: None, signal: None }
+                }
+            };
             task.finish(status);
             if !executor.disposed.load(Ordering::SeqCst)
                 && let Some(ended) = executor.ended(&task.id.0)
@@ -400,11 +480,11 @@ impl Executor {
             return Ok(Killed { killed: false, status });
         }
         task.kill_requested.store(true, Ordering::SeqCst);
-        let last_resort = self.stop(task.pid);
+        let last_resort = self.stop(&task.process);
         let status = tokio::select! {
             status = task.ended() => status,
             () = tokio::time::sleep_until(last_resort) => {
-                kill_shim(task.pid);
+                kill_shim(&task.process);
                 task.ended().await
             }
         };
@@ -419,15 +499,19 @@ impl Executor {
             lock(&self.tasks).values().filter(|t| t.status().is_running()).cloned().collect();
         for task in &running {
             task.kill_requested.store(true, Ordering::SeqCst);
-            self.stop(task.pid);
+            self.stop(&task.process);
         }
         let all_ended = futures::future::join_all(running.iter().map(|t| t.ended()));
         let grace = self.config.kill_grace + Duration::from_secs(1);
         if tokio::time::timeout(grace, all_ended).await.is_err() {
-            tracing::warn!(
-                "some background tasks did not end in time; their shims kill them when the host exits"
-            );
+            tracing::warn!("some background tasks did not end in time; killing their shims");
+            for task in running.iter().filter(|t| t.status().is_running()) {
+                kill_shim(&task.process);
+            }
         }
+        // Whatever a killed shim left behind came to the host: kill it before the host goes.
+        let _ = tokio::task::spawn_blocking(|| process::sweep_until_clear(Duration::from_secs(1)))
+            .await;
     }
 }
 
@@ -443,44 +527,70 @@ fn lifeline() -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// Kills a shim that did not stop in time (its shell then dies with it).
-fn kill_shim(pid: Option<u32>) {
-    if let Some(pid) = pid {
-        tracing::warn!(pid, "a command's shim did not stop in time; killing it");
-        // SAFETY: a signal to our own child.
-        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-    }
+/// Kills a shim that did not stop in time (its shell then dies with it; what it leaves
+/// behind is re-parented to the host and swept).
+fn kill_shim(process: &ProcessHandle) {
+    tracing::warn!(pid = ?process.pid(), "a command's shim did not stop in time; killing it");
+    process.signal(libc::SIGKILL);
 }
 
-fn exit_of(status: std::io::Result<std::process::ExitStatus>) -> (Option<i32>, Option<String>) {
-    match status {
-        Ok(status) => (status.code(), status.signal().map(signal_name)),
-        Err(error) => {
-            tracing::warn!(%error, "cannot wait for command");
-            (None, None)
-        }
-    }
+fn exit_of(status: std::process::ExitStatus) -> (Option<i32>, Option<String>) {
+    (status.code(), status.signal().map(signal_name))
 }
 
-/// Reads both pipes until both are closed, handing every chunk to `sink`.
-async fn pump_output(
-    mut stdout: Option<ChildStdout>,
-    mut stderr: Option<ChildStderr>,
-    mut sink: impl FnMut(Stream, &[u8]),
-) {
-    let mut out_buf = vec![0u8; 64 << 10];
-    let mut err_buf = vec![0u8; 64 << 10];
-    while stdout.is_some() || stderr.is_some() {
-        tokio::select! {
-            read = read_some(&mut stdout, &mut out_buf) => match read {
-                Some(n) => sink(Stream::Stdout, &out_buf[..n]),
-                None => stdout = None,
-            },
-            read = read_some(&mut stderr, &mut err_buf) => match read {
-                Some(n) => sink(Stream::Stderr, &err_buf[..n]),
-                None => stderr = None,
-            },
+/// Where a shim's stdout and stderr go.
+#[derive(Debug, Clone, Copy)]
+enum Output {
+    /// Two pipes, read apart (a foreground command: the model sees the streams apart).
+    Separate,
+    /// One pipe for both (a background task).
+    Merged,
+}
+
+/// A pipe the pump reads.
+trait Pipe: AsyncRead + Unpin + Send {}
+impl<T: AsyncRead + Unpin + Send> Pipe for T {}
+
+/// The pipes of one shim: stdout (or both streams merged) and stderr.
+struct Pipes {
+    first: Option<Box<dyn Pipe>>,
+    second: Option<Box<dyn Pipe>>,
+}
+
+/// Reads a shim's pipes chunk by chunk until both are closed. The caller handles each chunk
+/// before asking for the next (its writes may wait: the command's pipe then fills).
+struct PipeReader {
+    stdout: Option<Box<dyn Pipe>>,
+    stderr: Option<Box<dyn Pipe>>,
+    out_buf: Vec<u8>,
+    err_buf: Vec<u8>,
+}
+
+impl PipeReader {
+    fn new(pipes: Pipes) -> Self {
+        Self {
+            stdout: pipes.first,
+            stderr: pipes.second,
+            out_buf: vec![0u8; 64 << 10],
+            err_buf: vec![0u8; 64 << 10],
         }
+    }
+
+    /// The next chunk, or `None` once both pipes are closed.
+    async fn next(&mut self) -> Option<(Stream, &[u8])> {
+        while self.stdout.is_some() || self.stderr.is_some() {
+            tokio::select! {
+                read = read_some(&mut self.stdout, &mut self.out_buf) => match read {
+                    Some(n) => return Some((Stream::Stdout, &self.out_buf[..n])),
+                    None => self.stdout = None,
+                },
+                read = read_some(&mut self.stderr, &mut self.err_buf) => match read {
+                    Some(n) => return Some((Stream::Stderr, &self.err_buf[..n])),
+                    None => self.stderr = None,
+                },
+            }
+        }
+        None
     }
 }
 

@@ -35,19 +35,28 @@ pub(crate) fn main(args: &[OsString]) -> ! {
     let grace =
         Duration::from_millis(grace_ms.to_str().and_then(|g| g.parse().ok()).unwrap_or(2000));
     // SAFETY: plain libc calls on this single-threaded process; arguments are valid.
-    unsafe {
+    let subreaper = unsafe {
         libc::fcntl(LIFELINE_FD, libc::F_SETFD, libc::FD_CLOEXEC);
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    };
+    if subreaper != 0 {
+        // Without it the command's orphans would escape: fail closed, run nothing.
+        fail(&format!("cannot become a child subreaper: {}", std::io::Error::last_os_error()));
     }
     let signals = match SignalFd::new(&[libc::SIGCHLD, libc::SIGTERM, libc::SIGINT, libc::SIGHUP]) {
         Ok(fd) => fd,
         Err(error) => fail(&format!("cannot watch signals: {error}")),
     };
     let mut shell_command = std::process::Command::new(shell);
-    shell_command.arg("-c").arg(command).stdin(Stdio::null()).process_group(0);
+    shell_command.arg("-c").arg(command).stdin(Stdio::null());
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         shell_command.pre_exec(|| {
+            // A session (and process group) of its own: the command has no controlling
+            // terminal of the host's to reach, and its group is the shell's pid.
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
             let mut empty: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut empty);
             libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
@@ -166,9 +175,8 @@ fn kill_everything(shell_pid: libc::pid_t) {
         // SAFETY: kill/killpg/waitpid on processes the shim owns; errors are expected.
         unsafe {
             libc::killpg(shell_pid, libc::SIGKILL);
-            while libc::waitpid(-1, &mut status, libc::WNOHANG) > 0 {}
+            let children_left = reap_ended();
             let group_alive = libc::killpg(shell_pid, 0) == 0;
-            let children_left = libc::waitpid(-1, &mut status, libc::WNOHANG) == 0;
             if !group_alive && !children_left {
                 return;
             }
@@ -183,6 +191,24 @@ fn kill_everything(shell_pid: libc::pid_t) {
     }
 }
 
+/// Reaps every child that has ended; true when children remain (running ones). A reaped pid
+/// says nothing about the others: only "no child has ended" (0) or "no children" (ECHILD)
+/// ends the loop.
+fn reap_ended() -> bool {
+    loop {
+        let mut status = 0;
+        // SAFETY: a non-blocking wait with a valid out pointer.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid > 0 {
+            continue;
+        }
+        if pid < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        return pid == 0;
+    }
+}
+
 /// The pids whose parent is this process, read from /proc.
 fn children() -> Vec<libc::pid_t> {
     let own = std::process::id() as libc::pid_t;
@@ -192,17 +218,8 @@ fn children() -> Vec<libc::pid_t> {
     entries
         .filter_map(Result::ok)
         .filter_map(|entry| entry.file_name().to_str()?.parse::<libc::pid_t>().ok())
-        .filter(|&pid| parent_of(pid) == Some(own))
+        .filter(|&pid| super::process::parent_of(pid as u32) == Some(own as u32))
         .collect()
-}
-
-fn parent_of(pid: libc::pid_t) -> Option<libc::pid_t> {
-    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-    // `pid (comm) state ppid …`; comm may contain spaces and parentheses: split at the last ')'.
-    let after = &stat[stat.iter().rposition(|&b| b == b')')? + 1..];
-    let mut fields = after.split(|&b| b == b' ').filter(|f| !f.is_empty());
-    fields.next()?; // state
-    std::str::from_utf8(fields.next()?).ok()?.parse().ok()
 }
 
 /// Exits with the shell's wait status: the same exit code, or death by the same signal.

@@ -1,6 +1,5 @@
 //! Background tasks: their output between reads, their status, their owner.
 
-use super::capture::SpillFile;
 use super::live::complete_utf8_prefix;
 use crate::sync::lock;
 use std::collections::VecDeque;
@@ -76,10 +75,11 @@ pub(crate) struct Task {
     pub(crate) id: TaskId,
     pub(crate) owner: Option<String>,
     pub(crate) command: String,
-    pub(crate) pid: Option<u32>,
+    /// The task's shim, for stopping it.
+    pub(crate) process: super::ProcessHandle,
     unread_cap: usize,
     unread: Mutex<Unread>,
-    output: Mutex<SpillFile>,
+    /// The file its whole output goes to (written by the task's pump, not here).
     output_path: PathBuf,
     status: watch::Sender<TaskStatus>,
     /// The host asked for the task to be killed.
@@ -91,19 +91,17 @@ impl Task {
         id: TaskId,
         owner: Option<String>,
         command: String,
-        pid: Option<u32>,
+        process: super::ProcessHandle,
         unread_cap: usize,
-        output: SpillFile,
+        output_path: PathBuf,
     ) -> Self {
-        let output_path = output.path().to_owned();
         Self {
             id,
             owner,
             command,
-            pid,
+            process,
             unread_cap,
             unread: Mutex::new(Unread { bytes: VecDeque::new(), dropped: 0, carry: Vec::new() }),
-            output: Mutex::new(output),
             output_path,
             status: watch::Sender::new(TaskStatus::RUNNING),
             kill_requested: std::sync::atomic::AtomicBool::new(false),
@@ -114,8 +112,8 @@ impl Task {
         &self.output_path
     }
 
+    /// Keeps `bytes` for the next read (bounded).
     pub(crate) fn push(&self, bytes: &[u8]) {
-        lock(&self.output).write(bytes);
         let mut unread = lock(&self.unread);
         unread.bytes.extend(bytes);
         if unread.bytes.len() > self.unread_cap {
@@ -130,7 +128,6 @@ impl Task {
     }
 
     pub(crate) fn finish(&self, status: TaskStatus) {
-        lock(&self.output).close();
         self.status.send_replace(status);
     }
 
@@ -170,33 +167,14 @@ impl Task {
 mod tests {
     use super::*;
 
-    fn task(cap: usize, name: &str) -> (Task, tempfile_path::Path) {
-        let path = tempfile_path::Path::new(name);
-        let spill = SpillFile::eager(path.0.clone(), 1 << 20);
-        (Task::new(TaskId("bash-1".into()), None, "x".into(), None, cap, spill), path)
-    }
-
-    /// A scratch path removed on drop.
-    mod tempfile_path {
-        pub(crate) struct Path(pub(crate) std::path::PathBuf);
-        impl Path {
-            pub(crate) fn new(name: &str) -> Self {
-                Self(
-                    std::env::temp_dir()
-                        .join(format!("hotsh-task-test-{}-{name}", std::process::id())),
-                )
-            }
-        }
-        impl Drop for Path {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_file(&self.0);
-            }
-        }
+    fn task(cap: usize) -> Task {
+        let process = crate::executor::ProcessHandle::detached();
+        Task::new(TaskId("bash-1".into()), None, "x".into(), process, cap, "/nowhere".into())
     }
 
     #[test]
     fn reads_deliver_each_byte_once() {
-        let (task, _path) = task(100, "once");
+        let task = task(100);
         task.push(b"one\n");
         assert_eq!(task.read().text, "one\n");
         assert_eq!(task.read().text, "");
@@ -205,23 +183,12 @@ mod tests {
     }
 
     #[test]
-    fn overflow_is_counted_and_the_file_has_everything() {
-        let (task, path) = task(4, "overflow");
+    fn overflow_is_counted() {
+        let task = task(4);
         task.push(b"abcdefgh");
         let read = task.read();
         assert_eq!(read.text, "efgh");
         assert_eq!(read.dropped_bytes, 4);
-        assert_eq!(std::fs::read(&path.0).expect("output file"), b"abcdefgh");
         assert_eq!(task.read().dropped_bytes, 0);
-    }
-
-    #[test]
-    fn a_finished_task_closes_its_output_file() {
-        let (task, path) = task(100, "closed");
-        task.push(b"kept");
-        task.finish(TaskStatus { state: TaskState::Exited, exit_code: Some(0), signal: None });
-        // Closed: nothing more reaches the file.
-        task.push(b" after");
-        assert_eq!(std::fs::read(&path.0).expect("output file"), b"kept");
     }
 }

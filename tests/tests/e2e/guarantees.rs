@@ -134,27 +134,62 @@ fn a_gigabyte_of_output_stays_bounded_everywhere() {
     assert!(peak < 96 * 1024, "hotsh peaked at {peak} KiB");
 }
 
+/// This process's uid (the agent runs as the same user).
+fn uid() -> u32 {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self").unwrap().uid()
+}
+
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o777
+}
+
 #[test]
-fn output_files_are_removed_on_exit_and_leftovers_of_dead_agents_swept() {
+fn output_files_are_private_removed_on_exit_and_leftovers_of_dead_agents_swept() {
     let tmp = tempfile::tempdir().unwrap();
-    let stale = tmp.path().join("hotsh-spill").join("999999999.stale-session");
+    let uid = uid();
+    // A dead agent's directory is swept; a link planted under such a name is not followed.
+    let stale = tmp.path().join(format!("hotsh-{uid}-999999999-0123456789ab"));
     std::fs::create_dir_all(&stale).unwrap();
     std::fs::write(stale.join("call-1-1.log"), "old").unwrap();
-    let mut options = AgentOptions::script(vec![bash_call("seq 1 100000"), say("ok")]);
+    let victim = tmp.path().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    std::fs::write(victim.join("precious"), "keep me").unwrap();
+    let planted = tmp.path().join(format!("hotsh-{uid}-999999998-planted"));
+    std::os::unix::fs::symlink(&victim, &planted).unwrap();
+
+    let mut options = AgentOptions::script(vec![
+        bash_call("seq 1 100000"),
+        json!({"tool_calls": [{"name": "bash", "arguments": {"command": "echo task", "run_in_background": true}}]}),
+        say("ok"),
+    ]);
     options.env = vec![("TMPDIR".into(), tmp.path().to_string_lossy().into_owned())];
     let mut agent = Agent::start(options);
     agent.initialize(true);
     assert!(!stale.exists(), "the dead agent's output directory was not swept");
+    assert_eq!(std::fs::read_to_string(victim.join("precious")).unwrap(), "keep me");
     let session = agent.new_session();
     agent.prompt(&session, "long output");
-    let (text, _) = agent.last_tool_result();
+    let (text, _) = agent.tool_results().remove(0);
     let path =
         text.lines().last().unwrap().strip_prefix("[output truncated; full output: ").unwrap();
-    let path = std::path::PathBuf::from(path.trim_end_matches(']'));
-    assert!(
-        path.starts_with(tmp.path().join("hotsh-spill").join(format!("{}.{session}", agent.pid())))
-    );
-    assert!(path.exists());
+    let spill = std::path::PathBuf::from(path.trim_end_matches(']'));
+    let task_output: std::path::PathBuf =
+        agent.tool_results()[1].0.rsplit("Full output: ").next().unwrap().trim().into();
+    hotsh_tests::wait_for_file_containing(&task_output, "task");
+
+    // <tmp>/hotsh-<uid>-<pid>-<random>/<session>/<file>: 0700 directories, 0600 files.
+    let session_dir = spill.parent().unwrap();
+    let root = session_dir.parent().unwrap();
+    assert_eq!(session_dir.file_name().unwrap().to_str().unwrap(), session);
+    assert_eq!(root.parent().unwrap(), tmp.path());
+    let root_name = root.file_name().unwrap().to_str().unwrap();
+    assert!(root_name.starts_with(&format!("hotsh-{uid}-{}-", agent.pid())), "{root_name}");
+    assert_eq!(task_output.parent().unwrap(), session_dir);
+    assert_eq!((mode(root), mode(session_dir)), (0o700, 0o700));
+    assert_eq!((mode(&spill), mode(&task_output)), (0o600, 0o600));
+
     assert!(agent.finish().success());
-    assert!(!path.exists(), "the output file outlived a clean exit");
+    assert!(!root.exists(), "the output files outlived a clean exit");
 }

@@ -1,0 +1,241 @@
+//! The host's child processes: handles that cannot signal a recycled pid, the set of children
+//! the host started, and the sweeper that kills every other process that becomes the host's
+//! child.
+//!
+//! The host is a *child subreaper*, like each shim. Normally a command's leftovers are
+//! re-parented to its shim, which kills them. But a command can kill its own shim (or stop it
+//! with SIGSTOP, which the host answers with SIGCONT and, in the end, SIGKILL): its
+//! descendants are then re-parented to the host instead of to init. The host is told (a
+//! SIGCHLD for the shim's death arrives after the re-parenting), looks at its children, and
+//! kills and reaps every one it did not start itself. So the shim's death frees nothing.
+
+use crate::sync::lock;
+use std::collections::BTreeSet;
+use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Children the host started and has not reaped yet.
+static OWN_CHILDREN: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
+
+/// Starts a child with `spawn` and records it as the host's own, atomically with respect to
+/// the sweeper (which would otherwise see a stranger).
+pub(crate) fn spawn_own<T>(
+    spawn: impl FnOnce() -> std::io::Result<T>,
+    pid_of: impl FnOnce(&T) -> Option<u32>,
+) -> std::io::Result<T> {
+    let mut own = lock(&OWN_CHILDREN);
+    let child = spawn()?;
+    if let Some(pid) = pid_of(&child) {
+        own.insert(pid);
+    }
+    Ok(child)
+}
+
+/// Forgets a child of the host's own once it has been reaped.
+pub(crate) fn reaped(pid: Option<u32>) {
+    if let Some(pid) = pid {
+        lock(&OWN_CHILDREN).remove(&pid);
+    }
+}
+
+/// Makes this process a child subreaper. Failing to is an error: without it a command could
+/// leave processes behind.
+pub(crate) fn become_subreaper() -> std::io::Result<()> {
+    // SAFETY: a plain prctl with constant arguments.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Makes this process non-dumpable, as ssh-agent does: another process of the same user can
+/// then neither read `/proc/<pid>/environ` (the model keys the scrub keeps from commands) nor
+/// `/proc/<pid>/mem`, nor attach a debugger.
+pub(crate) fn become_undumpable() -> std::io::Result<()> {
+    // SAFETY: a plain prctl with constant arguments.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Raises the soft limit on open files to the hard limit: every running command holds a few
+/// descriptors, and the common soft limit of 1024 is reached by a few hundred tasks.
+pub(crate) fn raise_open_file_limit() {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: valid pointers to an rlimit.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                tracing::debug!(error = %std::io::Error::last_os_error(), "cannot raise the open file limit");
+            }
+        }
+    }
+}
+
+/// Sweeps on every SIGCHLD, for as long as the runtime runs.
+pub(crate) fn spawn_sweeper() -> std::io::Result<()> {
+    let mut signals = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())?;
+    tokio::spawn(async move {
+        while signals.recv().await.is_some() {
+            sweep();
+        }
+    });
+    Ok(())
+}
+
+/// Kills and reaps every child of this process that the host did not start. Returns how many
+/// strangers were found.
+pub(crate) fn sweep() -> usize {
+    let own = lock(&OWN_CHILDREN);
+    let strangers: Vec<u32> = children().into_iter().filter(|pid| !own.contains(pid)).collect();
+    for &pid in &strangers {
+        tracing::debug!(pid, "a process was re-parented to the host; killing it");
+        // SAFETY: the pid is our child and not reaped (it is still listed), so it cannot have
+        // been recycled; kill and a non-blocking wait on it are harmless if it is a zombie.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGKILL);
+            let mut status = 0;
+            libc::waitpid(pid as libc::pid_t, &mut status, libc::WNOHANG);
+        }
+    }
+    strangers.len()
+}
+
+/// Sweeps until no stranger is left or `within` has passed (for shutdown: a killed stranger's
+/// own children reach the host a moment later).
+pub(crate) fn sweep_until_clear(within: Duration) {
+    let deadline = Instant::now() + within;
+    while sweep() > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The pids of this process's children, from `/proc/self/task/*/children` (each thread's
+/// children), or from every process's parent when that file is not available.
+fn children() -> Vec<u32> {
+    let mut pids = Vec::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return pids;
+    };
+    let mut listed = false;
+    for task in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+            listed = true;
+            pids.extend(text.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+        }
+    }
+    if !listed {
+        let own = std::process::id();
+        pids = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|&pid| parent_of(pid) == Some(own))
+            .collect();
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
+/// The parent of `pid`, from `/proc/<pid>/stat`.
+pub(crate) fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid …`; comm may contain spaces and parentheses: split at the last ')'.
+    let after = &stat[stat.iter().rposition(|&b| b == b')')? + 1..];
+    let mut fields = after.split(|&b| b == b' ').filter(|f| !f.is_empty());
+    fields.next()?; // state
+    std::str::from_utf8(fields.next()?).ok()?.parse().ok()
+}
+
+/// A process handle that cannot be confused with a later process of the same pid.
+#[derive(Debug)]
+pub(crate) struct Pidfd(OwnedFd);
+
+impl Pidfd {
+    pub(crate) fn open(pid: u32) -> std::io::Result<Self> {
+        // SAFETY: pidfd_open takes a pid and flags; the result is a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a new descriptor nothing else owns.
+        Ok(Self(unsafe { OwnedFd::from_raw_fd(fd as i32) }))
+    }
+
+    /// Sends `signal`; an already ended process is not an error.
+    pub(crate) fn signal(&self, signal: i32) {
+        // SAFETY: a valid pidfd; a null siginfo means "as kill(2) would".
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.0.as_raw_fd(),
+                signal,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            );
+        }
+    }
+
+    /// Waits until the process has ended (not reaped), at most `timeout`. True if it ended.
+    pub(crate) fn wait_exit(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let mut fds =
+                [libc::pollfd { fd: self.0.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+            let ms = left.as_millis().min(i32::MAX as u128) as i32;
+            // SAFETY: one valid pollfd.
+            let ready = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
+            if ready > 0 {
+                return true;
+            }
+            if ready == 0 {
+                return false;
+            }
+            if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                return false;
+            }
+        }
+    }
+}
+
+/// How the host reaches one of its shims: through a pidfd when the kernel has them (a pid
+/// may be recycled once the shim is reaped), else by pid.
+#[derive(Debug)]
+pub(crate) struct ProcessHandle {
+    pid: Option<u32>,
+    pidfd: Option<Pidfd>,
+}
+
+impl ProcessHandle {
+    pub(crate) fn of(pid: Option<u32>) -> Self {
+        Self { pid, pidfd: pid.and_then(|pid| Pidfd::open(pid).ok()) }
+    }
+
+    /// A handle that reaches nothing (for tests).
+    #[cfg(test)]
+    pub(crate) fn detached() -> Self {
+        Self { pid: None, pidfd: None }
+    }
+
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    pub(crate) fn signal(&self, signal: i32) {
+        match (&self.pidfd, self.pid) {
+            (Some(pidfd), _) => pidfd.signal(signal),
+            // SAFETY: a signal to our own child; ESRCH if it is already gone.
+            (None, Some(pid)) => unsafe {
+                libc::kill(pid as libc::pid_t, signal);
+            },
+            (None, None) => {}
+        }
+    }
+}
