@@ -21,11 +21,32 @@ const COALESCE_WINDOW: Duration = Duration::from_millis(25);
 const CANCEL_GRACE: Duration = Duration::from_secs(3);
 /// How long a presentation function may take.
 const PRESENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long any plugin call may take, cancelled or not: longer than the longest command
+/// (600 s) plus its kill grace, so only a plugin that hangs meets it.
+const INVOKE_LIMIT: Duration = Duration::from_secs(15 * 60);
 
 /// A turn that could not go on: the model failed. The message is for the user.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub(crate) struct TurnFailed(pub(crate) String);
+
+/// Runs a turn so that a panic in it (a bug in the host) still ends the turn with an answer:
+/// the session never stays busy.
+pub(crate) async fn guarded(
+    turn: impl std::future::Future<Output = Result<StopReason, TurnFailed>>,
+) -> Result<StopReason, TurnFailed> {
+    use futures::FutureExt as _;
+    match std::panic::AssertUnwindSafe(turn).catch_unwind().await {
+        Ok(outcome) => outcome,
+        Err(payload) => {
+            let reason = crate::sync::panic_reason(payload.as_ref());
+            tracing::error!(%reason, "the turn panicked");
+            Err(TurnFailed(format!(
+                "hotsh failed while running this turn (a bug; its log has the details): {reason}"
+            )))
+        }
+    }
+}
 
 /// Runs one turn of `session` for the user's `prompt`.
 pub(crate) async fn run_turn(
@@ -277,6 +298,13 @@ async fn invoke(
     tokio::pin!(task);
     let joined = tokio::select! {
         joined = &mut task => joined,
+        () = tokio::time::sleep(INVOKE_LIMIT) => {
+            tracing::warn!(plugin = %name, "plugin call did not return in time; abandoned");
+            return Err(format!(
+                "plugin `{name}` did not return within {} minutes; the call was abandoned",
+                INVOKE_LIMIT.as_secs() / 60
+            ));
+        }
         () = cancel.cancelled() => match tokio::time::timeout(CANCEL_GRACE, &mut task).await {
             Ok(joined) => joined,
             Err(_) => {
@@ -345,5 +373,28 @@ async fn forward_output(live: Arc<LiveOutput>, sink: Arc<dyn EventSink>, call_id
             Drained::Empty => {}
             Drained::Closed => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_turn_that_panics_still_ends_with_an_answer() {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
+        let outcome = runtime.block_on(guarded(async {
+            if std::hint::black_box(true) {
+                panic!("boom in a turn");
+            }
+            Ok(StopReason::EndTurn)
+        }));
+        let Err(TurnFailed(message)) = outcome else { panic!("a panic must fail the turn") };
+        assert!(message.ends_with(": boom in a turn"), "{message}");
+        assert_eq!(guarded_ok(&runtime), Ok(StopReason::Cancelled));
+    }
+
+    fn guarded_ok(runtime: &tokio::runtime::Runtime) -> Result<StopReason, TurnFailed> {
+        runtime.block_on(guarded(async { Ok(StopReason::Cancelled) }))
     }
 }

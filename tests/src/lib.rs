@@ -343,6 +343,11 @@ pub struct AgentOptions {
     pub default_plugins: bool,
     /// Give the flags to `hotsh` itself rather than to `hotsh acp`.
     pub without_acp_word: bool,
+    /// Run hotsh as this user and group (the test must run as root), with its scratch
+    /// directory handed to that user.
+    pub run_as: Option<(u32, u32)>,
+    /// Start hotsh with this soft limit on open files.
+    pub soft_open_files: Option<u32>,
 }
 
 impl AgentOptions {
@@ -357,6 +362,8 @@ impl AgentOptions {
             extra_plugin_dirs: Vec::new(),
             default_plugins: false,
             without_acp_word: false,
+            run_as: None,
+            soft_open_files: None,
         }
     }
 
@@ -371,6 +378,8 @@ impl AgentOptions {
             extra_plugin_dirs: Vec::new(),
             default_plugins: true,
             without_acp_word: false,
+            run_as: None,
+            soft_open_files: None,
         }
     }
 }
@@ -408,7 +417,22 @@ impl Agent {
             json!({"sessions": options.per_session})
         };
         std::fs::write(&script, script_text.to_string()).expect("script");
-        let mut command = Command::new(hotsh_binary());
+        let mut command = match options.soft_open_files {
+            Some(limit) => {
+                let mut shell = Command::new("bash");
+                shell
+                    .arg("-c")
+                    .arg(format!("ulimit -Sn {limit} && exec \"$0\" \"$@\""))
+                    .arg(hotsh_binary());
+                shell
+            }
+            None => Command::new(hotsh_binary()),
+        };
+        if let Some((uid, gid)) = options.run_as {
+            use std::os::unix::process::CommandExt as _;
+            chown_tree(dir.path(), uid, gid);
+            command.uid(uid).gid(gid);
+        }
         if !options.bare {
             if !options.without_acp_word {
                 command.arg("acp");
@@ -517,6 +541,13 @@ impl Agent {
         (card, at + 1)
     }
 
+    /// Waits until hotsh has written `needle` to stderr (read on a thread of its own, so a
+    /// line written before an answer may arrive after it); returns all of stderr.
+    pub fn wait_for_stderr(&self, needle: &str) -> String {
+        eventually(&format!("{needle:?} on hotsh's stderr"), || self.stderr().contains(needle));
+        self.stderr()
+    }
+
     /// Everything hotsh wrote to stderr so far.
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
@@ -610,6 +641,9 @@ impl Agent {
     }
 
     pub fn new_session(&mut self) -> String {
+        // Plugins load in the background: a test that changes plugin files after this point
+        // must not race the initial scan.
+        self.wait_for_stderr("initial plugin scan done");
         let cwd = self.workdir.to_string_lossy().into_owned();
         let response = self.call("session/new", json!({"cwd": cwd, "mcpServers": []}));
         response["result"]["sessionId"]
@@ -711,6 +745,24 @@ impl Drop for Agent {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Hands `dir` and everything in it to `uid`:`gid` (via chown(1), following no links).
+fn chown_tree(dir: &Path, uid: u32, gid: u32) {
+    let status = Command::new("chown")
+        .arg("-R")
+        .arg("-h")
+        .arg(format!("{uid}:{gid}"))
+        .arg(dir)
+        .status()
+        .expect("chown runs");
+    assert!(status.success(), "chown of {} failed", dir.display());
+}
+
+/// Whether the tests run as root (some tests need to become another user).
+pub fn running_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
 /// A plugin card: a tool call the host sends on its own when a plugin changes.

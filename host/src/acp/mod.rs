@@ -91,7 +91,8 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                 };
                 let prompt = from_acp::prompt_text(&request.prompt);
                 tokio::spawn(async move {
-                    let outcome = turn::run_turn(&host, &session, prompt, sink, cancel).await;
+                    let outcome =
+                        turn::guarded(turn::run_turn(&host, &session, prompt, sink, cancel)).await;
                     session.end_turn();
                     tracing::info!(session = %session.id, ?outcome, "turn ended");
                     let _ = match outcome {

@@ -230,13 +230,9 @@ impl Registry {
             .collect()
     }
 
-    /// One line saying which plugins and tools serve (nothing when none do: the caller says
-    /// that in its own way).
+    /// One line saying that the initial scan is done and which plugins and tools serve.
     fn log_summary(&self) {
         let snapshot = self.snapshot();
-        if snapshot.plugins.is_empty() {
-            return;
-        }
         let plugins: Vec<String> = snapshot
             .plugins
             .iter()
@@ -251,7 +247,12 @@ impl Registry {
                 )
             })
             .collect();
-        tracing::info!("serving {} plugin(s): {}", plugins.len(), plugins.join("; "));
+        let serving = if plugins.is_empty() {
+            "no plugins".to_owned()
+        } else {
+            format!("{} plugin(s): {}", plugins.len(), plugins.join("; "))
+        };
+        tracing::info!("initial plugin scan done; serving {serving}");
     }
 
     /// Looks at one plugin file again (blocking) and loads, rejects or unloads it.

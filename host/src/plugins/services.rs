@@ -51,8 +51,52 @@ impl CallServices {
     }
 }
 
+/// The services as plugins call them: each runs inside `catch_unwind`, so a panic in the
+/// host's own code (which would otherwise unwind into the plugin's frames and abort the
+/// process) comes back to the plugin as an error.
 impl abi::HostServices for CallServices {
     fn run(&self, spec: abi::CommandSpec) -> RResult<abi::CommandOutcome, RString> {
+        guarded("run", || self.run_command(spec))
+    }
+
+    fn log(&self, level: abi::LogLevel, message: RStr<'_>) {
+        let _ = guarded("log", || {
+            self.write_log(level, message);
+            RResult::ROk(())
+        });
+    }
+
+    fn start(&self, spec: abi::CommandSpec) -> RResult<abi::TaskStarted, RString> {
+        guarded("start", || self.start_task(spec))
+    }
+
+    fn read_output(&self, task_id: RStr<'_>) -> RResult<abi::TaskOutput, RString> {
+        guarded("read_output", || self.read_task_output(task_id))
+    }
+
+    fn kill(&self, task_id: RStr<'_>) -> RResult<abi::KillOutcome, RString> {
+        guarded("kill", || self.kill_task(task_id))
+    }
+
+    fn owner_of(&self, task_id: RStr<'_>) -> RResult<ROption<RString>, RString> {
+        guarded("owner_of", || self.task_owner(task_id))
+    }
+}
+
+/// Runs one host service, turning a panic into an error value.
+fn guarded<T>(service: &str, body: impl FnOnce() -> RResult<T, RString>) -> RResult<T, RString> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let reason = crate::sync::panic_reason(payload.as_ref());
+            tracing::error!(service, %reason, "a host service panicked");
+            RResult::RErr(format!("the host failed in `{service}`: {reason}").into())
+        }
+    }
+}
+
+impl CallServices {
+    fn run_command(&self, spec: abi::CommandSpec) -> RResult<abi::CommandOutcome, RString> {
         let run = self.runs.fetch_add(1, Ordering::Relaxed) + 1;
         let mut spill_path = self.spill_stem.clone().into_os_string();
         spill_path.push(format!("-{run}.log"));
@@ -75,7 +119,7 @@ impl abi::HostServices for CallServices {
         }
     }
 
-    fn log(&self, level: abi::LogLevel, message: RStr<'_>) {
+    fn write_log(&self, level: abi::LogLevel, message: RStr<'_>) {
         let plugin = self.plugin.as_str();
         let message = message.as_str();
         match level {
@@ -86,7 +130,7 @@ impl abi::HostServices for CallServices {
         }
     }
 
-    fn start(&self, spec: abi::CommandSpec) -> RResult<abi::TaskStarted, RString> {
+    fn start_task(&self, spec: abi::CommandSpec) -> RResult<abi::TaskStarted, RString> {
         let request = StartRequest {
             command: spec.command.into_string(),
             workdir: PathBuf::from(spec.workdir.as_str()),
@@ -107,14 +151,14 @@ impl abi::HostServices for CallServices {
         }
     }
 
-    fn read_output(&self, task_id: RStr<'_>) -> RResult<abi::TaskOutput, RString> {
+    fn read_task_output(&self, task_id: RStr<'_>) -> RResult<abi::TaskOutput, RString> {
         match self.executor.read_output(task_id.as_str()) {
             Ok(read) => RResult::ROk(to_abi_read(read)),
             Err(error) => RResult::RErr(error.to_string().into()),
         }
     }
 
-    fn kill(&self, task_id: RStr<'_>) -> RResult<abi::KillOutcome, RString> {
+    fn kill_task(&self, task_id: RStr<'_>) -> RResult<abi::KillOutcome, RString> {
         let executor = Arc::clone(&self.executor);
         let id = task_id.as_str().to_owned();
         match self.on_runtime(async move { executor.kill(&id).await }) {
@@ -126,7 +170,7 @@ impl abi::HostServices for CallServices {
         }
     }
 
-    fn owner_of(&self, task_id: RStr<'_>) -> RResult<ROption<RString>, RString> {
+    fn task_owner(&self, task_id: RStr<'_>) -> RResult<ROption<RString>, RString> {
         match self.executor.owner_of(task_id.as_str()) {
             Ok(owner) => RResult::ROk(owner.map(RString::from).into()),
             Err(error) => RResult::RErr(error.to_string().into()),
@@ -192,5 +236,51 @@ fn to_abi_outcome(outcome: RunOutcome) -> abi::CommandOutcome {
         spill_bytes: outcome.spill.as_ref().map_or(0, |s| s.bytes),
         total_bytes: outcome.total_bytes,
         duration_ms: outcome.duration.as_millis() as u64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hotsh_abi::HostServices as _;
+
+    #[test]
+    fn a_panic_in_a_host_service_is_an_error_for_the_plugin() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let services = runtime.block_on(async {
+            let (executor, _completions) =
+                Executor::new(crate::executor::ExecutorConfig::default(), &Default::default())
+                    .expect("an executor");
+            CallServices {
+                runtime: tokio::runtime::Handle::current(),
+                executor,
+                cancel: CancellationToken::new(),
+                live: Arc::new(LiveOutput::new(1024)),
+                spill_stem: PathBuf::from("/dev/null/spill"),
+                plugin: "test".to_owned(),
+                runs: AtomicU32::new(0),
+                session_id: "s".to_owned(),
+                task_output_dir: PathBuf::from("/dev/null/tasks"),
+                started: std::sync::Mutex::default(),
+                last_end: std::sync::Mutex::default(),
+            }
+        });
+        // Called from inside the runtime, the service's `block_on` panics.
+        let spec = abi::CommandSpec {
+            command: "true".into(),
+            workdir: "/".into(),
+            timeout_ms: ROption::RNone,
+        };
+        let result = runtime.block_on(async { services.run(spec) });
+        match result {
+            RResult::RErr(error) => {
+                assert!(error.as_str().starts_with("the host failed in `run`: "), "{error}")
+            }
+            RResult::ROk(_) => panic!("the service cannot have run"),
+        }
     }
 }

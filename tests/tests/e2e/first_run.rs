@@ -225,7 +225,7 @@ fn plugin_dir_adds_to_the_default_directories_and_comes_first() {
         agent.tool_results(),
         vec![("Hello, Ada!".to_owned(), false), ("from the default directory".to_owned(), false)]
     );
-    let stderr = agent.stderr();
+    let stderr = agent.wait_for_stderr("serving ");
     let summary = stderr.lines().find(|l| l.contains("serving ")).expect("a start-up summary");
     let hello_at = summary.find("hello 0.1.0 from ").expect("hello in the summary");
     let bash_at = summary.find("tool-bash 0.1.0 from ").expect("tool-bash in the summary");

@@ -62,6 +62,11 @@ fn commands_never_see_the_hosts_secrets() {
         ("COPY_OF_THE_KEY".into(), "sk-secret-0517".into()),
         ("DB_PASSWORD".into(), "hunter2-0517".into()),
         ("SSH_KEY_PATH".into(), "/keys/0517".into()),
+        ("DATABASE_URL".into(), "postgres://app:pw-0517@db/prod".into()),
+        ("SENTRY_DSN".into(), "https://dsn-0517@sentry.example/1".into()),
+        ("SLACK_WEBHOOK_URL".into(), "https://hooks.example/webhook-0517".into()),
+        ("GH_PAT".into(), "pat-0517".into()),
+        ("AUTH_HEADER".into(), "Bearer sk-secret-0517".into()),
         ("PLAIN_SETTING".into(), "visible-0517".into()),
     ];
     options.config = Some("[env]\nkeep = [\"SSH_KEY_PATH\"]\n".to_owned());
@@ -81,6 +86,10 @@ fn commands_never_see_the_hosts_secrets() {
             "hunter2-0517",
             "DEEPSEEK_API_KEY",
             "GITHUB_TOKEN",
+            "pw-0517",
+            "dsn-0517",
+            "webhook-0517",
+            "pat-0517",
         ] {
             assert!(!text.contains(secret), "{secret} leaked into:\n{text}");
         }
@@ -192,4 +201,121 @@ fn output_files_are_private_removed_on_exit_and_leftovers_of_dead_agents_swept()
 
     assert!(agent.finish().success());
     assert!(!root.exists(), "the output files outlived a clean exit");
+}
+
+#[test]
+fn a_command_that_kills_its_own_shim_leaves_nothing_behind() {
+    let marker = "sleep 1000.0812";
+    // `$PPID` of the command's shell is its shim.
+    let command = format!("{marker} & sleep 0.2; kill -9 $PPID; sleep 1000.0813");
+    let mut agent = Agent::start(AgentOptions::script(vec![bash_call(&command), say("ok")]));
+    agent.initialize(true);
+    let session = agent.new_session();
+    let response = agent.prompt(&session, "go");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(agent.last_tool_result().0.contains("[killed by signal: SIGKILL]"));
+    // The orphan was re-parented to the agent, which killed it; the agent still runs.
+    eventually("the orphaned sleep to be gone", || processes_matching(marker).is_empty());
+    assert!(processes_matching("sleep 1000.0813").is_empty());
+    agent.wait_for_stderr("a process was re-parented to the host; killing it");
+}
+
+#[test]
+fn a_command_that_stops_its_own_shim_is_still_stopped_on_time() {
+    let marker = "sleep 1000.0814";
+    let command = format!("{marker} & kill -STOP $PPID; sleep 1000.0815");
+    let call = json!({"tool_calls": [{"name": "bash", "arguments": {"command": command, "timeout": 500}}]});
+    let mut agent = Agent::start(AgentOptions::script(vec![call, say("ok")]));
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "go");
+    let (text, _) = agent.last_tool_result();
+    assert!(text.starts_with("[timed out after 500ms]"), "{text}");
+    eventually("every sleep to be gone", || {
+        processes_matching(marker).is_empty() && processes_matching("sleep 1000.0815").is_empty()
+    });
+}
+
+#[test]
+fn a_same_user_command_cannot_read_the_agents_environment() {
+    let secret = "sk-environ-0816-secret";
+    // The agent's pid is the parent of the command's shim (`$PPID`).
+    let command = "agent=$(awk '{print $4}' /proc/$PPID/stat); \
+                   if cat /proc/$agent/environ >/dev/null 2>&1; then echo readable; else echo unreadable; fi; \
+                   id -u";
+    let mut options = AgentOptions::script(vec![bash_call(command), say("ok")]);
+    options.env = vec![("DEEPSEEK_API_KEY".into(), secret.into())];
+    // As root the check would prove nothing (root reads anything): run as another user.
+    if hotsh_tests::running_as_root() {
+        options.run_as = Some((65534, 65534));
+    }
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "peek");
+    let (text, _) = agent.last_tool_result();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("unreadable"), "{text}");
+    assert_ne!(lines.next(), Some("0"), "the command ran as root: {text}");
+    assert!(!text.contains(secret));
+}
+
+#[test]
+fn four_hundred_background_tasks_fit_under_a_soft_limit_of_1024_files() {
+    const TASKS: usize = 400;
+    let marker = "sleep 1000.0817";
+    let starts: Vec<serde_json::Value> = (0..TASKS)
+        .map(|_| json!({"name": "bash", "arguments": {"command": marker, "run_in_background": true}}))
+        .collect();
+    let mut options = AgentOptions::script(vec![
+        json!({"tool_calls": starts}),
+        bash_call("echo still able to run commands"),
+        say("ok"),
+    ]);
+    options.config = Some(format!("[executor]\nmax_background_tasks = {TASKS}\n"));
+    options.soft_open_files = Some(1024);
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    let response = agent.prompt(&session, "start them all");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let results = agent.tool_results();
+    let started =
+        results.iter().filter(|(t, e)| !e && t.starts_with("Started background task")).count();
+    assert_eq!(started, TASKS, "{:?}", results.iter().find(|(_, e)| *e));
+    assert_eq!(results.last().unwrap(), &("still able to run commands".to_owned(), false));
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", agent.pid())).unwrap();
+    let open_files = limits.lines().find(|l| l.starts_with("Max open files")).unwrap();
+    let values: Vec<&str> = open_files.split_whitespace().skip(3).take(2).collect();
+    assert_eq!(values[0], values[1], "the soft limit was not raised: {open_files}");
+    assert!(agent.finish().success());
+    eventually("every task to be gone", || processes_matching(marker).is_empty());
+}
+
+#[test]
+#[allow(clippy::disallowed_methods, reason = "runs hotsh with a bad config")]
+fn config_values_out_of_range_are_refused_at_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    for (config, expected) in [
+        (
+            "[executor]\nspill_cap_mib = 17592186044416\n",
+            "error: config: executor.spill_cap_mib must be between 1 and 1048576 (1 TiB), got 17592186044416",
+        ),
+        (
+            "[executor]\nmax_background_tasks = 0\n",
+            "error: config: executor.max_background_tasks must be between 1 and 4096, got 0",
+        ),
+    ] {
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, config).unwrap();
+        let output = std::process::Command::new(hotsh_tests::hotsh_binary())
+            .args(["acp", "--no-default-plugins", "--config"])
+            .arg(&path)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.trim_end(), expected);
+    }
 }

@@ -55,9 +55,7 @@ fn a_plugin_printing_to_stdout_cannot_corrupt_the_protocol() {
     // The harness fails on any stdout line that is not JSON; the turn completes.
     assert_eq!(agent.prompt(&session, "print")["result"]["stopReason"], "end_turn");
     assert_eq!(agent.last_tool_result(), ("printed".to_owned(), false));
-    hotsh_tests::eventually("the print on stderr", || {
-        agent.stderr().contains("garbage from a plugin on stdout")
-    });
+    agent.wait_for_stderr("garbage from a plugin on stdout");
 }
 
 #[test]
@@ -105,11 +103,19 @@ fn builds_that_crash_or_hang_at_start_up_are_rejected_and_the_rest_load() {
         (misbehaving_build("hang-in-tools"), "did not finish within 5 s"),
     ] {
         let (agent, _) = agent_beside(&file, "libaaa_bad.so");
-        let stderr = agent.stderr();
-        let rejected = stderr
-            .lines()
-            .find(|l| l.contains("plugin build rejected") && l.contains("libaaa_bad.so"))
-            .unwrap_or_else(|| panic!("no rejection for {}:\n{stderr}", file.display()));
+        // The log line was written before the turn could start; the harness reads stderr on
+        // a thread of its own.
+        let rejection = |stderr: &str| {
+            stderr
+                .lines()
+                .find(|l| l.contains("plugin build rejected") && l.contains("libaaa_bad.so"))
+                .map(str::to_owned)
+        };
+        let stderr = agent.wait_for_stderr("libaaa_bad.so");
+        hotsh_tests::eventually("the rejection in the log", || {
+            rejection(&agent.stderr()).is_some()
+        });
+        let rejected = rejection(&agent.stderr()).unwrap_or_else(|| panic!("{stderr}"));
         assert!(rejected.contains(reason), "{rejected}");
     }
 }

@@ -50,7 +50,7 @@ fn bare_hotsh_serves_acp_with_plugins_from_its_own_directory() {
         "{message}"
     );
     // The default plugin directory is the executable's: tool-bash was found there.
-    let stderr = agent.stderr();
+    let stderr = agent.wait_for_stderr("serving ");
     assert!(stderr.contains("plugin loaded") && stderr.contains("tool-bash"), "{stderr}");
     let summary = stderr.lines().find(|l| l.contains("serving ")).expect("a start-up summary");
     assert!(
