@@ -74,7 +74,7 @@ pub(crate) async fn run_turn(
             tools: snapshot.tool_definitions(),
         };
         if let Some(transcript) = &host.transcript {
-            transcript.record(&request);
+            transcript.record(&request).await;
         }
         let (text, calls) =
             match ask_model(host, &session.id, &request, sink.as_ref(), &cancel).await {

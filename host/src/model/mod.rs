@@ -137,11 +137,12 @@ pub(crate) fn open(spec: &ModelSpec) -> anyhow::Result<Box<dyn Model>> {
 }
 
 /// Appends every model request, as one JSON line, to a file: what the model was shown, for
-/// debugging prompts and for tests that check what the model received.
+/// debugging prompts and for tests that check what the model received. Written through
+/// `tokio::fs` (the blocking pool), never on a runtime worker.
 #[derive(Debug)]
 pub(crate) struct Transcript {
     path: PathBuf,
-    file: std::sync::Mutex<std::fs::File>,
+    file: tokio::sync::Mutex<tokio::fs::File>,
 }
 
 impl Transcript {
@@ -152,17 +153,24 @@ impl Transcript {
             .append(true)
             .open(path)
             .with_context(|| format!("cannot open model transcript {}", path.display()))?;
-        Ok(Self { path: path.to_owned(), file: std::sync::Mutex::new(file) })
+        Ok(Self {
+            path: path.to_owned(),
+            file: tokio::sync::Mutex::new(tokio::fs::File::from_std(file)),
+        })
     }
 
-    pub(crate) fn record(&self, request: &ModelRequest) {
-        use std::io::Write as _;
+    pub(crate) async fn record(&self, request: &ModelRequest) {
+        use tokio::io::AsyncWriteExt as _;
         let Ok(mut line) = serde_json::to_vec(request) else {
             return;
         };
         line.push(b'\n');
-        let mut file = crate::sync::lock(&self.file);
-        if let Err(error) = file.write_all(&line) {
+        let mut file = self.file.lock().await;
+        let written = match file.write_all(&line).await {
+            Ok(()) => file.flush().await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = written {
             tracing::warn!(path = %self.path.display(), %error, "cannot write model transcript");
         }
     }

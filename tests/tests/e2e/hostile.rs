@@ -142,3 +142,64 @@ fn a_build_that_crashes_when_dropped_in_is_rejected_with_the_signal_named() {
     agent.prompt(&session, "still?");
     assert_eq!(agent.last_tool_result(), ("build A".to_owned(), false));
 }
+
+#[test]
+fn another_users_files_in_the_shared_temp_dir_change_nothing() {
+    // What an agent of old wrote its plugin copies into, pre-planted by someone else: a file
+    // where a directory was expected.
+    let shared_tmp = tempfile::tempdir().unwrap();
+    let planted = shared_tmp.path().join("hotsh-plugin-copies");
+    std::fs::write(&planted, "planted").unwrap();
+    let mut options = AgentOptions::script(vec![call("reloadable_build"), say("ok")]);
+    options.plugins = vec![reloadable_build("A", Interface::Same)];
+    options.env = vec![("TMPDIR".into(), shared_tmp.path().to_string_lossy().into_owned())];
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "which?");
+    assert_eq!(agent.last_tool_result(), ("build A".to_owned(), false));
+    assert_eq!(std::fs::read_to_string(&planted).unwrap(), "planted");
+    // Nothing of the plugin was written to the shared temp directory at all: only the
+    // agent's private output directory is there.
+    let names: Vec<String> = std::fs::read_dir(shared_tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "hotsh-plugin-copies" && !n.starts_with("hotsh-"))
+        .collect();
+    assert!(names.is_empty(), "{names:?}");
+}
+
+#[test]
+#[allow(clippy::disallowed_methods, reason = "runs hotsh plugin check")]
+fn plugin_check_reports_a_build_that_crashes_instead_of_crashing() {
+    let scratch = tempfile::tempdir().unwrap();
+    let crashing = scratch.path().join("libcrashing.so");
+    corrupted_copy(&tool_bash_plugin(), 0xff, &crashing);
+    let output = std::process::Command::new(hotsh_tests::hotsh_binary())
+        .args(["plugin", "check"])
+        .arg(&crashing)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.starts_with(&format!(
+            "error: {} is rejected: loading it crashed with SIGILL",
+            crashing.display()
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_command_runs_in_a_session_of_its_own() {
+    // Field 6 of /proc/<pid>/stat is the session id: the shell leads a session of its own.
+    let command = "[ \"$(awk '{print $6}' /proc/$$/stat)\" = \"$$\" ] && echo own-session";
+    let mut agent =
+        Agent::start(AgentOptions::script(vec![hotsh_tests::bash_call(command), say("ok")]));
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "go");
+    assert_eq!(agent.last_tool_result(), ("own-session".to_owned(), false));
+}
