@@ -129,6 +129,9 @@ impl OutputCapture {
     }
 }
 
+/// Bytes gathered before a write to a spill file.
+const WRITE_BUFFER: usize = 1 << 20;
+
 /// A file receiving a command's full merged output, up to a cap.
 #[derive(Debug)]
 pub(crate) struct SpillFile {
@@ -140,12 +143,10 @@ pub(crate) struct SpillFile {
 #[derive(Debug)]
 enum SpillState {
     /// Not created yet: the output so far, while it stays under the threshold.
-    Pending {
-        buffered: Vec<u8>,
-        threshold: usize,
-    },
+    Pending { buffered: Vec<u8>, threshold: usize },
     Open {
-        file: File,
+        /// Buffered: each write to the file is a trip to the blocking pool.
+        file: tokio::io::BufWriter<File>,
         written: u64,
     },
     /// The file could not be written; reports name it `(unavailable)`.
@@ -180,7 +181,10 @@ impl SpillFile {
 
     async fn open(&mut self, buffered: Vec<u8>) {
         self.state = match create_private(&self.path).await {
-            Ok(file) => SpillState::Open { file, written: 0 },
+            Ok(file) => SpillState::Open {
+                file: tokio::io::BufWriter::with_capacity(WRITE_BUFFER, file),
+                written: 0,
+            },
             Err(error) => {
                 tracing::warn!(path = %self.path.display(), %error, "cannot create spill file");
                 SpillState::Failed

@@ -108,6 +108,8 @@ impl Agent {
             .arg(&config_path)
             .env("HOTSH_LOG", "warn")
             .env("TMPDIR", dir.path())
+            // Never the developer's installed plugins.
+            .env("HOTSH_DATA_DIR", dir.path().join("data"))
             .current_dir(dir.path())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -395,6 +397,7 @@ fn one_startup(hotsh: &std::path::Path, cwd: &std::path::Path) -> Sample {
     let started = Instant::now();
     let mut child = Command::new(hotsh)
         .env("HOTSH_LOG", "warn")
+        .env("HOTSH_DATA_DIR", cwd.join("data"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
