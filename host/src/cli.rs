@@ -13,6 +13,11 @@ use std::sync::Arc;
 /// `0.1.0 (commit 1a2b3c4d5e6f)`.
 const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("HOTSH_COMMIT"), ")");
 
+/// `hotsh 0.1.0 (commit 1a2b3c4d5e6f)`, as session logs record their agent.
+pub(crate) fn version_line() -> String {
+    format!("hotsh {VERSION}")
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "hotsh",
@@ -37,10 +42,22 @@ enum Command {
         #[command(flatten)]
         agent: AgentArgs,
         /// Working directory of the session (default: the current directory).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "session")]
         cwd: Option<PathBuf>,
+        /// Continue this session (see `hotsh sessions list`) instead of starting a new one.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
         /// The prompt.
         prompt: String,
+    },
+    /// The sessions saved in the data directory.
+    Sessions {
+        #[command(subcommand)]
+        command: SessionsCommand,
+        /// The data directory (default: `$HOTSH_DATA_DIR`, `$XDG_DATA_HOME/hotsh` or
+        /// `~/.local/share/hotsh`).
+        #[arg(long, value_name = "DIR", global = true)]
+        data_dir: Option<PathBuf>,
     },
     /// Rebuild a plugin crate whenever its sources change (`cargo build` in CRATE_DIR, with
     /// the arguments after `--`), check each build as a running agent would, and say whether
@@ -72,6 +89,22 @@ enum Command {
     /// Load a plugin build in a throwaway process and report on it (internal).
     #[command(name = "__check-plugin", hide = true)]
     CheckPluginChild { path: PathBuf },
+}
+
+#[derive(Debug, Subcommand)]
+enum SessionsCommand {
+    /// One line per session, newest first: id, last update, working directory, title.
+    List {
+        /// Only the sessions of this working directory.
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+    },
+    /// The thread of a session as readable text: prompts, replies, commands with their output
+    /// and exit status.
+    Show {
+        /// The session's id.
+        id: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -150,6 +183,7 @@ impl AgentArgs {
         let mut config =
             HostConfig::new(self.model.0.unwrap_or(ModelSpec::None), plugin_dirs, file)?;
         config.model_transcript = self.model_transcript;
+        config.data_dir = crate::dirs::data_dir(self.data_dir.as_deref());
         Ok(config)
     }
 }
@@ -183,9 +217,21 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             init_logging("warn");
             return crate::install::run(bin_dir, data_dir.as_deref());
         }
+        Some(Command::Sessions { command, data_dir }) => {
+            init_logging("warn");
+            let store = crate::session::store::SessionStore::new(crate::dirs::data_dir(
+                data_dir.as_deref(),
+            ));
+            return match command {
+                SessionsCommand::List { cwd } => crate::run_cli::list_sessions(&store, cwd),
+                SessionsCommand::Show { id } => crate::run_cli::show_session(&store, &id),
+            };
+        }
         Some(Command::Acp(args)) => Mode::Serve(args),
         None => Mode::Serve(cli.agent),
-        Some(Command::Run { agent, cwd, prompt }) => Mode::Run { agent, cwd, prompt },
+        Some(Command::Run { agent, cwd, session, prompt }) => {
+            Mode::Run { agent, cwd, session, prompt }
+        }
     };
     let interactive = matches!(command, Mode::Run { .. });
     // In a terminal, what the user must know comes as `error:` lines; the log keeps to
@@ -205,7 +251,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let result = runtime.block_on(async move {
         match command {
             Mode::Serve(args) => serve(args).await,
-            Mode::Run { agent, cwd, prompt } => {
+            Mode::Run { agent, cwd, session, prompt } => {
                 let cwd = match cwd {
                     Some(cwd) => cwd,
                     None => std::env::current_dir().context("cannot read the current directory")?,
@@ -216,7 +262,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let mut config = agent.into_config()?;
                 config.warn_without_tools = false;
                 let host = Host::start(config)?;
-                let code = crate::run_cli::run_prompt(Arc::clone(&host), cwd, prompt).await;
+                let code =
+                    crate::run_cli::run_prompt(Arc::clone(&host), cwd, session, prompt).await;
                 host.shutdown().await;
                 code
             }
@@ -230,7 +277,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 /// What the runtime is started for.
 enum Mode {
     Serve(AgentArgs),
-    Run { agent: AgentArgs, cwd: Option<PathBuf>, prompt: String },
+    Run { agent: AgentArgs, cwd: Option<PathBuf>, session: Option<String>, prompt: String },
 }
 
 async fn serve(args: AgentArgs) -> anyhow::Result<ExitCode> {

@@ -2,13 +2,14 @@
 //! background tasks, the model).
 
 use crate::config::ConfigFile;
-use crate::executor::{
-    EnvPolicy, Executor, ExecutorConfig, OutputRoot, TaskEnded, TaskState, TaskStatus,
-};
+use crate::executor::{EnvPolicy, Executor, ExecutorConfig, OutputRoot, TaskEnded, TaskState};
 use crate::model::{self, Model, ModelSpec, Transcript};
 use crate::plugins::{PluginChange, Registry, watch_plugin_dirs};
+use crate::session::fold::{Folded, OpenTask};
+use crate::session::store::{SessionStore, StoreError};
 use crate::session::{
-    CallStatus, Card, GenericCard, Session, SessionEvent, SessionId, ToolCallId, ToolKind,
+    CallStatus, Card, EventSink, Fact, GenericCard, LogWriter, Session, SessionEvent, SessionId,
+    SessionMeta, TaskEnd, ToolCallId, ToolKind,
 };
 use crate::sync::lock;
 use std::collections::HashMap;
@@ -26,6 +27,8 @@ pub(crate) struct HostConfig {
     pub(crate) env_drop: Vec<String>,
     /// The private directory of output files is made in here.
     pub(crate) temp_dir: PathBuf,
+    /// Where session logs live (`None`: nowhere; creating a session then fails).
+    pub(crate) data_dir: Option<PathBuf>,
     /// Log a warning when no plugin provides a tool (`hotsh run` says so itself, as an error).
     pub(crate) warn_without_tools: bool,
 }
@@ -61,6 +64,7 @@ impl HostConfig {
             env_keep: file.env.keep,
             env_drop: file.env.drop,
             temp_dir: std::env::temp_dir(),
+            data_dir: None,
             warn_without_tools: true,
         })
     }
@@ -95,6 +99,7 @@ pub(crate) struct Host {
     output_root: OutputRoot,
     pub(crate) runtime: tokio::runtime::Handle,
     sessions: Mutex<HashMap<SessionId, Arc<Session>>>,
+    store: SessionStore,
     /// Open cards by task id. The lock also orders "card drawn" against "task ended".
     task_cards: Mutex<TaskCards>,
 }
@@ -146,30 +151,151 @@ impl Host {
             output_root,
             runtime,
             sessions: Mutex::default(),
+            store: SessionStore::new(config.data_dir.clone()),
             task_cards: Mutex::default(),
         });
         let weak = Arc::downgrade(&host);
         host.runtime.spawn(async move {
             while let Some(ended) = completions.recv().await {
                 let Some(host) = weak.upgrade() else { return };
-                host.task_ended(ended);
+                host.task_ended(ended).await;
             }
         });
         let weak = Arc::downgrade(&host);
         host.runtime.spawn(async move {
             while let Some(change) = changed.recv().await {
                 let Some(host) = weak.upgrade() else { return };
-                host.plugin_changed(&change);
+                host.plugin_changed(&change).await;
             }
         });
         Ok(host)
     }
 
-    pub(crate) fn new_session(&self, cwd: PathBuf) -> Arc<Session> {
-        let id = SessionId(uuid::Uuid::new_v4().to_string());
-        let session = Arc::new(Session::new(id.clone(), cwd));
-        lock(&self.sessions).insert(id, Arc::clone(&session));
+    /// Starts a new session in `cwd`: its log is created (and its first record on disk)
+    /// before anything else, so a session that cannot be saved is refused.
+    pub(crate) fn new_session(&self, cwd: PathBuf) -> Result<Arc<Session>, StoreError> {
+        let id = uuid::Uuid::new_v4().to_string();
+        let meta = SessionMeta {
+            session_id: id.clone(),
+            cwd: cwd.clone(),
+            created_at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+            agent: crate::cli::version_line(),
+        };
+        let open = self.store.create(&meta)?;
+        let session = Arc::new(Session::new(SessionId(id), cwd, LogWriter::start(open), None));
+        lock(&self.sessions).insert(session.id.clone(), Arc::clone(&session));
+        Ok(session)
+    }
+
+    /// Opens a session from its log (`session/load`, `session/resume`, `hotsh run --session`):
+    /// one already open here is taken as it is; otherwise its log is locked, read and folded
+    /// into a new `Session`. Returns the session and the fold (what the client saw, the
+    /// tasks the log shows running: see [`Host::settle_tasks_of_gone_agent`]).
+    pub(crate) async fn open_session(
+        &self,
+        id: &str,
+        sink: Arc<dyn EventSink>,
+    ) -> Result<(Arc<Session>, Folded), StoreError> {
+        let store = self.store.clone();
+        let owned = id.to_owned();
+        if let Some(session) = self.session(&SessionId(id.to_owned())) {
+            // Everything it did is in the log: flush, then read it back for the view. Its
+            // running tasks are this process's own.
+            if let Err(failure) = session.flush().await {
+                tracing::warn!(session = %id, "{failure}");
+            }
+            let (_, mut folded) = blocking(move || store.read(&owned)).await?;
+            folded.open_tasks.clear();
+            session.attach(sink);
+            return Ok((session, folded));
+        }
+        let (open, folded) = blocking(move || store.open(&owned)).await?;
+        let session = Arc::new(Session::new(
+            SessionId(id.to_owned()),
+            folded.meta.cwd.clone(),
+            LogWriter::start(open),
+            Some(&folded),
+        ));
+        session.attach(sink);
+        lock(&self.sessions).insert(session.id.clone(), Arc::clone(&session));
+        Ok((session, folded))
+    }
+
+    /// Background tasks a log shows running belonged to an agent that is gone: each is
+    /// recorded as ended with it, its card is closed, and the model is told with its next
+    /// request.
+    pub(crate) async fn settle_tasks_of_gone_agent(&self, session: &Session, tasks: &[OpenTask]) {
+        for task in tasks {
+            self.end_task_of_a_gone_agent(session, task).await;
+        }
+        if let Err(failure) = session.flush().await {
+            tracing::warn!(session = %session.id, "{failure}");
+        }
+    }
+
+    /// Records that a task of a previous agent ended with it, closes its card, and queues the
+    /// notice for the model.
+    async fn end_task_of_a_gone_agent(&self, session: &Session, task: &OpenTask) {
+        let end = TaskEnd {
+            task_id: task.task_id.clone(),
+            state: "killed".to_owned(),
+            exit_code: None,
+            signal: None,
+            with_agent: true,
+        };
+        session.record(Fact::TaskEnded(end.clone())).await;
+        let notice =
+            crate::session::task_notice(&task.task_id, &task.command, &end, &task.output_path);
+        let title = task.card.as_ref().map_or_else(
+            || format!("Background task {}: {}", task.task_id, task.command),
+            |card| card.title().to_owned(),
+        );
         session
+            .emit(SessionEvent::ToolCallFinished {
+                call_id: task.call_id.clone(),
+                card: Card::Generic(GenericCard {
+                    title,
+                    kind: ToolKind::Execute,
+                    content: Some(format!(
+                        "{} ended when the agent that ran it went away.",
+                        task.task_id
+                    )),
+                }),
+                status: CallStatus::Failed,
+                raw_output: serde_json::json!({
+                    "task_id": task.task_id,
+                    "state": "killed",
+                    "exit_code": null,
+                    "signal": null,
+                    "ended_with_agent": true,
+                }),
+                error: None,
+                output_text: None,
+            })
+            .await;
+        session.add_notice(notice);
+    }
+
+    /// Closes a session open here: stops its background tasks, drops its pending notices,
+    /// flushes and releases its log. False when it is not open here.
+    pub(crate) async fn close_session(&self, id: &SessionId) -> bool {
+        let Some(session) = lock(&self.sessions).remove(id) else {
+            return false;
+        };
+        session.cancel();
+        self.executor.kill_owned_by(&id.0).await;
+        session.drop_notices();
+        session.close_log().await;
+        true
+    }
+
+    /// The sessions in the data directory.
+    pub(crate) async fn list_sessions(
+        &self,
+        cwd: Option<PathBuf>,
+    ) -> Result<Vec<crate::session::store::Summary>, StoreError> {
+        let store = self.store.clone();
+        blocking(move || store.list(cwd.as_deref())).await
     }
 
     pub(crate) fn session(&self, id: &SessionId) -> Option<Arc<Session>> {
@@ -181,62 +307,82 @@ impl Host {
         self.output_root.session_dir(&session.0)
     }
 
-    /// Stops every background task and removes this process's output files.
+    /// Stops every background task, closes every session's log and removes this process's
+    /// output files.
     pub(crate) async fn shutdown(&self) {
         self.executor.dispose().await;
+        let sessions: Vec<Arc<Session>> = lock(&self.sessions).drain().map(|(_, s)| s).collect();
+        for session in sessions {
+            session.close_log().await;
+        }
         self.output_root.remove();
     }
 
     /// Tells every session's client that a plugin was reloaded, rejected or unloaded.
-    fn plugin_changed(&self, change: &PluginChange) {
+    async fn plugin_changed(&self, change: &PluginChange) {
         let (title, detail, failed) = describe_change(change);
         let sessions: Vec<Arc<Session>> = lock(&self.sessions).values().cloned().collect();
         for session in sessions {
-            let Some(sink) = session.sink() else { continue };
-            sink.emit(SessionEvent::PluginChanged {
-                call_id: session.next_call_id(),
-                title: title.clone(),
-                detail: detail.clone(),
-                failed,
-            });
+            session
+                .emit(SessionEvent::PluginChanged {
+                    call_id: session.next_call_id(),
+                    title: title.clone(),
+                    detail: detail.clone(),
+                    failed,
+                })
+                .await;
         }
     }
 
     /// A call that started `task_id` drew its card as running: close the card when the task
     /// ends, or now if it already has.
-    pub(crate) fn keep_card_open_for_task(
+    pub(crate) async fn keep_card_open_for_task(
         &self,
         task_id: &str,
         session: &SessionId,
         call_id: &ToolCallId,
         title: &str,
     ) {
-        let mut cards = lock(&self.task_cards);
-        // Ends are handled under this lock, after their notice is given: either this task's end
-        // was handled already (close the card now), or the handler will find the card open.
-        if cards.ended.contains(task_id) {
-            drop(cards);
-            if let Some(ended) = self.executor.ended(task_id) {
-                self.close_task_card(session, call_id, title, &ended);
+        let ended_already = {
+            let mut cards = lock(&self.task_cards);
+            // Ends are handled under this lock, after their notice is given: either this
+            // task's end was handled already (close the card now), or the handler will find
+            // the card open.
+            if cards.ended.contains(task_id) {
+                true
+            } else {
+                let card = OpenCard {
+                    session: session.clone(),
+                    call_id: call_id.clone(),
+                    title: title.to_owned(),
+                };
+                cards.open.insert(task_id.to_owned(), card);
+                false
             }
-            return;
-        }
-        let card = OpenCard {
-            session: session.clone(),
-            call_id: call_id.clone(),
-            title: title.to_owned(),
         };
-        cards.open.insert(task_id.to_owned(), card);
+        if ended_already && let Some(ended) = self.executor.ended(task_id) {
+            self.close_task_card(session, call_id, title, &ended).await;
+        }
     }
 
-    /// A background task ended: tell its session's model (next request) and close its card.
-    fn task_ended(&self, ended: TaskEnded) {
+    /// A background task ended: record it, tell its session's model (next request) and close
+    /// its card.
+    async fn task_ended(&self, ended: TaskEnded) {
+        let end = task_end_of(&ended);
         // The notice first: once the client sees the card closed, the next model request
         // already carries it.
         let session =
             ended.owner.as_ref().and_then(|owner| self.session(&SessionId(owner.clone())));
-        match session {
-            Some(session) => session.add_notice(task_notice(&ended)),
+        match &session {
+            Some(session) => {
+                session.record(Fact::TaskEnded(end.clone())).await;
+                session.add_notice(crate::session::task_notice(
+                    &ended.id.0,
+                    &ended.command,
+                    &end,
+                    &ended.output_path,
+                ));
+            }
             None => {
                 tracing::debug!(task = %ended.id, "task ended for a session that is gone; notice dropped")
             }
@@ -247,48 +393,78 @@ impl Host {
             cards.open.remove(&ended.id.0)
         };
         if let Some(card) = card {
-            self.close_task_card(&card.session, &card.call_id, &card.title, &ended);
+            self.close_task_card(&card.session, &card.call_id, &card.title, &ended).await;
         }
     }
 
-    fn close_task_card(
+    async fn close_task_card(
         &self,
         session: &SessionId,
         call_id: &ToolCallId,
         title: &str,
         ended: &TaskEnded,
     ) {
-        let Some(sink) = self.session(session).and_then(|s| s.sink()) else {
+        let Some(session) = self.session(session) else {
             return;
         };
         let failed = ended.status.exit_code != Some(0);
         let content = format!(
             "{} {}; full output: {}",
             ended.id,
-            describe_end(&ended.status),
+            crate::session::describe_task_end(&task_end_of(ended)),
             ended.output_path.display()
         );
-        sink.emit(SessionEvent::ToolCallFinished {
-            call_id: call_id.clone(),
-            card: Card::Generic(GenericCard {
-                title: title.to_owned(),
-                kind: ToolKind::Execute,
-                content: Some(content),
-            }),
-            status: if failed { CallStatus::Failed } else { CallStatus::Completed },
-            raw_output: serde_json::json!({
-                "task_id": ended.id.0,
-                "state": match ended.status.state {
-                    TaskState::Running => "running",
-                    TaskState::Exited => "exited",
-                    TaskState::Killed => "killed",
-                },
-                "exit_code": ended.status.exit_code,
-                "signal": ended.status.signal,
-                "output_path": ended.output_path,
-            }),
-            error: None,
-        });
+        session
+            .emit(SessionEvent::ToolCallFinished {
+                call_id: call_id.clone(),
+                card: Card::Generic(GenericCard {
+                    title: title.to_owned(),
+                    kind: ToolKind::Execute,
+                    content: Some(content),
+                }),
+                status: if failed { CallStatus::Failed } else { CallStatus::Completed },
+                raw_output: serde_json::json!({
+                    "task_id": ended.id.0,
+                    "state": task_end_of(ended).state,
+                    "exit_code": ended.status.exit_code,
+                    "signal": ended.status.signal,
+                    "output_path": ended.output_path,
+                }),
+                error: None,
+                output_text: None,
+            })
+            .await;
+        if let Err(failure) = session.flush().await {
+            tracing::warn!(session = %session.id, "{failure}");
+        }
+    }
+}
+
+/// Runs store work (file reads) on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(work).await.unwrap_or_else(|join| {
+        Err(StoreError::Read(crate::session::log::ReadError::Io {
+            path: PathBuf::new(),
+            source: std::io::Error::other(join),
+        }))
+    })
+}
+
+/// A task's end as the log records it.
+fn task_end_of(ended: &TaskEnded) -> TaskEnd {
+    TaskEnd {
+        task_id: ended.id.0.clone(),
+        state: match ended.status.state {
+            TaskState::Running => "running",
+            TaskState::Exited => "exited",
+            TaskState::Killed => "killed",
+        }
+        .to_owned(),
+        exit_code: ended.status.exit_code,
+        signal: ended.status.signal.clone(),
+        with_agent: false,
     }
 }
 
@@ -342,29 +518,4 @@ fn describe_change(change: &PluginChange) -> (String, String, bool) {
 fn unix_seconds(at: std::time::SystemTime) -> String {
     let since = at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     format!("{}.{:03}", since.as_secs(), since.subsec_millis())
-}
-
-/// "exited with code 0", "was killed (SIGTERM)", "was ended by signal SIGSEGV".
-fn describe_end(status: &TaskStatus) -> String {
-    match (status.state, status.exit_code, &status.signal) {
-        (TaskState::Killed, _, Some(signal)) => format!("was killed ({signal})"),
-        (TaskState::Killed, _, None) => "was killed".to_owned(),
-        (_, Some(code), _) => format!("exited with code {code}"),
-        (_, None, Some(signal)) => format!("was ended by signal {signal}"),
-        (_, None, None) => "ended".to_owned(),
-    }
-}
-
-/// The notice the model reads at its next request.
-fn task_notice(ended: &TaskEnded) -> String {
-    let mut command: String = ended.command.chars().take(200).collect();
-    if command.len() < ended.command.len() {
-        command.push('…');
-    }
-    format!(
-        "[background task {} `{command}` {}. Its unread output is still available with bash_output; full output: {}]",
-        ended.id,
-        describe_end(&ended.status),
-        ended.output_path.display()
-    )
 }

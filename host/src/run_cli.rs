@@ -8,8 +8,8 @@ use agent_client_protocol::Client;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, ContentBlock, InitializeRequest, Meta,
-    NewSessionRequest, PromptRequest, SessionNotification, SessionUpdate, StopReason,
-    ToolCallContent, ToolCallStatus,
+    NewSessionRequest, PromptRequest, ResumeSessionRequest, SessionId, SessionNotification,
+    SessionUpdate, StopReason, ToolCallContent, ToolCallStatus,
 };
 use std::collections::HashMap;
 use std::io::Write;
@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 pub(crate) async fn run_prompt(
     host: Arc<Host>,
     cwd: PathBuf,
+    resume: Option<String>,
     prompt: String,
 ) -> anyhow::Result<ExitCode> {
     host.registry.ready().await;
@@ -49,8 +50,17 @@ pub(crate) async fn run_prompt(
             )
             .block_task()
             .await?;
-            let session = cx.send_request(NewSessionRequest::new(cwd)).block_task().await?;
-            let on_interrupt = (cx.clone(), session.session_id.clone());
+            let session_id = match resume {
+                // The session goes on where it was; its thread is not shown again.
+                Some(id) => {
+                    cx.send_request(ResumeSessionRequest::new(id.clone(), cwd))
+                        .block_task()
+                        .await?;
+                    SessionId::new(id)
+                }
+                None => cx.send_request(NewSessionRequest::new(cwd)).block_task().await?.session_id,
+            };
+            let on_interrupt = (cx.clone(), session_id.clone());
             let interrupt = tokio::spawn(async move {
                 if tokio::signal::ctrl_c().await.is_ok() {
                     let (cx, session_id) = on_interrupt;
@@ -59,7 +69,7 @@ pub(crate) async fn run_prompt(
             });
             let prompt = vec![ContentBlock::from(prompt)];
             let response =
-                cx.send_request(PromptRequest::new(session.session_id, prompt)).block_task().await;
+                cx.send_request(PromptRequest::new(session_id, prompt)).block_task().await;
             interrupt.abort();
             Ok(response.map(|r| r.stop_reason).map_err(|e| e.message))
         })
@@ -130,6 +140,11 @@ impl Screen {
 
     fn show(&mut self, update: &SessionUpdate) {
         match update {
+            SessionUpdate::UserMessageChunk(chunk) => {
+                self.in_thought = false;
+                let text = self.paint("1;36", &format!("> {}", content_text(&chunk.content)));
+                self.block(&text);
+            }
             SessionUpdate::AgentMessageChunk(chunk) => {
                 if self.in_thought {
                     self.new_line();
@@ -227,4 +242,51 @@ fn tool_content_text(content: &ToolCallContent) -> Option<String> {
         ToolCallContent::Content(content) => Some(content_text(&content.content)),
         _ => None,
     }
+}
+
+/// `hotsh sessions list`: one line per session, newest first.
+pub(crate) fn list_sessions(
+    store: &crate::session::store::SessionStore,
+    cwd: Option<PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    let cwd = cwd.map(|cwd| std::path::absolute(&cwd)).transpose()?;
+    let sessions = store.list(cwd.as_deref())?;
+    if sessions.is_empty() {
+        eprintln!("no sessions in {}", store.dir()?.display());
+    }
+    for session in sessions {
+        let updated = humantime::format_rfc3339_seconds(session.updated_at);
+        crate::term::out(&format!(
+            "{}  {updated}  {}  {}",
+            session.id,
+            session.cwd.display(),
+            session.title.unwrap_or_else(|| "(no prompt yet)".to_owned())
+        ));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `hotsh sessions show ID`: the thread as a terminal shows it in `hotsh run`.
+pub(crate) fn show_session(
+    store: &crate::session::store::SessionStore,
+    id: &str,
+) -> anyhow::Result<ExitCode> {
+    let (_, folded) = store.read(id)?;
+    let mut screen = Screen::new(crate::term::color_stdout());
+    let meta = &folded.meta;
+    let header = format!(
+        "session {} “{}” in {} (started {} by {})",
+        meta.session_id,
+        folded.title.as_deref().unwrap_or("no prompt yet"),
+        meta.cwd.display(),
+        meta.created_at,
+        meta.agent
+    );
+    let header = screen.paint("2", &header);
+    screen.block(&header);
+    for update in acp::terminal_view(folded.view) {
+        screen.show(&update);
+    }
+    screen.new_line();
+    Ok(ExitCode::SUCCESS)
 }

@@ -3,12 +3,13 @@
 
 use crate::executor::{Drained, LiveOutput};
 use crate::host::Host;
-use crate::model::{Message, ModelEvent, ModelRequest, ModelToolCall};
+use crate::model::{ModelEvent, ModelRequest, ModelToolCall};
 use crate::plugins::{CallServices, LoadedPlugin, PluginCall, PluginOutput, Snapshot};
 use crate::session::{
-    CallStatus, Card, EventSink, GenericCard, Session, SessionEvent, StopReason, TerminalCard,
-    ToolCallId, ToolKind,
+    CallStatus, Card, Fact, GenericCard, Prompt, Session, SessionEvent, StopReason, TerminalCard,
+    ToolCallId, ToolKind, TurnOutcome,
 };
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
@@ -48,16 +49,34 @@ pub(crate) async fn guarded(
     }
 }
 
-/// Runs one turn of `session` for the user's `prompt`.
-pub(crate) async fn run_turn(
+/// Answers one prompt: runs the turn (guarded), records how it ended, and flushes the log. A
+/// log that cannot be written fails the turn, so the user is told the session is not saved.
+pub(crate) async fn answer(
     host: &Arc<Host>,
     session: &Arc<Session>,
-    prompt: String,
-    sink: Arc<dyn EventSink>,
+    prompt: Prompt,
     cancel: CancellationToken,
 ) -> Result<StopReason, TurnFailed> {
-    session.deliver_notices();
-    session.push(Message::User { text: prompt });
+    let outcome = guarded(run_turn(host, session, prompt, &cancel)).await;
+    let (recorded, message) = match &outcome {
+        Ok(StopReason::EndTurn) => (TurnOutcome::EndTurn, None),
+        Ok(StopReason::Cancelled) => (TurnOutcome::Cancelled, None),
+        Err(TurnFailed(message)) => (TurnOutcome::Failed, Some(message.clone())),
+    };
+    session.record(Fact::TurnEnded { outcome: recorded, message }).await;
+    session.flush().await.map_err(TurnFailed)?;
+    outcome
+}
+
+/// Runs one turn of `session` for the user's `prompt`.
+async fn run_turn(
+    host: &Arc<Host>,
+    session: &Arc<Session>,
+    prompt: Prompt,
+    cancel: &CancellationToken,
+) -> Result<StopReason, TurnFailed> {
+    session.deliver_notices().await;
+    session.record(Fact::Prompt(prompt)).await;
     tokio::select! {
         () = host.registry.ready() => {}
         () = cancel.cancelled() => return Ok(StopReason::Cancelled),
@@ -66,7 +85,7 @@ pub(crate) async fn run_turn(
         if cancel.is_cancelled() {
             return Ok(StopReason::Cancelled);
         }
-        session.deliver_notices();
+        session.deliver_notices().await;
         let snapshot = host.registry.snapshot();
         let request = ModelRequest {
             system: system_prompt(session, &snapshot),
@@ -76,28 +95,29 @@ pub(crate) async fn run_turn(
         if let Some(transcript) = &host.transcript {
             transcript.record(&request).await;
         }
-        let (text, calls) =
-            match ask_model(host, &session.id, &request, sink.as_ref(), &cancel).await {
-                Answer::Complete { text, calls } => (text, calls),
-                // The prompt is answered with the error; the session keeps serving.
-                Answer::Failed(message) => return Err(TurnFailed(message)),
-                Answer::Cancelled => return Ok(StopReason::Cancelled),
-            };
-        session.push(Message::Assistant { text, tool_calls: calls.clone() });
+        let (text, calls) = match ask_model(host, session, &request, cancel).await {
+            Answer::Complete { text, calls } => (text, calls),
+            // The prompt is answered with the error; the session keeps serving.
+            Answer::Failed(message) => return Err(TurnFailed(message)),
+            Answer::Cancelled => return Ok(StopReason::Cancelled),
+        };
+        session.record(Fact::AssistantMessage { text, tool_calls: calls.clone() }).await;
         if calls.is_empty() {
             return Ok(StopReason::EndTurn);
         }
         for call in &calls {
             if cancel.is_cancelled() {
-                session.push(Message::Tool {
-                    call_id: call.id.clone(),
-                    text: "[not run: the user cancelled the turn]".to_owned(),
-                    is_error: true,
-                });
+                session
+                    .record(Fact::ToolResult {
+                        call_id: call.id.clone(),
+                        text: "[not run: the user cancelled the turn]".to_owned(),
+                        is_error: true,
+                    })
+                    .await;
                 continue;
             }
-            let (text, is_error) = execute_call(host, session, call, &sink, &cancel).await;
-            session.push(Message::Tool { call_id: call.id.clone(), text, is_error });
+            let (text, is_error) = execute_call(host, session, call, cancel).await;
+            session.record(Fact::ToolResult { call_id: call.id.clone(), text, is_error }).await;
         }
     }
 }
@@ -127,13 +147,12 @@ enum Answer {
 /// Asks the model, forwarding its text and reasoning to the client as they stream.
 async fn ask_model(
     host: &Host,
-    session: &crate::session::SessionId,
+    session: &Session,
     request: &ModelRequest,
-    sink: &dyn EventSink,
     cancel: &CancellationToken,
 ) -> Answer {
     let (events, mut received) = mpsc::unbounded_channel();
-    let respond = host.model.respond(&session.0, request, events);
+    let respond = host.model.respond(&session.id.0, request, events);
     tokio::pin!(respond);
     let mut text = String::new();
     let mut calls = Vec::new();
@@ -145,9 +164,11 @@ async fn ask_model(
             event = received.recv() => match event {
                 Some(ModelEvent::Text(chunk)) => {
                     text.push_str(&chunk);
-                    sink.emit(SessionEvent::AgentText(chunk));
+                    session.emit(SessionEvent::AgentText { text: chunk }).await;
                 }
-                Some(ModelEvent::Reasoning(chunk)) => sink.emit(SessionEvent::AgentThought(chunk)),
+                Some(ModelEvent::Reasoning(chunk)) => {
+                    session.emit(SessionEvent::AgentThought { text: chunk }).await;
+                }
                 Some(ModelEvent::ToolCall(call)) => calls.push(call),
                 // The sender lives inside `respond`: closed means the answer is complete.
                 None => break,
@@ -173,7 +194,6 @@ async fn execute_call(
     host: &Arc<Host>,
     session: &Arc<Session>,
     call: &ModelToolCall,
-    sink: &Arc<dyn EventSink>,
     cancel: &CancellationToken,
 ) -> (String, bool) {
     let call_id = session.next_call_id();
@@ -187,7 +207,7 @@ async fn execute_call(
         } else {
             format!("unknown tool `{}`; the tools are: {}", call.name, names.join(", "))
         };
-        fail_without_running(sink.as_ref(), call_id, &call.name, raw_input, &text);
+        fail_without_running(session, call_id, call, raw_input, &text).await;
         return (text, true);
     };
     let plugin_call = PluginCall {
@@ -206,16 +226,19 @@ async fn execute_call(
         tracing::debug!(%error, tool = %call.name, "present_call failed; showing a plain card");
         fallback_card(&call.name)
     });
-    sink.emit(SessionEvent::ToolCallStarted {
-        call_id: call_id.clone(),
-        tool: call.name.clone(),
-        card: card.clone(),
-        raw_input,
-    });
+    session
+        .emit(SessionEvent::ToolCallStarted {
+            call_id: call_id.clone(),
+            tool: call.name.clone(),
+            card: card.clone(),
+            raw_input,
+            arguments: call.arguments.clone(),
+        })
+        .await;
 
     let live = Arc::new(LiveOutput::new(host.executor.config().live_cap));
     let forwarder =
-        tokio::spawn(forward_output(Arc::clone(&live), Arc::clone(sink), call_id.clone()));
+        tokio::spawn(forward_output(Arc::clone(&live), Arc::clone(session), call_id.clone()));
     let output_dir = host.session_output_dir(&session.id);
     let services = Arc::new(CallServices {
         runtime: host.runtime.clone(),
@@ -248,36 +271,51 @@ async fn execute_call(
             if let Card::Terminal(TerminalCard { exit: Some(exit), .. }) = &mut card {
                 exit.reason = crate::sync::lock(&services.last_end).clone();
             }
-            let started = crate::sync::lock(&services.started).first().cloned();
+            let started_tasks = crate::sync::lock(&services.started).clone();
+            for task in &started_tasks {
+                session
+                    .record(Fact::TaskStarted {
+                        task_id: task.task_id.clone(),
+                        call_id: call_id.0.clone(),
+                        command: task.command.clone(),
+                        output_path: task.output_path.clone(),
+                    })
+                    .await;
+            }
+            let started = started_tasks.first().map(|t| t.task_id.clone());
             if status == CallStatus::Running && started.is_none() {
                 tracing::debug!(tool = %call.name, "card drawn as running but no task was started");
                 status = CallStatus::Completed;
             }
-            sink.emit(SessionEvent::ToolCallFinished {
-                call_id: call_id.clone(),
-                card: card.clone(),
-                status,
-                raw_output: serde_json::from_str(&output.raw_output)
-                    .unwrap_or(serde_json::Value::Null),
-                error: None,
-            });
+            session
+                .emit(SessionEvent::ToolCallFinished {
+                    call_id: call_id.clone(),
+                    card: card.clone(),
+                    status,
+                    raw_output: serde_json::from_str(&output.raw_output)
+                        .unwrap_or(serde_json::Value::Null),
+                    error: None,
+                    output_text: Some(output.text.clone()),
+                })
+                .await;
             if let (CallStatus::Running, Some(task_id)) = (status, started) {
-                let title = match &card {
-                    Card::Generic(card) => card.title.clone(),
-                    Card::Terminal(card) => card.command.clone(),
-                };
-                host.keep_card_open_for_task(&task_id, &session.id, &call_id, &title);
+                host.keep_card_open_for_task(&task_id, &session.id, &call_id, card.title()).await;
             }
+            flush_or_warn(session).await;
             (output.text, false)
         }
         Err(text) => {
-            sink.emit(SessionEvent::ToolCallFinished {
-                call_id,
-                card,
-                status: CallStatus::Failed,
-                raw_output: serde_json::json!({ "error": text }),
-                error: Some(text.clone()),
-            });
+            session
+                .emit(SessionEvent::ToolCallFinished {
+                    call_id,
+                    card,
+                    status: CallStatus::Failed,
+                    raw_output: serde_json::json!({ "error": text }),
+                    error: Some(text.clone()),
+                    output_text: None,
+                })
+                .await;
+            flush_or_warn(session).await;
             (text, true)
         }
     }
@@ -316,6 +354,97 @@ async fn invoke(
     joined.unwrap_or_else(|error| Err(format!("plugin `{name}` failed: {error}")))
 }
 
+/// What a loaded session's client is shown again: the logged view, with every tool call's
+/// card drawn anew by the plugin that declares the tool (so an improved rendering applies to
+/// old threads). The logged card stays when no plugin declares the tool any more or the
+/// presenter fails; the logged status and the host's own notes (why a command ended) stay.
+pub(crate) async fn present_again(
+    host: &Host,
+    session: &Session,
+    view: Vec<SessionEvent>,
+) -> Vec<SessionEvent> {
+    let snapshot = host.registry.snapshot();
+    let mut calls: HashMap<ToolCallId, (Arc<LoadedPlugin>, PluginCall)> = HashMap::new();
+    let mut shown = Vec::with_capacity(view.len());
+    for event in view {
+        match event {
+            SessionEvent::ToolCallStarted { call_id, tool, card, raw_input, arguments } => {
+                let mut card = card;
+                if let Some(plugin) = snapshot.find_tool(&tool) {
+                    let call = PluginCall {
+                        call_id: call_id.0.clone(),
+                        session_id: session.id.0.clone(),
+                        tool: tool.clone(),
+                        arguments: arguments.clone(),
+                        cwd: session.cwd.to_string_lossy().into_owned(),
+                    };
+                    let presented = present(&plugin, {
+                        let call = call.clone();
+                        move |p| p.api.present_call(&call)
+                    })
+                    .await;
+                    if let Ok(fresh) = presented {
+                        card = fresh;
+                    }
+                    calls.insert(call_id.clone(), (plugin, call));
+                }
+                shown.push(SessionEvent::ToolCallStarted {
+                    call_id,
+                    tool,
+                    card,
+                    raw_input,
+                    arguments,
+                });
+            }
+            SessionEvent::ToolCallFinished {
+                call_id,
+                card,
+                status,
+                raw_output,
+                error,
+                output_text: Some(text),
+            } if calls.contains_key(&call_id) => {
+                let mut card = card;
+                if let Some((plugin, call)) = calls.get(&call_id) {
+                    let output =
+                        PluginOutput { text: text.clone(), raw_output: raw_output.to_string() };
+                    let presented = present(plugin, {
+                        let call = call.clone();
+                        move |p| p.api.present_result(&call, &output)
+                    })
+                    .await;
+                    if let Ok((mut fresh, _)) = presented {
+                        keep_host_notes(&card, &mut fresh);
+                        card = fresh;
+                    }
+                }
+                shown.push(SessionEvent::ToolCallFinished {
+                    call_id,
+                    card,
+                    status,
+                    raw_output,
+                    error,
+                    output_text: Some(text),
+                });
+            }
+            other => shown.push(other),
+        }
+    }
+    shown
+}
+
+/// Carries what the host added to a logged card (why a command ended) over to a card drawn
+/// anew.
+fn keep_host_notes(logged: &Card, fresh: &mut Card) {
+    if let (
+        Card::Terminal(TerminalCard { exit: Some(logged), .. }),
+        Card::Terminal(TerminalCard { exit: Some(fresh), .. }),
+    ) = (logged, fresh)
+    {
+        fresh.reason = logged.reason.clone();
+    }
+}
+
 /// Runs a presentation function on a blocking thread with a time limit.
 async fn present<T: Send + 'static>(
     plugin: &Arc<LoadedPlugin>,
@@ -335,31 +464,45 @@ fn fallback_card(tool: &str) -> Card {
 }
 
 /// Shows a call that could not run at all (e.g. an unknown tool) as a failed card.
-fn fail_without_running(
-    sink: &dyn EventSink,
+async fn fail_without_running(
+    session: &Session,
     call_id: ToolCallId,
-    tool: &str,
+    call: &ModelToolCall,
     raw_input: serde_json::Value,
     text: &str,
 ) {
-    let card = fallback_card(tool);
-    sink.emit(SessionEvent::ToolCallStarted {
-        call_id: call_id.clone(),
-        tool: tool.to_owned(),
-        card: card.clone(),
-        raw_input,
-    });
-    sink.emit(SessionEvent::ToolCallFinished {
-        call_id,
-        card,
-        status: CallStatus::Failed,
-        raw_output: serde_json::json!({ "error": text }),
-        error: Some(text.to_owned()),
-    });
+    let card = fallback_card(&call.name);
+    session
+        .emit(SessionEvent::ToolCallStarted {
+            call_id: call_id.clone(),
+            tool: call.name.clone(),
+            card: card.clone(),
+            raw_input,
+            arguments: call.arguments.clone(),
+        })
+        .await;
+    session
+        .emit(SessionEvent::ToolCallFinished {
+            call_id,
+            card,
+            status: CallStatus::Failed,
+            raw_output: serde_json::json!({ "error": text }),
+            error: Some(text.to_owned()),
+            output_text: None,
+        })
+        .await;
+}
+
+/// A card closed: what the user saw so far goes to the file (a failure is reported when
+/// the turn ends).
+async fn flush_or_warn(session: &Session) {
+    if let Err(failure) = session.flush().await {
+        tracing::warn!(session = %session.id, "{failure}");
+    }
 }
 
 /// Forwards a call's live output to the client, at most once per coalescing window.
-async fn forward_output(live: Arc<LiveOutput>, sink: Arc<dyn EventSink>, call_id: ToolCallId) {
+async fn forward_output(live: Arc<LiveOutput>, session: Arc<Session>, call_id: ToolCallId) {
     loop {
         live.changed().await;
         if !live.is_closed() {
@@ -368,7 +511,7 @@ async fn forward_output(live: Arc<LiveOutput>, sink: Arc<dyn EventSink>, call_id
         match live.drain() {
             Drained::Text(text) if text.is_empty() => {}
             Drained::Text(text) => {
-                sink.emit(SessionEvent::ToolOutput { call_id: call_id.clone(), text });
+                session.emit(SessionEvent::ToolOutput { call_id: call_id.clone(), text }).await;
             }
             Drained::Empty => {}
             Drained::Closed => return,

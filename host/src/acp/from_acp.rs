@@ -15,9 +15,17 @@ pub(super) fn wants_terminal_output(request: &InitializeRequest) -> bool {
         .unwrap_or(false)
 }
 
+/// The user's prompt: the text the model reads, and the blocks as sent (for the log).
+pub(super) fn prompt(blocks: &[ContentBlock]) -> crate::session::Prompt {
+    crate::session::Prompt {
+        text: prompt_text(blocks),
+        blocks: blocks.iter().filter_map(|b| serde_json::to_value(b).ok()).collect(),
+    }
+}
+
 /// The user's prompt as text for the model. Resources are inlined or named; media the host
 /// cannot pass on is named, so the model knows something was there.
-pub(super) fn prompt_text(blocks: &[ContentBlock]) -> String {
+fn prompt_text(blocks: &[ContentBlock]) -> String {
     let parts: Vec<String> = blocks
         .iter()
         .map(|block| match block {

@@ -11,18 +11,26 @@ mod transport;
 pub(crate) use transport::claim_stdout;
 
 use crate::host::Host;
-use crate::session::{EventSink, SessionEvent, SessionId};
+use crate::session::store::StoreError;
+use crate::session::{EventSink, Fact, SessionEvent, SessionId};
 use crate::sync::lock;
 use crate::turn;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, Implementation, InitializeRequest, InitializeResponse,
-    NewSessionRequest, NewSessionResponse, PromptRequest, PromptResponse, SessionNotification,
+    AgentCapabilities, CancelNotification, CloseSessionRequest, CloseSessionResponse,
+    Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest,
+    ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, NewSessionRequest,
+    NewSessionResponse, PromptRequest, PromptResponse, ResumeSessionRequest, ResumeSessionResponse,
+    SessionCapabilities, SessionCloseCapabilities, SessionInfo, SessionListCapabilities,
+    SessionNotification, SessionResumeCapabilities,
 };
 use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// Sessions per `session/list` page.
+const LIST_PAGE: usize = 50;
 
 /// What the client told us about itself in `initialize`.
 #[derive(Debug, Default)]
@@ -31,23 +39,56 @@ struct ClientFeatures {
     terminal_output: AtomicBool,
 }
 
+/// What every handler needs.
+#[derive(Clone)]
+struct Shared {
+    host: Arc<Host>,
+    features: Arc<ClientFeatures>,
+}
+
+impl Shared {
+    fn sink(&self, cx: ConnectionTo<Client>, session_id: &str) -> Arc<AcpSink> {
+        Arc::new(AcpSink {
+            cx,
+            session_id: SessionId(session_id.to_owned()),
+            terminal_output: self.features.terminal_output.load(Ordering::Relaxed),
+            consoles: Mutex::default(),
+        })
+    }
+}
+
 /// The ACP agent serving `host`, ready to connect to a transport.
 pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
-    let features = Arc::new(ClientFeatures::default());
-    let for_new = (Arc::clone(&host), Arc::clone(&features));
-    let for_prompt = Arc::clone(&host);
-    let for_cancel = host;
+    let shared = Shared { host, features: Arc::new(ClientFeatures::default()) };
+    let (for_init, for_new, for_load, for_resume, for_list, for_close, for_prompt, for_cancel) = (
+        shared.clone(),
+        shared.clone(),
+        shared.clone(),
+        shared.clone(),
+        shared.clone(),
+        shared.clone(),
+        shared.clone(),
+        shared,
+    );
     Agent
         .v1()
         .name("hotsh")
         .on_receive_request(
             async move |request: InitializeRequest, responder, _cx| {
                 let terminal_output = from_acp::wants_terminal_output(&request);
-                features.terminal_output.store(terminal_output, Ordering::Relaxed);
+                for_init.features.terminal_output.store(terminal_output, Ordering::Relaxed);
                 tracing::debug!(terminal_output, "initialize");
+                let sessions = SessionCapabilities::new()
+                    .list(SessionListCapabilities::new())
+                    .resume(SessionResumeCapabilities::new())
+                    .close(SessionCloseCapabilities::new());
                 responder.respond(
                     InitializeResponse::new(request.protocol_version)
-                        .agent_capabilities(AgentCapabilities::new())
+                        .agent_capabilities(
+                            AgentCapabilities::new()
+                                .load_session(true)
+                                .session_capabilities(sessions),
+                        )
                         .agent_info(Implementation::new("hotsh", env!("CARGO_PKG_VERSION"))),
                 )
             },
@@ -55,44 +96,113 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
         )
         .on_receive_request(
             async move |request: NewSessionRequest, responder, cx| {
-                let (host, features) = &for_new;
                 if let Err(message) = check_cwd(&request.cwd) {
                     return responder.respond_with_error(invalid_params(message));
                 }
-                let session = host.new_session(request.cwd);
-                let sink: Arc<dyn EventSink> = Arc::new(AcpSink {
-                    cx,
-                    session_id: session.id.clone(),
-                    terminal_output: features.terminal_output.load(Ordering::Relaxed),
-                    consoles: Mutex::default(),
-                });
-                session.attach(sink);
+                let session = match for_new.host.new_session(request.cwd) {
+                    Ok(session) => session,
+                    Err(error) => return responder.respond_with_error(store_error(&error)),
+                };
+                session.attach(for_new.sink(cx, &session.id.0));
                 tracing::info!(session = %session.id, cwd = %session.cwd.display(), "session created");
                 responder.respond(NewSessionResponse::new(session.id.0.clone()))
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
+            async move |request: LoadSessionRequest, responder, cx| {
+                let shared = for_load.clone();
+                let id = request.session_id.0.to_string();
+                tokio::spawn(async move {
+                    let sink = shared.sink(cx, &id);
+                    let opened = shared.host.open_session(&id, Arc::clone(&sink) as Arc<dyn EventSink>).await;
+                    let (session, folded) = match opened {
+                        Ok(opened) => opened,
+                        Err(error) => {
+                            let _ = responder.respond_with_error(store_error(&error));
+                            return;
+                        }
+                    };
+                    // The thread as it was, before the answer (ACP: replay, then respond).
+                    let view = turn::present_again(&shared.host, &session, folded.view).await;
+                    for event in view {
+                        sink.emit(event);
+                    }
+                    shared.host.settle_tasks_of_gone_agent(&session, &folded.open_tasks).await;
+                    tracing::info!(session = %session.id, "session loaded");
+                    let _ = responder.respond(LoadSessionResponse::new());
+                });
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: ResumeSessionRequest, responder, cx| {
+                let shared = for_resume.clone();
+                let id = request.session_id.0.to_string();
+                tokio::spawn(async move {
+                    let sink = shared.sink(cx, &id);
+                    match shared.host.open_session(&id, sink).await {
+                        Ok((session, folded)) => {
+                            shared.host.settle_tasks_of_gone_agent(&session, &folded.open_tasks).await;
+                            tracing::info!(session = %session.id, "session resumed");
+                            let _ = responder.respond(ResumeSessionResponse::new());
+                        }
+                        Err(error) => {
+                            let _ = responder.respond_with_error(store_error(&error));
+                        }
+                    }
+                });
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: ListSessionsRequest, responder, _cx| {
+                let shared = for_list.clone();
+                tokio::spawn(async move {
+                    let _ = responder.respond_with_result(list_sessions(&shared.host, request).await);
+                });
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: CloseSessionRequest, responder, _cx| {
+                let shared = for_close.clone();
+                let id = SessionId(request.session_id.0.to_string());
+                tokio::spawn(async move {
+                    if shared.host.close_session(&id).await {
+                        tracing::info!(session = %id, "session closed");
+                        let _ = responder.respond(CloseSessionResponse::new());
+                    } else {
+                        let _ = responder
+                            .respond_with_error(invalid_params(format!("unknown session: {id}")));
+                    }
+                });
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
             async move |request: PromptRequest, responder, _cx| {
-                let host = Arc::clone(&for_prompt);
+                let host = Arc::clone(&for_prompt.host);
                 let id = SessionId(request.session_id.0.to_string());
                 let Some(session) = host.session(&id) else {
                     return responder.respond_with_error(invalid_params(format!("unknown session: {id}")));
                 };
+                if let Some(failure) = session.log_failure() {
+                    return responder.respond_with_error(Error::new(ErrorCode::INTERNAL_ERROR, failure));
+                }
                 let cancel = match session.begin_turn() {
                     Ok(cancel) => cancel,
                     Err(busy) => {
                         return responder.respond_with_error(Error::new(ErrorCode::INVALID_REQUEST, busy.to_string()));
                     }
                 };
-                let Some(sink) = session.sink() else {
-                    session.end_turn();
-                    return responder.respond_with_error(Error::internal_error());
-                };
-                let prompt = from_acp::prompt_text(&request.prompt);
+                let prompt = from_acp::prompt(&request.prompt);
                 tokio::spawn(async move {
-                    let outcome =
-                        turn::guarded(turn::run_turn(&host, &session, prompt, sink, cancel)).await;
+                    let outcome = turn::answer(&host, &session, prompt, cancel).await;
                     session.end_turn();
                     tracing::info!(session = %session.id, ?outcome, "turn ended");
                     let _ = match outcome {
@@ -108,10 +218,13 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
         .on_receive_notification(
             async move |notification: CancelNotification, _cx| {
                 let id = SessionId(notification.session_id.0.to_string());
-                match for_cancel.session(&id) {
+                match for_cancel.host.session(&id) {
                     Some(session) => {
                         let was_running = session.cancel();
                         tracing::info!(session = %id, was_running, "cancel");
+                        if was_running {
+                            tokio::spawn(async move { session.record(Fact::CancelRequested {}).await });
+                        }
                     }
                     None => tracing::warn!(session = %id, "cancel for an unknown session"),
                 }
@@ -119,6 +232,54 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
             },
             agent_client_protocol::on_receive_notification!(),
         )
+}
+
+/// The updates a client with terminal support would get for `events` (what `hotsh sessions
+/// show` renders).
+pub(crate) fn terminal_view(
+    events: Vec<SessionEvent>,
+) -> Vec<agent_client_protocol::v1::schema::SessionUpdate> {
+    events.into_iter().filter_map(to_acp::update_with_terminal).collect()
+}
+
+/// One page of `session/list`: newest first; the cursor is the position of the page's first
+/// session.
+async fn list_sessions(
+    host: &Host,
+    request: ListSessionsRequest,
+) -> Result<ListSessionsResponse, Error> {
+    let start = match request.cursor.as_deref() {
+        None => 0,
+        Some(cursor) => cursor
+            .parse::<usize>()
+            .map_err(|_| invalid_params(format!("not a cursor of this agent's: {cursor}")))?,
+    };
+    let sessions = host.list_sessions(request.cwd).await.map_err(|e| store_error(&e))?;
+    let page: Vec<SessionInfo> = sessions
+        .iter()
+        .skip(start)
+        .take(LIST_PAGE)
+        .map(|s| {
+            SessionInfo::new(s.id.clone(), s.cwd.clone())
+                .title(s.title.clone())
+                .updated_at(humantime::format_rfc3339_millis(s.updated_at).to_string())
+        })
+        .collect();
+    let next = start + page.len();
+    let mut response = ListSessionsResponse::new(page);
+    if next < sessions.len() {
+        response = response.next_cursor(next.to_string());
+    }
+    Ok(response)
+}
+
+/// The JSON-RPC error for a session store failure: an unknown session is a bad parameter;
+/// anything else says what failed, naming the file.
+fn store_error(error: &StoreError) -> Error {
+    match error {
+        StoreError::Unknown(_) => invalid_params(error.to_string()),
+        _ => Error::new(ErrorCode::INTERNAL_ERROR, error.to_string()),
+    }
 }
 
 /// A session's working directory must be an absolute path to an existing directory.

@@ -87,6 +87,7 @@ pub(super) fn update_with_terminal(event: SessionEvent) -> Option<SessionUpdate>
             status: call_status,
             raw_output,
             error,
+            ..
         } => {
             let id = call_id.0;
             let mut fields =
@@ -144,6 +145,7 @@ pub(super) fn update_with_console(
             status: call_status,
             raw_output,
             error,
+            ..
         } => {
             let console = consoles.remove(&call_id.0).unwrap_or_default();
             let mut fields =
@@ -170,11 +172,16 @@ pub(super) fn update_with_console(
 /// Updates that do not depend on terminal support.
 fn common_update(event: SessionEvent) -> Option<SessionUpdate> {
     Some(match event {
-        SessionEvent::AgentText(text) => {
+        SessionEvent::AgentText { text } => {
             SessionUpdate::AgentMessageChunk(ContentChunk::new(text.into()))
         }
-        SessionEvent::AgentThought(text) => {
+        SessionEvent::AgentThought { text } => {
             SessionUpdate::AgentThoughtChunk(ContentChunk::new(text.into()))
+        }
+        SessionEvent::UserMessage { block } => {
+            let block = serde_json::from_value::<acp::ContentBlock>(block)
+                .unwrap_or_else(|_| "[a part of this prompt cannot be shown]".into());
+            SessionUpdate::UserMessageChunk(ContentChunk::new(block))
         }
         SessionEvent::PluginChanged { call_id, title, detail, failed } => SessionUpdate::ToolCall(
             ToolCall::new(call_id.0, title)
@@ -198,6 +205,7 @@ fn common_update(event: SessionEvent) -> Option<SessionUpdate> {
             status: call_status,
             raw_output,
             error,
+            ..
         } => {
             let mut fields = ToolCallUpdateFields::new()
                 .title(card.title)

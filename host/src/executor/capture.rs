@@ -138,6 +138,9 @@ pub(crate) struct SpillFile {
     path: PathBuf,
     cap: u64,
     state: SpillState,
+    /// Every write reaches the file at once (a background task's output is read while it
+    /// runs); otherwise writes are gathered.
+    write_through: bool,
 }
 
 #[derive(Debug)]
@@ -163,12 +166,18 @@ pub(crate) struct SpillSummary {
 impl SpillFile {
     /// Created only when more than `threshold` bytes arrive.
     pub(crate) fn lazy(path: PathBuf, cap: u64, threshold: usize) -> Self {
-        Self { path, cap, state: SpillState::Pending { buffered: Vec::new(), threshold } }
+        Self {
+            path,
+            cap,
+            state: SpillState::Pending { buffered: Vec::new(), threshold },
+            write_through: false,
+        }
     }
 
-    /// Created as soon as anything is written (at once with [`SpillFile::open_now`]).
+    /// Created as soon as anything is written (at once with [`SpillFile::open_now`]); every
+    /// write reaches the file at once.
     pub(crate) fn eager(path: PathBuf, cap: u64) -> Self {
-        Self::lazy(path, cap, 0)
+        Self { write_through: true, ..Self::lazy(path, cap, 0) }
     }
 
     /// Creates the file now, if it is not created yet.
@@ -214,7 +223,11 @@ impl SpillFile {
         if take == 0 {
             return;
         }
-        if let Err(error) = file.write_all(&bytes[..take]).await {
+        let mut written_out = file.write_all(&bytes[..take]).await;
+        if self.write_through && written_out.is_ok() {
+            written_out = file.flush().await;
+        }
+        if let Err(error) = written_out {
             tracing::warn!(path = %self.path.display(), %error, "cannot write spill file");
             self.state = SpillState::Failed;
             return;

@@ -491,6 +491,21 @@ impl Executor {
         Ok(Killed { killed: true, status })
     }
 
+    /// Kills every running task of `owner` (a session that closes) and waits for them to end.
+    pub(crate) async fn kill_owned_by(&self, owner: &str) {
+        let ids: Vec<String> = lock(&self.tasks)
+            .values()
+            .filter(|t| t.owner.as_deref() == Some(owner) && t.status().is_running())
+            .map(|t| t.id.0.clone())
+            .collect();
+        let kills = ids.iter().map(|id| self.kill(id));
+        for result in futures::future::join_all(kills).await {
+            if let Err(error) = result {
+                tracing::debug!(%error, "a task of a closing session was gone already");
+            }
+        }
+    }
+
     /// Stops every running task and waits (within the grace period) for them to end. No
     /// completion is reported afterwards.
     pub(crate) async fn dispose(&self) {

@@ -37,7 +37,7 @@ pub(crate) enum Message {
 }
 
 /// A tool call as the model made it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub(crate) struct ModelToolCall {
     /// The model's id for the call, echoed back with its result.
     pub(crate) id: String,

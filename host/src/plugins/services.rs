@@ -33,9 +33,17 @@ pub(crate) struct CallServices {
     /// Where background tasks of this session write their output.
     pub(crate) task_output_dir: PathBuf,
     /// Background tasks started during this call, in order.
-    pub(crate) started: std::sync::Mutex<Vec<String>>,
+    pub(crate) started: std::sync::Mutex<Vec<StartedTask>>,
     /// Why the last command this call ran ended, when it did not simply exit 0.
     pub(crate) last_end: std::sync::Mutex<Option<String>>,
+}
+
+/// A background task a call started.
+#[derive(Debug, Clone)]
+pub(crate) struct StartedTask {
+    pub(crate) task_id: String,
+    pub(crate) command: String,
+    pub(crate) output_path: PathBuf,
 }
 
 impl CallServices {
@@ -131,8 +139,9 @@ impl CallServices {
     }
 
     fn start_task(&self, spec: abi::CommandSpec) -> RResult<abi::TaskStarted, RString> {
+        let command = spec.command.into_string();
         let request = StartRequest {
-            command: spec.command.into_string(),
+            command: command.clone(),
             workdir: PathBuf::from(spec.workdir.as_str()),
             owner: Some(self.session_id.clone()),
             output_dir: self.task_output_dir.clone(),
@@ -140,7 +149,11 @@ impl CallServices {
         let executor = Arc::clone(&self.executor);
         match self.on_runtime(async move { executor.start(request) }) {
             Ok(Ok(started)) => {
-                lock(&self.started).push(started.id.0.clone());
+                lock(&self.started).push(StartedTask {
+                    task_id: started.id.0.clone(),
+                    command,
+                    output_path: started.output_path.clone(),
+                });
                 RResult::ROk(abi::TaskStarted {
                     task_id: started.id.0.into(),
                     output_path: started.output_path.to_string_lossy().into_owned().into(),

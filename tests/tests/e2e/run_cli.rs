@@ -18,6 +18,7 @@ fn run_plays_the_demo_script_and_shows_every_card() {
         .arg(dir.path())
         .arg("What is in this repository?")
         .env("TMPDIR", tmp.path())
+        .env("HOTSH_DATA_DIR", tmp.path().join("data"))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);

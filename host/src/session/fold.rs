@@ -1,0 +1,211 @@
+//! Session state folded from a log: the model's history, the client's view, what is still
+//! pending. Nothing that must survive a restart lives anywhere but in the log.
+
+use super::log::{Fact, Record, SessionMeta};
+use super::{CallStatus, Card, PendingNotice, SessionEvent, ToolCallId};
+use crate::model::Message;
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+
+/// A background task that was running when its log's last record was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct OpenTask {
+    pub(crate) task_id: String,
+    pub(crate) call_id: ToolCallId,
+    pub(crate) command: String,
+    pub(crate) output_path: PathBuf,
+    /// The card its start call left open.
+    pub(crate) card: Option<Card>,
+}
+
+/// What a log folds to.
+#[derive(Debug, Clone)]
+pub(crate) struct Folded {
+    pub(crate) meta: SessionMeta,
+    /// The conversation as the model saw it.
+    pub(crate) history: Vec<Message>,
+    /// What the client saw, in order (prompts as `UserMessage` blocks).
+    pub(crate) view: Vec<SessionEvent>,
+    /// The number of the next tool call (`call-N`).
+    pub(crate) next_call: u64,
+    /// Notices for the model that were not delivered yet.
+    pub(crate) pending_notices: Vec<PendingNotice>,
+    /// Tasks started but never recorded as ended.
+    pub(crate) open_tasks: Vec<OpenTask>,
+    pub(crate) title: Option<String>,
+}
+
+/// Folds the records of one log; the first must be its `session` record.
+pub(crate) fn fold(records: &[Record]) -> Result<Folded, String> {
+    let Some(Record::Fact(Fact::Session(meta))) = records.first() else {
+        return Err("its first record is not a `session` record".to_owned());
+    };
+    let mut history = Vec::new();
+    let mut view = Vec::new();
+    let mut next_call = 1;
+    let mut title = None;
+    let mut started: BTreeMap<String, OpenTask> = BTreeMap::new();
+    let mut ended_notices: Vec<(String, PendingNotice)> = Vec::new();
+    let mut noticed: HashSet<String> = HashSet::new();
+    let mut cards: BTreeMap<String, Card> = BTreeMap::new();
+    for record in &records[1..] {
+        if let Some(message) = record.history_message() {
+            history.push(message);
+        }
+        match record {
+            Record::Event(event) => {
+                if let Some(number) = call_id_of(event).and_then(ToolCallId::number) {
+                    next_call = next_call.max(number + 1);
+                }
+                if let SessionEvent::ToolCallFinished {
+                    call_id,
+                    card,
+                    status: CallStatus::Running,
+                    ..
+                } = event
+                {
+                    cards.insert(call_id.0.clone(), card.clone());
+                }
+                view.push(event.clone());
+            }
+            Record::Fact(Fact::Prompt(prompt)) => {
+                if title.is_none() {
+                    title = Some(super::title_of(&prompt.text));
+                }
+                view.extend(
+                    prompt
+                        .blocks
+                        .iter()
+                        .map(|block| SessionEvent::UserMessage { block: block.clone() }),
+                );
+            }
+            Record::Fact(Fact::TaskStarted { task_id, call_id, command, output_path }) => {
+                started.insert(
+                    task_id.clone(),
+                    OpenTask {
+                        task_id: task_id.clone(),
+                        call_id: ToolCallId(call_id.clone()),
+                        command: command.clone(),
+                        output_path: output_path.clone(),
+                        card: None,
+                    },
+                );
+            }
+            Record::Fact(Fact::TaskEnded(end)) => {
+                if let Some(task) = started.remove(&end.task_id) {
+                    let notice =
+                        super::task_notice(&task.task_id, &task.command, end, &task.output_path);
+                    ended_notices.push((end.task_id.clone(), notice));
+                }
+            }
+            Record::Fact(Fact::Notice { task_id: Some(task_id), .. }) => {
+                noticed.insert(task_id.clone());
+            }
+            Record::Fact(_) => {}
+        }
+    }
+    let pending_notices = ended_notices
+        .into_iter()
+        .filter(|(task_id, _)| !noticed.contains(task_id))
+        .map(|(_, notice)| notice)
+        .collect();
+    let open_tasks = started
+        .into_values()
+        .map(|mut task| {
+            task.card = cards.get(&task.call_id.0).cloned();
+            task
+        })
+        .collect();
+    Ok(Folded { meta: meta.clone(), history, view, next_call, pending_notices, open_tasks, title })
+}
+
+fn call_id_of(event: &SessionEvent) -> Option<&ToolCallId> {
+    match event {
+        SessionEvent::ToolCallStarted { call_id, .. }
+        | SessionEvent::ToolOutput { call_id, .. }
+        | SessionEvent::ToolCallFinished { call_id, .. }
+        | SessionEvent::PluginChanged { call_id, .. } => Some(call_id),
+        SessionEvent::AgentText { .. }
+        | SessionEvent::AgentThought { .. }
+        | SessionEvent::UserMessage { .. } => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::{GenericCard, Prompt, TaskEnd, ToolKind};
+
+    fn meta() -> Record {
+        Record::Fact(Fact::Session(SessionMeta {
+            session_id: "s".into(),
+            cwd: "/w".into(),
+            created_at: "t".into(),
+            agent: "hotsh".into(),
+        }))
+    }
+
+    #[test]
+    fn history_view_tasks_and_notices_fold_from_the_records() {
+        let card = Card::Generic(GenericCard {
+            title: "Background task bash-1: sleep 9".into(),
+            kind: ToolKind::Execute,
+            content: None,
+        });
+        let records = vec![
+            meta(),
+            Record::Fact(Fact::Prompt(Prompt {
+                text: "go".into(),
+                blocks: vec![serde_json::json!({"type": "text", "text": "go"})],
+            })),
+            Record::Event(SessionEvent::ToolCallFinished {
+                call_id: ToolCallId("call-7".into()),
+                card: card.clone(),
+                status: CallStatus::Running,
+                raw_output: serde_json::Value::Null,
+                error: None,
+                output_text: None,
+            }),
+            Record::Fact(Fact::TaskStarted {
+                task_id: "bash-1".into(),
+                call_id: "call-7".into(),
+                command: "sleep 9".into(),
+                output_path: "/o/bash-1.log".into(),
+            }),
+            Record::Fact(Fact::TaskStarted {
+                task_id: "bash-2".into(),
+                call_id: "call-8".into(),
+                command: "true".into(),
+                output_path: "/o/bash-2.log".into(),
+            }),
+            Record::Fact(Fact::TaskEnded(TaskEnd {
+                task_id: "bash-2".into(),
+                state: "exited".into(),
+                exit_code: Some(0),
+                signal: None,
+                with_agent: false,
+            })),
+        ];
+        let folded = fold(&records).expect("folds");
+        assert_eq!(folded.history, vec![Message::User { text: "go".into() }]);
+        assert_eq!(folded.next_call, 8);
+        assert_eq!(folded.title.as_deref(), Some("go"));
+        assert_eq!(folded.open_tasks.len(), 1);
+        assert_eq!(folded.open_tasks[0].task_id, "bash-1");
+        assert_eq!(folded.open_tasks[0].card, Some(card));
+        assert_eq!(folded.pending_notices.len(), 1);
+        assert!(
+            folded.pending_notices[0]
+                .text
+                .starts_with("[background task bash-2 `true` exited with code 0")
+        );
+        assert!(matches!(folded.view[0], SessionEvent::UserMessage { .. }));
+    }
+
+    #[test]
+    fn a_log_must_start_with_its_session_record() {
+        let error = fold(&[Record::Event(SessionEvent::AgentText { text: "x".into() })])
+            .expect_err("an error");
+        assert!(error.contains("first record"), "{error}");
+    }
+}

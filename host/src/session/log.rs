@@ -1,0 +1,379 @@
+//! The session log: one append-only [JSON Lines](https://jsonlines.org) file per session, the
+//! store every session state is folded from.
+//!
+//! # Where
+//!
+//! `<data dir>/sessions/<session id>.jsonl` (the data directory is `--data-dir`,
+//! `$HOTSH_DATA_DIR`, `$XDG_DATA_HOME/hotsh` or `~/.local/share/hotsh`). Directories are 0700,
+//! files 0600. `<session id>.lock` beside it is held (`flock`) by the one process writing the
+//! log and names that process.
+//!
+//! # Envelope
+//!
+//! Every line is one JSON object:
+//!
+//! ```json
+//! {"v":1,"seq":7,"at":"2026-11-30T20:31:02.118Z","type":"agent_text","data":{"text":"Hi"}}
+//! ```
+//!
+//! - `v`: the format version of the record (this module writes [`FORMAT_VERSION`]).
+//! - `seq`: 1 for the first record, then one more per record; never reused.
+//! - `at`: when the record was written, RFC 3339 in UTC with milliseconds.
+//! - `type` and `data`: what happened; one section per type below.
+//!
+//! # Record types
+//!
+//! What the client saw (replayed on `session/load`):
+//!
+//! - `agent_text` `{text}`, `agent_thought` `{text}`: a chunk of the agent's reply or
+//!   reasoning, as streamed.
+//! - `tool_call_started` `{call_id, tool, card, raw_input, arguments}`: a tool call's card was
+//!   drawn. `card` is `{"terminal": {command, description, cwd, exit}}` or
+//!   `{"generic": {title, kind, content}}`; `arguments` is the model's raw argument text.
+//! - `tool_output` `{call_id, text}`: live output of a call's command. At most 1 MiB is logged
+//!   per call; then one `tool_output` carries a `[… N bytes of output not logged …]` marker.
+//! - `tool_call_finished` `{call_id, card, status, raw_output, error, output_text}`: the final
+//!   card; `status` is `completed`, `failed` or `running` (a background task's card left open).
+//!   `output_text` is what the tool returned (used to draw the card again on load).
+//! - `plugin_changed` `{call_id, title, detail, failed}`: a plugin was reloaded, rejected or
+//!   unloaded while the session was open.
+//!
+//! What the model got (folded into the conversation history):
+//!
+//! - `session` `{session_id, cwd, created_at, agent}`: always the first record.
+//! - `prompt` `{text, blocks}`: the user's prompt: the text the model reads, and the client's
+//!   content blocks as sent (ACP JSON), shown again on load.
+//! - `assistant_message` `{text, tool_calls}`: one complete model response; `tool_calls` are
+//!   `{id, name, arguments}`.
+//! - `tool_result` `{call_id, text, is_error}`: what the model was told of one tool call
+//!   (`call_id` is the model's id for it).
+//! - `notice` `{text, task_id}`: a note the host gave the model (e.g. that a background task
+//!   ended), in the history from here on.
+//!
+//! How turns and tasks went:
+//!
+//! - `turn_ended` `{outcome, message}`: `outcome` is `end_turn`, `cancelled` or `failed`
+//!   (`message` says why).
+//! - `cancel_requested` `{}`: the client asked to cancel the running turn.
+//! - `task_started` `{task_id, call_id, command, output_path}`: a background task started from
+//!   tool call `call_id`.
+//! - `task_ended` `{task_id, state, exit_code, signal, with_agent}`: it ended (`state`
+//!   `exited` or `killed`); `with_agent` is true when the agent that ran it went away first
+//!   (recorded when the session is next loaded).
+//!
+//! # Compatibility
+//!
+//! Readers ignore fields they do not know, and skip records of types they do not know (a
+//! newer agent may add both). A change that older readers would misread gets a new `v`; a
+//! reader refuses a log that holds a record with a `v` newer than its own, naming the file,
+//! rather than misread it. A crash can tear at most the last line: a reader drops a last line
+//! that is not a complete record (and says so in its log) and keeps every earlier record.
+
+use super::{SessionEvent, TaskEnd};
+use crate::model::{Message, ModelToolCall};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The format version this module writes and the newest it reads.
+pub(crate) const FORMAT_VERSION: u32 = 1;
+
+/// The most live output logged per tool call.
+pub(crate) const MAX_OUTPUT_PER_CALL: usize = 1 << 20;
+
+/// Facts that are not a client's view of the session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data", rename_all = "snake_case")]
+pub(crate) enum Fact {
+    Session(SessionMeta),
+    Prompt(Prompt),
+    AssistantMessage {
+        text: String,
+        tool_calls: Vec<ModelToolCall>,
+    },
+    ToolResult {
+        call_id: String,
+        text: String,
+        is_error: bool,
+    },
+    Notice {
+        text: String,
+        #[serde(default)]
+        task_id: Option<String>,
+    },
+    TurnEnded {
+        outcome: TurnOutcome,
+        #[serde(default)]
+        message: Option<String>,
+    },
+    CancelRequested {},
+    TaskStarted {
+        task_id: String,
+        call_id: String,
+        command: String,
+        output_path: PathBuf,
+    },
+    TaskEnded(TaskEnd),
+}
+
+/// One record: a client-visible event or another fact.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Record {
+    Event(SessionEvent),
+    Fact(Fact),
+}
+
+/// The first record of every log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct SessionMeta {
+    pub(crate) session_id: String,
+    pub(crate) cwd: PathBuf,
+    pub(crate) created_at: String,
+    /// `hotsh 0.1.0 (commit …)`.
+    pub(crate) agent: String,
+}
+
+/// A user prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Prompt {
+    /// What the model reads.
+    pub(crate) text: String,
+    /// The client's content blocks, as sent (opaque to everything but the ACP bridge).
+    pub(crate) blocks: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum TurnOutcome {
+    EndTurn,
+    Cancelled,
+    Failed,
+}
+
+impl Record {
+    /// The message this record adds to the model's history, if any.
+    pub(crate) fn history_message(&self) -> Option<Message> {
+        match self {
+            Record::Fact(Fact::Prompt(prompt)) => Some(Message::User { text: prompt.text.clone() }),
+            Record::Fact(Fact::AssistantMessage { text, tool_calls }) => {
+                Some(Message::Assistant { text: text.clone(), tool_calls: tool_calls.clone() })
+            }
+            Record::Fact(Fact::ToolResult { call_id, text, is_error }) => Some(Message::Tool {
+                call_id: call_id.clone(),
+                text: text.clone(),
+                is_error: *is_error,
+            }),
+            Record::Fact(Fact::Notice { text, .. }) => Some(Message::Notice { text: text.clone() }),
+            _ => None,
+        }
+    }
+}
+
+/// Why a log could not be read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReadError {
+    #[error("cannot read the session log {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error(
+        "the session log {path} was written by a newer hotsh (record format {found}; this one reads up to {FORMAT_VERSION}); use that hotsh or a newer one"
+    )]
+    Newer { path: PathBuf, found: u32 },
+    #[error("the session log {path} is damaged at line {line}: {reason}")]
+    Damaged { path: PathBuf, line: usize, reason: String },
+}
+
+/// A log as read: its records in order, and what reading found.
+#[derive(Debug)]
+pub(crate) struct ReadLog {
+    pub(crate) records: Vec<Record>,
+    /// The `seq` of the last record kept.
+    pub(crate) last_seq: u64,
+    /// The byte length of the complete records (a torn last line is beyond it).
+    pub(crate) good_length: u64,
+    /// A torn last line was dropped.
+    pub(crate) dropped_torn_line: bool,
+}
+
+/// Serialises one record as a log line (without the newline).
+pub(crate) fn line(seq: u64, record: &Record) -> serde_json::Result<Vec<u8>> {
+    let tagged = match record {
+        Record::Event(event) => serde_json::to_value(event)?,
+        Record::Fact(fact) => serde_json::to_value(fact)?,
+    };
+    let mut envelope = serde_json::Map::new();
+    envelope.insert("v".into(), FORMAT_VERSION.into());
+    envelope.insert("seq".into(), seq.into());
+    envelope.insert(
+        "at".into(),
+        humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string().into(),
+    );
+    if let serde_json::Value::Object(tagged) = tagged {
+        envelope.extend(tagged);
+    }
+    serde_json::to_vec(&envelope)
+}
+
+/// Reads a whole log.
+pub(crate) fn read(path: &Path) -> Result<ReadLog, ReadError> {
+    let bytes =
+        std::fs::read(path).map_err(|source| ReadError::Io { path: path.to_owned(), source })?;
+    parse(path, &bytes)
+}
+
+/// Parses the bytes of a log (see the module documentation for the rules).
+pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<ReadLog, ReadError> {
+    let mut records = Vec::new();
+    let mut last_seq = 0;
+    let mut good_length = 0u64;
+    let mut dropped_torn_line = false;
+    let mut offset = 0usize;
+    let mut number = 0usize;
+    while offset < bytes.len() {
+        number += 1;
+        let (line, complete) = match bytes[offset..].iter().position(|&b| b == b'\n') {
+            Some(end) => (&bytes[offset..offset + end], true),
+            None => (&bytes[offset..], false),
+        };
+        let next = offset + line.len() + usize::from(complete);
+        let is_last = next >= bytes.len();
+        if line.iter().all(u8::is_ascii_whitespace) {
+            offset = next;
+            good_length = offset as u64;
+            continue;
+        }
+        match parse_line(line) {
+            Ok(Parsed::Record { version, seq, record }) => {
+                if version > FORMAT_VERSION {
+                    return Err(ReadError::Newer { path: path.to_owned(), found: version });
+                }
+                if let Some(record) = record {
+                    records.push(record);
+                }
+                last_seq = seq;
+                good_length = next as u64;
+            }
+            Err(reason) if is_last => {
+                // A crash tears at most the last line: keep everything before it.
+                tracing::warn!(path = %path.display(), line = number, %reason, "dropped a torn last line of a session log");
+                dropped_torn_line = true;
+            }
+            Err(reason) => {
+                return Err(ReadError::Damaged { path: path.to_owned(), line: number, reason });
+            }
+        }
+        offset = next;
+    }
+    Ok(ReadLog { records, last_seq, good_length, dropped_torn_line })
+}
+
+enum Parsed {
+    /// `record` is `None` for a record type this reader does not know.
+    Record { version: u32, seq: u64, record: Option<Record> },
+}
+
+fn parse_line(line: &[u8]) -> Result<Parsed, String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(line).map_err(|e| format!("not JSON ({e})"))?;
+    let serde_json::Value::Object(mut envelope) = value else {
+        return Err("not a JSON object".to_owned());
+    };
+    let version =
+        envelope.get("v").and_then(serde_json::Value::as_u64).ok_or("no format version `v`")?
+            as u32;
+    let seq = envelope.get("seq").and_then(serde_json::Value::as_u64).ok_or("no `seq`")?;
+    let kind = envelope.remove("type").ok_or("no `type`")?;
+    let data = envelope.remove("data").unwrap_or(serde_json::Value::Null);
+    if version > FORMAT_VERSION {
+        return Ok(Parsed::Record { version, seq, record: None });
+    }
+    let Some(name) = kind.as_str() else {
+        return Err("`type` is not a string".to_owned());
+    };
+    let tagged = serde_json::json!({"type": name, "data": data});
+    let record = if SessionEvent::TYPES.contains(&name) {
+        Some(Record::Event(
+            serde_json::from_value(tagged).map_err(|e| format!("bad `{name}` record: {e}"))?,
+        ))
+    } else if Fact::TYPES.contains(&name) {
+        Some(Record::Fact(
+            serde_json::from_value(tagged).map_err(|e| format!("bad `{name}` record: {e}"))?,
+        ))
+    } else {
+        // A type from a newer agent of the same format: skipped.
+        None
+    };
+    Ok(Parsed::Record { version, seq, record })
+}
+
+impl Fact {
+    /// The record types of facts, as written.
+    pub(crate) const TYPES: &'static [&'static str] = &[
+        "session",
+        "prompt",
+        "assistant_message",
+        "tool_result",
+        "notice",
+        "turn_ended",
+        "cancel_requested",
+        "task_started",
+        "task_ended",
+    ];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::ToolCallId;
+
+    fn round_trip(record: Record) {
+        let bytes = line(3, &record).expect("serialises");
+        let read = parse(Path::new("x.jsonl"), &bytes).expect("parses");
+        assert_eq!(read.records, vec![record]);
+        assert_eq!(read.last_seq, 3);
+    }
+
+    #[test]
+    fn records_round_trip() {
+        round_trip(Record::Event(SessionEvent::AgentText { text: "hi".into() }));
+        round_trip(Record::Event(SessionEvent::ToolOutput {
+            call_id: ToolCallId("call-1".into()),
+            text: "out".into(),
+        }));
+        round_trip(Record::Fact(Fact::Notice { text: "n".into(), task_id: Some("bash-1".into()) }));
+        round_trip(Record::Fact(Fact::TurnEnded { outcome: TurnOutcome::Failed, message: None }));
+    }
+
+    #[test]
+    fn a_torn_last_line_is_dropped_and_the_rest_kept() {
+        let mut bytes =
+            line(1, &Record::Event(SessionEvent::AgentText { text: "a".into() })).expect("a line");
+        bytes.push(b'\n');
+        let good = bytes.len() as u64;
+        bytes.extend_from_slice(b"{\"v\":1,\"seq\":2,\"ty");
+        let read = parse(Path::new("x.jsonl"), &bytes).expect("recovers");
+        assert_eq!(read.records.len(), 1);
+        assert!(read.dropped_torn_line);
+        assert_eq!(read.good_length, good);
+    }
+
+    #[test]
+    fn a_damaged_middle_line_and_a_newer_version_are_errors() {
+        let damaged =
+            b"not json\n{\"v\":1,\"seq\":2,\"type\":\"agent_text\",\"data\":{\"text\":\"a\"}}\n";
+        let error = parse(Path::new("x.jsonl"), damaged).expect_err("an error").to_string();
+        assert!(
+            error.starts_with("the session log x.jsonl is damaged at line 1: not JSON"),
+            "{error}"
+        );
+        let newer = b"{\"v\":2,\"seq\":1,\"type\":\"session\",\"data\":{}}\n";
+        let error = parse(Path::new("x.jsonl"), newer).expect_err("an error").to_string();
+        assert!(error.contains("written by a newer hotsh (record format 2"), "{error}");
+    }
+
+    #[test]
+    fn unknown_types_and_fields_are_skipped() {
+        let bytes = b"{\"v\":1,\"seq\":1,\"type\":\"from_the_future\",\"data\":{}}\n{\"v\":1,\"seq\":2,\"type\":\"agent_text\",\"data\":{\"text\":\"a\",\"extra\":1}}\n";
+        let read = parse(Path::new("x.jsonl"), bytes).expect("parses");
+        assert_eq!(read.records, vec![Record::Event(SessionEvent::AgentText { text: "a".into() })]);
+        assert_eq!(read.last_seq, 2);
+    }
+}

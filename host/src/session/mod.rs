@@ -1,0 +1,458 @@
+//! Sessions and what happens in them, in the host's own terms (no ACP types here).
+//!
+//! A session is its log (`log.rs`): one ordered record of everything the client saw and
+//! everything the model was given. Both the client's view and the model's history are folds
+//! of it (`fold.rs`); the session writes every record through one writer task
+//! (`writer.rs`) before it tells the client, so nothing a user saw is missing from the log.
+//! `store.rs` keeps the logs on disk.
+//!
+//! A [`SessionEvent`] is anything a client sees happen in a session. The turn loop emits them
+//! through [`Session::emit`]; the ACP bridge turns them into `session/update` notifications.
+
+pub(crate) mod fold;
+pub(crate) mod log;
+pub(crate) mod store;
+mod writer;
+
+pub(crate) use log::{Fact, Prompt, Record, SessionMeta, TurnOutcome};
+pub(crate) use writer::LogWriter;
+
+use crate::model::Message;
+use crate::sync::lock;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+/// A session's id, opaque to everyone but the host (a UUID).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub(crate) struct SessionId(pub(crate) String);
+
+impl std::fmt::Display for SessionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The host's id of one tool call; the client's card (and terminal) id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub(crate) struct ToolCallId(pub(crate) String);
+
+impl std::fmt::Display for ToolCallId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl ToolCallId {
+    /// N of `call-N`.
+    pub(crate) fn number(&self) -> Option<u64> {
+        self.0.strip_prefix("call-")?.parse().ok()
+    }
+}
+
+/// How a tool call is shown (the host's mirror of the plugin ABI's card).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Card {
+    Terminal(TerminalCard),
+    Generic(GenericCard),
+}
+
+impl Card {
+    /// The card's title: the command of a terminal, the title of anything else.
+    pub(crate) fn title(&self) -> &str {
+        match self {
+            Card::Terminal(card) => &card.command,
+            Card::Generic(card) => &card.title,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct TerminalCard {
+    pub(crate) command: String,
+    pub(crate) description: Option<String>,
+    pub(crate) cwd: String,
+    pub(crate) exit: Option<TerminalExit>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct TerminalExit {
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) signal: Option<String>,
+    /// Why the command ended when it did not simply exit 0 ("Stopped: timed out after
+    /// 300 ms."), from the host's own record of the command; shown to clients that cannot
+    /// render a terminal's exit status.
+    #[serde(default)]
+    pub(crate) reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct GenericCard {
+    pub(crate) title: String,
+    pub(crate) kind: ToolKind,
+    pub(crate) content: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ToolKind {
+    Read,
+    Edit,
+    Delete,
+    Move,
+    Search,
+    Execute,
+    Think,
+    Fetch,
+    Other,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum CallStatus {
+    Completed,
+    Failed,
+    /// The call returned but the work it started (a background task) goes on.
+    Running,
+}
+
+/// Something a client sees happen in a session. Every variant but `UserMessage` is logged
+/// as a record of the same name (`log.rs`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data", rename_all = "snake_case")]
+pub(crate) enum SessionEvent {
+    AgentText {
+        text: String,
+    },
+    AgentThought {
+        text: String,
+    },
+    ToolCallStarted {
+        call_id: ToolCallId,
+        tool: String,
+        card: Card,
+        raw_input: serde_json::Value,
+        /// The model's arguments as it wrote them (to draw the card again on load).
+        #[serde(default)]
+        arguments: String,
+    },
+    /// Output of a running call's command, coalesced.
+    ToolOutput {
+        call_id: ToolCallId,
+        text: String,
+    },
+    ToolCallFinished {
+        call_id: ToolCallId,
+        card: Card,
+        status: CallStatus,
+        raw_output: serde_json::Value,
+        /// The text the model received, when the call failed without a card of its own.
+        error: Option<String>,
+        /// What the tool returned to the model (to draw the card again on load).
+        #[serde(default)]
+        output_text: Option<String>,
+    },
+    /// A plugin was reloaded, rejected or unloaded (not part of any turn).
+    PluginChanged {
+        call_id: ToolCallId,
+        title: String,
+        detail: String,
+        failed: bool,
+    },
+    /// One content block of a user's prompt, shown again when a session is loaded (the client
+    /// showed the prompt itself when it was sent; the log has it as a `prompt` record).
+    #[serde(skip)]
+    UserMessage {
+        block: serde_json::Value,
+    },
+}
+
+impl SessionEvent {
+    /// The record types of logged events, as written.
+    pub(crate) const TYPES: &'static [&'static str] = &[
+        "agent_text",
+        "agent_thought",
+        "tool_call_started",
+        "tool_output",
+        "tool_call_finished",
+        "plugin_changed",
+    ];
+}
+
+/// How a background task ended, as the log records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct TaskEnd {
+    pub(crate) task_id: String,
+    /// `exited` or `killed`.
+    pub(crate) state: String,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) signal: Option<String>,
+    /// The agent that ran it went away first.
+    #[serde(default)]
+    pub(crate) with_agent: bool,
+}
+
+/// Where a session's events go.
+pub(crate) trait EventSink: Send + Sync {
+    fn emit(&self, event: SessionEvent);
+}
+
+/// Why a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StopReason {
+    EndTurn,
+    Cancelled,
+}
+
+/// A note for the model, waiting for its next request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PendingNotice {
+    pub(crate) text: String,
+    pub(crate) task_id: Option<String>,
+}
+
+/// One conversation: its log, and what is folded from it.
+pub(crate) struct Session {
+    pub(crate) id: SessionId,
+    pub(crate) cwd: PathBuf,
+    log: LogWriter,
+    state: Mutex<State>,
+    /// The running turn's cancel switch; `None` when idle.
+    turn: Mutex<Option<CancellationToken>>,
+    next_call: AtomicU64,
+    /// Where this session's events go: the client connection that created or loaded it.
+    sink: Mutex<Option<Arc<dyn EventSink>>>,
+    /// Orders records in the log the same as events reach the client.
+    emitting: tokio::sync::Mutex<()>,
+}
+
+/// What is folded from the log and kept in memory.
+#[derive(Debug, Default)]
+struct State {
+    history: Vec<Message>,
+    /// Notices for the model, delivered into the history with its next request.
+    notices: Vec<PendingNotice>,
+    /// Bytes of live output logged per call (bounded by `log::MAX_OUTPUT_PER_CALL`).
+    logged_output: HashMap<ToolCallId, usize>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.id)
+            .field("cwd", &self.cwd)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A second prompt arrived while a turn was running.
+#[derive(Debug, thiserror::Error)]
+#[error("a turn is already running in session {0}; cancel it or wait for it to end")]
+pub(crate) struct Busy(pub(crate) SessionId);
+
+impl Session {
+    /// A session writing to `log`, with the state folded from its records so far.
+    pub(crate) fn new(
+        id: SessionId,
+        cwd: PathBuf,
+        log: LogWriter,
+        folded: Option<&fold::Folded>,
+    ) -> Self {
+        let state = match folded {
+            Some(folded) => State {
+                history: folded.history.clone(),
+                notices: folded.pending_notices.clone(),
+                logged_output: HashMap::new(),
+            },
+            None => State::default(),
+        };
+        Self {
+            id,
+            cwd,
+            log,
+            state: Mutex::new(state),
+            turn: Mutex::new(None),
+            next_call: AtomicU64::new(folded.map_or(1, |f| f.next_call)),
+            sink: Mutex::new(None),
+            emitting: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Logs `event`, then sends it to the client.
+    pub(crate) async fn emit(&self, event: SessionEvent) {
+        let _order = self.emitting.lock().await;
+        if let Some(logged) = self.bounded_for_log(&event) {
+            self.log.append(Record::Event(logged)).await;
+        }
+        if let Some(sink) = self.sink() {
+            sink.emit(event);
+        }
+    }
+
+    /// The event as the log keeps it: live output beyond the per-call bound is dropped, with
+    /// one marker saying so.
+    fn bounded_for_log(&self, event: &SessionEvent) -> Option<SessionEvent> {
+        let SessionEvent::ToolOutput { call_id, text } = event else {
+            return Some(event.clone());
+        };
+        let mut state = lock(&self.state);
+        let logged = state.logged_output.entry(call_id.clone()).or_insert(0);
+        let before = *logged;
+        *logged = before.saturating_add(text.len());
+        if *logged <= log::MAX_OUTPUT_PER_CALL {
+            return Some(event.clone());
+        }
+        (before <= log::MAX_OUTPUT_PER_CALL).then(|| SessionEvent::ToolOutput {
+            call_id: call_id.clone(),
+            text: format!(
+                "\n[… output beyond {} MiB of this command is not logged …]\n",
+                log::MAX_OUTPUT_PER_CALL >> 20
+            ),
+        })
+    }
+
+    /// Logs a fact; one that belongs to the model's history joins it.
+    pub(crate) async fn record(&self, fact: Fact) {
+        let _order = self.emitting.lock().await;
+        let record = Record::Fact(fact);
+        if let Some(message) = record.history_message() {
+            lock(&self.state).history.push(message);
+        }
+        self.log.append(record).await;
+    }
+
+    /// Writes everything logged so far to the file.
+    pub(crate) async fn flush(&self) -> Result<(), String> {
+        self.log.flush().await
+    }
+
+    /// Why the log cannot be written any more, if so.
+    pub(crate) fn log_failure(&self) -> Option<String> {
+        self.log.failure()
+    }
+
+    /// Flushes and closes the log (and releases its lock).
+    pub(crate) async fn close_log(&self) {
+        self.log.close().await;
+    }
+
+    pub(crate) fn add_notice(&self, notice: PendingNotice) {
+        lock(&self.state).notices.push(notice);
+    }
+
+    /// Drops notices not delivered yet (the session is closing).
+    pub(crate) fn drop_notices(&self) {
+        lock(&self.state).notices.clear();
+    }
+
+    /// Moves pending notices into the history (and the log), where the next model request
+    /// will see them.
+    pub(crate) async fn deliver_notices(&self) {
+        let notices = std::mem::take(&mut lock(&self.state).notices);
+        for notice in notices {
+            self.record(Fact::Notice { text: notice.text, task_id: notice.task_id }).await;
+        }
+    }
+
+    pub(crate) fn attach(&self, sink: Arc<dyn EventSink>) {
+        *lock(&self.sink) = Some(sink);
+    }
+
+    pub(crate) fn sink(&self) -> Option<Arc<dyn EventSink>> {
+        lock(&self.sink).clone()
+    }
+
+    /// Marks a turn as running and returns its cancel switch.
+    pub(crate) fn begin_turn(&self) -> Result<CancellationToken, Busy> {
+        let mut turn = lock(&self.turn);
+        if turn.is_some() {
+            return Err(Busy(self.id.clone()));
+        }
+        let token = CancellationToken::new();
+        *turn = Some(token.clone());
+        Ok(token)
+    }
+
+    pub(crate) fn end_turn(&self) {
+        *lock(&self.turn) = None;
+    }
+
+    /// Cancels the running turn, if any.
+    pub(crate) fn cancel(&self) -> bool {
+        match lock(&self.turn).as_ref() {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(crate) fn next_call_id(&self) -> ToolCallId {
+        ToolCallId(format!("call-{}", self.next_call.fetch_add(1, Ordering::Relaxed)))
+    }
+
+    pub(crate) fn messages(&self) -> Vec<Message> {
+        lock(&self.state).history.clone()
+    }
+}
+
+/// A session title from a prompt: its first line, at most 80 characters.
+pub(crate) fn title_of(prompt: &str) -> String {
+    let line = prompt.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    let mut title: String = line.chars().take(80).collect();
+    if title.len() < line.len() {
+        title.push('…');
+    }
+    title
+}
+
+/// "exited with code 0", "was killed (SIGTERM)", "was ended by signal SIGSEGV".
+pub(crate) fn describe_task_end(end: &TaskEnd) -> String {
+    match (end.state.as_str(), end.exit_code, &end.signal) {
+        ("killed", _, Some(signal)) => format!("was killed ({signal})"),
+        ("killed", _, None) => "was killed".to_owned(),
+        (_, Some(code), _) => format!("exited with code {code}"),
+        (_, None, Some(signal)) => format!("was ended by signal {signal}"),
+        (_, None, None) => "ended".to_owned(),
+    }
+}
+
+/// The notice the model reads, at its next request, about a background task that ended.
+pub(crate) fn task_notice(
+    task_id: &str,
+    command: &str,
+    end: &TaskEnd,
+    output_path: &std::path::Path,
+) -> PendingNotice {
+    let mut shown: String = command.chars().take(200).collect();
+    if shown.len() < command.len() {
+        shown.push('…');
+    }
+    let text = if end.with_agent {
+        // The agent's temporary files went with it, unless it was killed.
+        let output = if output_path.exists() {
+            format!("its output until then: {}", output_path.display())
+        } else {
+            "its output went with that agent's temporary files".to_owned()
+        };
+        format!(
+            "[background task {task_id} `{shown}` ended when the agent that ran it went away; \
+             it cannot be read or killed any more; {output}]"
+        )
+    } else {
+        format!(
+            "[background task {task_id} `{shown}` {}. Its unread output is still available with \
+             bash_output; full output: {}]",
+            describe_task_end(end),
+            output_path.display()
+        )
+    };
+    PendingNotice { text, task_id: Some(task_id.to_owned()) }
+}

@@ -1,0 +1,244 @@
+//! The session logs on disk: `<data dir>/sessions/<id>.jsonl` (see `log.rs` for the format).
+//!
+//! A log is written by one process at a time: opening it takes an exclusive `flock` on
+//! `<id>.lock`, which also holds the pid of its holder, so a second process opening the same
+//! session is refused with an error naming the first. The kernel releases the lock when its
+//! holder exits, however it exits.
+
+use super::fold::{self, Folded};
+use super::log::{self, ReadError, ReadLog, Record, SessionMeta};
+use super::writer::OpenLog;
+use std::io::{Read as _, Seek as _, Write as _};
+use std::os::fd::AsRawFd as _;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+
+/// Why a session could not be created, opened or listed. Each message names the file.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StoreError {
+    #[error("no data directory for session logs: set HOME or HOTSH_DATA_DIR, or pass --data-dir")]
+    NoDataDir,
+    #[error("cannot use {path} for session logs: {source}")]
+    Dir { path: PathBuf, source: std::io::Error },
+    #[error("cannot create the session log {path}: {source}")]
+    Create { path: PathBuf, source: std::io::Error },
+    #[error("unknown session: {0}")]
+    Unknown(String),
+    #[error("session {id} is open in another hotsh process (pid {pid}); close it there first")]
+    Busy { id: String, pid: String },
+    #[error("cannot lock the session log {path}: {source}")]
+    Lock { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error("the session log {path} is not a hotsh session: {reason}")]
+    NotASession { path: PathBuf, reason: String },
+}
+
+/// One session as listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Summary {
+    pub(crate) id: String,
+    pub(crate) cwd: PathBuf,
+    pub(crate) title: Option<String>,
+    pub(crate) updated_at: std::time::SystemTime,
+}
+
+/// The session logs of one data directory.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionStore {
+    data_dir: Option<PathBuf>,
+}
+
+impl SessionStore {
+    pub(crate) fn new(data_dir: Option<PathBuf>) -> Self {
+        Self { data_dir }
+    }
+
+    /// `<data dir>/sessions`, without creating it.
+    pub(crate) fn dir(&self) -> Result<PathBuf, StoreError> {
+        Ok(self.data_dir.as_ref().ok_or(StoreError::NoDataDir)?.join("sessions"))
+    }
+
+    /// `<data dir>/sessions`, created (0700) if needed.
+    fn ensure_dir(&self) -> Result<PathBuf, StoreError> {
+        let dir = self.dir()?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|source| StoreError::Dir { path: dir.clone(), source })?;
+        Ok(dir)
+    }
+
+    /// The log file of session `id`; refuses ids that are not session ids (no path tricks).
+    pub(crate) fn path_of(&self, id: &str) -> Result<PathBuf, StoreError> {
+        if uuid::Uuid::parse_str(id).is_err() {
+            return Err(StoreError::Unknown(id.to_owned()));
+        }
+        Ok(self.dir()?.join(format!("{id}.jsonl")))
+    }
+
+    /// Creates the log of a new session, with its first record written and on disk.
+    pub(crate) fn create(&self, meta: &SessionMeta) -> Result<OpenLog, StoreError> {
+        let dir = self.ensure_dir()?;
+        let path = dir.join(format!("{}.jsonl", meta.session_id));
+        let lock = lock(&dir, &meta.session_id)?;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|source| StoreError::Create { path: path.clone(), source })?;
+        let mut first = log::line(1, &Record::Fact(super::Fact::Session(meta.clone())))
+            .map_err(|e| StoreError::Create { path: path.clone(), source: e.into() })?;
+        first.push(b'\n');
+        if let Err(source) = file.write_all(&first).and_then(|()| file.flush()) {
+            let _ = std::fs::remove_file(&path);
+            return Err(StoreError::Create { path, source });
+        }
+        Ok(OpenLog { path, file, lock, next_seq: 2, length: first.len() as u64 })
+    }
+
+    /// Opens an existing session's log for writing: locks it, reads it, cuts a torn last
+    /// line off, and folds it.
+    pub(crate) fn open(&self, id: &str) -> Result<(OpenLog, Folded), StoreError> {
+        let path = self.path_of(id)?;
+        if !path.exists() {
+            return Err(StoreError::Unknown(id.to_owned()));
+        }
+        let dir = self.dir()?;
+        let lock = lock(&dir, id)?;
+        let read = log::read(&path)?;
+        let folded = fold_of(&path, &read)?;
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(|source| ReadError::Io { path: path.clone(), source })?;
+        if read.dropped_torn_line {
+            file.set_len(read.good_length)
+                .map_err(|source| ReadError::Io { path: path.clone(), source })?;
+        }
+        let open =
+            OpenLog { path, file, lock, next_seq: read.last_seq + 1, length: read.good_length };
+        Ok((open, folded))
+    }
+
+    /// Reads a session's log without opening it for writing (for `hotsh sessions show`, and
+    /// to replay a session open in this process).
+    pub(crate) fn read(&self, id: &str) -> Result<(ReadLog, Folded), StoreError> {
+        let path = self.path_of(id)?;
+        if !path.exists() {
+            return Err(StoreError::Unknown(id.to_owned()));
+        }
+        let read = log::read(&path)?;
+        let folded = fold_of(&path, &read)?;
+        Ok((read, folded))
+    }
+
+    /// Every session, newest first (by the time its log last changed), those of `cwd` only
+    /// when given. Logs that cannot be read are skipped with a log line.
+    pub(crate) fn list(&self, cwd: Option<&Path>) -> Result<Vec<Summary>, StoreError> {
+        let dir = self.dir()?;
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => return Err(StoreError::Dir { path: dir, source }),
+        };
+        let mut sessions = Vec::new();
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Some(id) =
+                path.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".jsonl"))
+            else {
+                continue;
+            };
+            match summary_of(id, &path) {
+                Ok(summary) if cwd.is_none_or(|cwd| summary.cwd == cwd) => sessions.push(summary),
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(path = %path.display(), %error, "skipping a session log")
+                }
+            }
+        }
+        sessions.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.id.cmp(&b.id)));
+        Ok(sessions)
+    }
+}
+
+fn fold_of(path: &Path, read: &ReadLog) -> Result<Folded, StoreError> {
+    fold::fold(&read.records)
+        .map_err(|reason| StoreError::NotASession { path: path.to_owned(), reason })
+}
+
+/// The summary of one log, read only as far as its first prompt.
+fn summary_of(id: &str, path: &Path) -> Result<Summary, String> {
+    let mut file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let updated_at = file.metadata().and_then(|m| m.modified()).map_err(|e| e.to_string())?;
+    // The metadata record and the first prompt come early; 64 KiB holds them unless the
+    // prompt is huge, in which case the whole file is read.
+    let mut head = vec![0u8; 64 << 10];
+    let read = file.read(&mut head).map_err(|e| e.to_string())?;
+    head.truncate(read);
+    let complete = head.iter().rposition(|&b| b == b'\n').map_or(0, |at| at + 1);
+    let mut log = log::parse(path, &head[..complete]).map_err(|e| e.to_string())?;
+    let has_prompt = log.records.iter().any(|r| matches!(r, Record::Fact(super::Fact::Prompt(_))));
+    if !has_prompt && read == head.capacity() {
+        let mut rest = Vec::new();
+        file.rewind().and_then(|()| file.read_to_end(&mut rest)).map_err(|e| e.to_string())?;
+        log = log::parse(path, &rest).map_err(|e| e.to_string())?;
+    }
+    let mut meta = None;
+    let mut title = None;
+    for record in &log.records {
+        match record {
+            Record::Fact(super::Fact::Session(m)) => meta = Some(m.clone()),
+            Record::Fact(super::Fact::Prompt(prompt)) => {
+                title = Some(super::title_of(&prompt.text));
+                break;
+            }
+            _ => {}
+        }
+    }
+    let meta = meta.ok_or("no session record")?;
+    if meta.session_id != id {
+        return Err(format!("it names session {}", meta.session_id));
+    }
+    Ok(Summary { id: id.to_owned(), cwd: meta.cwd, title, updated_at })
+}
+
+/// Takes the exclusive lock of session `id` in `dir`, writing this process's pid into the
+/// lock file; refuses, naming the holder, when another process has it.
+fn lock(dir: &Path, id: &str) -> Result<std::fs::File, StoreError> {
+    let path = dir.join(format!("{id}.lock"));
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(|source| StoreError::Lock { path: path.clone(), source })?;
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let error = std::io::Error::last_os_error();
+        if error.kind() == std::io::ErrorKind::WouldBlock {
+            let mut pid = String::new();
+            let _ = file.read_to_string(&mut pid);
+            let pid = pid.trim();
+            return Err(StoreError::Busy {
+                id: id.to_owned(),
+                pid: if pid.is_empty() { "unknown".to_owned() } else { pid.to_owned() },
+            });
+        }
+        return Err(StoreError::Lock { path, source: error });
+    }
+    let pid = std::process::id().to_string();
+    let written = file
+        .set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| file.write_all(pid.as_bytes()))
+        .and_then(|()| file.flush());
+    written.map_err(|source| StoreError::Lock { path, source })?;
+    Ok(file)
+}

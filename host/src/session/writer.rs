@@ -1,0 +1,185 @@
+//! The one writer of a session's log: a task that owns the file, fed by a bounded channel.
+//!
+//! Records are buffered and written when the session asks for a flush (at the end of a turn,
+//! when a card closes) or when the buffer fills. If a write fails (a full disk), the file is cut
+//! back to the last complete flush, so it never holds half a record; the writer then refuses
+//! further records and every flush reports the failure, naming the file and the cause.
+
+use super::log::{self, Record};
+use crate::sync::lock;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use tokio::io::AsyncWriteExt as _;
+use tokio::sync::{mpsc, oneshot};
+
+/// Records waiting for the writer at most; a slow disk then slows the session down.
+const CHANNEL: usize = 1024;
+/// Bytes buffered before a write.
+const BUFFER: usize = 256 << 10;
+
+/// What the writer is asked to do.
+enum Command {
+    Append(Box<Record>),
+    Flush(oneshot::Sender<Result<(), String>>),
+    Close(oneshot::Sender<()>),
+}
+
+/// The handle to a session's writer task.
+#[derive(Debug)]
+pub(crate) struct LogWriter {
+    commands: mpsc::Sender<Command>,
+    path: PathBuf,
+    failure: Arc<Mutex<Option<String>>>,
+}
+
+/// An opened log, ready for a writer.
+#[derive(Debug)]
+pub(crate) struct OpenLog {
+    pub(crate) path: PathBuf,
+    pub(crate) file: std::fs::File,
+    /// Held for as long as the log is open here (see `store.rs`).
+    pub(crate) lock: std::fs::File,
+    /// The `seq` of the next record.
+    pub(crate) next_seq: u64,
+    /// The file's length: everything in it is complete records.
+    pub(crate) length: u64,
+}
+
+impl LogWriter {
+    /// Starts the writer task of an opened log (on the current runtime).
+    pub(crate) fn start(open: OpenLog) -> Self {
+        let (commands, received) = mpsc::channel(CHANNEL);
+        let failure = Arc::new(Mutex::new(None));
+        let path = open.path.clone();
+        tokio::spawn(run(open, received, Arc::clone(&failure)));
+        Self { commands, path, failure }
+    }
+
+    /// Queues a record (waiting while the writer is a full channel behind).
+    pub(crate) async fn append(&self, record: Record) {
+        // A closed writer has said why in its failure; nothing more to do here.
+        let _ = self.commands.send(Command::Append(Box::new(record))).await;
+    }
+
+    /// Writes everything queued so far to the file.
+    pub(crate) async fn flush(&self) -> Result<(), String> {
+        let (done, result) = oneshot::channel();
+        if self.commands.send(Command::Flush(done)).await.is_err() {
+            return Err(self
+                .failure()
+                .unwrap_or_else(|| format!("the session log {} is closed", self.path.display())));
+        }
+        result
+            .await
+            .unwrap_or_else(|_| Err(format!("the session log {} is closed", self.path.display())))
+    }
+
+    /// Why the log cannot be written, once a write has failed.
+    pub(crate) fn failure(&self) -> Option<String> {
+        lock(&self.failure).clone()
+    }
+
+    /// Flushes, closes the file and releases the lock.
+    pub(crate) async fn close(&self) {
+        let (done, closed) = oneshot::channel();
+        if self.commands.send(Command::Close(done)).await.is_ok() {
+            let _ = closed.await;
+        }
+    }
+}
+
+async fn run(
+    open: OpenLog,
+    mut commands: mpsc::Receiver<Command>,
+    failure: Arc<Mutex<Option<String>>>,
+) {
+    let OpenLog { path, file, lock: _lock, mut next_seq, length } = open;
+    let mut file = tokio::fs::File::from_std(file);
+    let mut buffer: Vec<u8> = Vec::with_capacity(BUFFER);
+    // Everything up to here is complete records on disk.
+    let mut durable = length;
+    let mut failed = false;
+    while let Some(command) = commands.recv().await {
+        match command {
+            Command::Append(record) => {
+                if failed {
+                    continue;
+                }
+                match log::line(next_seq, &record) {
+                    Ok(line) => {
+                        buffer.extend_from_slice(&line);
+                        buffer.push(b'\n');
+                        next_seq += 1;
+                    }
+                    Err(error) => {
+                        tracing::error!(path = %path.display(), %error, "cannot serialise a log record");
+                    }
+                }
+                if buffer.len() >= BUFFER {
+                    failed =
+                        !write_out(&path, &mut file, &mut buffer, &mut durable, &failure).await;
+                }
+            }
+            Command::Flush(done) => {
+                if !failed {
+                    failed =
+                        !write_out(&path, &mut file, &mut buffer, &mut durable, &failure).await;
+                }
+                let result = match lock(&failure).clone() {
+                    Some(failure) => Err(failure),
+                    None => Ok(()),
+                };
+                let _ = done.send(result);
+            }
+            Command::Close(done) => {
+                if !failed {
+                    write_out(&path, &mut file, &mut buffer, &mut durable, &failure).await;
+                }
+                let _ = done.send(());
+                return;
+            }
+        }
+    }
+    if !failed {
+        write_out(&path, &mut file, &mut buffer, &mut durable, &failure).await;
+    }
+}
+
+/// Writes the buffer; on failure, cuts the file back to its last complete record and records
+/// why. Returns whether the write succeeded.
+async fn write_out(
+    path: &Path,
+    file: &mut tokio::fs::File,
+    buffer: &mut Vec<u8>,
+    durable: &mut u64,
+    failure: &Mutex<Option<String>>,
+) -> bool {
+    if buffer.is_empty() {
+        return true;
+    }
+    let written = match file.write_all(buffer).await {
+        Ok(()) => file.flush().await,
+        Err(error) => Err(error),
+    };
+    match written {
+        Ok(()) => {
+            *durable += buffer.len() as u64;
+            buffer.clear();
+            true
+        }
+        Err(error) => {
+            let message = format!(
+                "cannot write the session log {}: {error}; what happened since its last complete \
+                 record is not saved",
+                path.display()
+            );
+            tracing::error!("{message}");
+            if let Err(error) = file.set_len(*durable).await {
+                tracing::error!(path = %path.display(), %error, "cannot cut the session log back to its last complete record");
+            }
+            buffer.clear();
+            *lock(failure) = Some(message);
+            false
+        }
+    }
+}
