@@ -233,6 +233,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Mode::Run { agent, cwd, session, prompt }
         }
     };
+    // A file that reaches the size limit (a full quota, `ulimit -f`) is a write error the
+    // agent reports, not a signal that kills it. (Commands get the default back: see the shim.)
+    // SAFETY: setting a signal's disposition to "ignore" before any thread is started.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let interactive = matches!(command, Mode::Run { .. });
     // In a terminal, what the user must know comes as `error:` lines; the log keeps to
     // warnings that add to them.

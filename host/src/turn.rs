@@ -77,6 +77,8 @@ async fn run_turn(
 ) -> Result<StopReason, TurnFailed> {
     session.deliver_notices().await;
     session.record(Fact::Prompt(prompt)).await;
+    // What the user asked is on disk before anything runs.
+    flush_or_warn(session).await;
     tokio::select! {
         () = host.registry.ready() => {}
         () = cancel.cancelled() => return Ok(StopReason::Cancelled),

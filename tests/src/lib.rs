@@ -496,6 +496,11 @@ impl Agent {
         Self { child, stdin, incoming, received: Vec::new(), next_id: 1, dir, workdir, stderr }
     }
 
+    /// The agent's data directory (its session logs are in `sessions/`).
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
     /// The directory the agent loads plugins from (and watches).
     pub fn plugin_dir(&self) -> PathBuf {
         self.dir.path().join("plugins")

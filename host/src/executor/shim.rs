@@ -57,6 +57,8 @@ pub(crate) fn main(args: &[OsString]) -> ! {
             if libc::setsid() < 0 {
                 return Err(std::io::Error::last_os_error());
             }
+            // The agent ignores SIGXFSZ for itself; a command gets the usual behaviour.
+            libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
             let mut empty: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut empty);
             libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());

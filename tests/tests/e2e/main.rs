@@ -13,3 +13,4 @@ mod panics;
 mod plugins;
 mod reload;
 mod run_cli;
+mod sessions;

@@ -1,0 +1,554 @@
+//! Sessions that last: the event log, `session/load` after the agent died, list, resume,
+//! close, `hotsh sessions`, and what happens with broken logs.
+
+use expect_test::expect;
+use hotsh_tests::{Agent, AgentOptions, bash_call, eventually, processes_matching, say};
+use serde_json::{Value, json};
+
+/// Options for an agent that uses `data_dir` for its sessions.
+fn sharing(data_dir: &std::path::Path, responses: Vec<Value>) -> AgentOptions {
+    let mut options = AgentOptions::script(responses);
+    options.env = vec![("HOTSH_DATA_DIR".into(), data_dir.to_string_lossy().into_owned())];
+    options
+}
+
+/// Loads `session` (cwd `cwd`) and returns the updates that came before the answer, and the
+/// answer.
+fn load(agent: &mut Agent, session: &str, cwd: &std::path::Path) -> (Vec<Value>, Value) {
+    let before = agent.received.len();
+    let id =
+        agent.request("session/load", json!({"sessionId": session, "cwd": cwd, "mcpServers": []}));
+    let at = agent.wait_for_from(before, |m| m["id"] == id && m.get("method").is_none());
+    let updates = agent.received[before..at]
+        .iter()
+        .filter(|m| m["method"] == "session/update" && m["params"]["sessionId"] == session)
+        .map(|m| m["params"]["update"].clone())
+        .collect();
+    (updates, agent.received[at].clone())
+}
+
+/// One line per update: what a reader of a thread cares about, ids and paths normalised.
+fn outline(updates: &[Value]) -> String {
+    let mut lines = Vec::new();
+    for u in updates {
+        let kind = u["sessionUpdate"].as_str().unwrap_or("?");
+        let text = u["content"]["text"].as_str().map(|t| format!(" {t:?}")).unwrap_or_default();
+        let mut line = format!("{kind}{text}");
+        if let Some(id) = u["toolCallId"].as_str() {
+            line.push_str(&format!(" {id}"));
+        }
+        if let Some(title) = u["title"].as_str() {
+            line.push_str(&format!(" title={title:?}"));
+        }
+        if let Some(status) = u["status"].as_str() {
+            line.push_str(&format!(" status={status}"));
+        }
+        for key in ["terminal_info", "terminal_output", "terminal_exit"] {
+            if let Some(meta) = u["_meta"].get(key) {
+                let detail = match key {
+                    "terminal_output" => format!("{:?}", meta["data"].as_str().unwrap_or("")),
+                    "terminal_exit" => {
+                        format!("code={} signal={}", meta["exit_code"], meta["signal"])
+                    }
+                    _ => String::new(),
+                };
+                line.push_str(&format!(" {key} {detail}"));
+            }
+        }
+        if let Some(content) = u["content"].as_array() {
+            for item in content {
+                if let Some(text) = item["content"]["text"].as_str() {
+                    let first = text.lines().next().unwrap_or("");
+                    line.push_str(&format!(" content={first:?}"));
+                }
+            }
+        }
+        lines.push(line);
+    }
+    lines.join("\n")
+}
+
+/// Runs the scenario of the issue in a first agent and kills it: text, a thought, a command
+/// with output and a non-zero exit, a cancelled command, a background task. Returns the first
+/// agent (killed), the session id and what its client saw.
+fn live_session(data_dir: &std::path::Path, terminal_output: bool) -> (Agent, String, Vec<Value>) {
+    // Markers of its own per variant: the two run in parallel.
+    let (sleep, task) = if terminal_output {
+        ("sleep 30.0901", "sleep 1000.0902")
+    } else {
+        ("sleep 30.0911", "sleep 1000.0912")
+    };
+    let responses = vec![
+        json!({"reasoning": "let me think", "text": "Hello.", "tool_calls": [
+            {"name": "bash", "arguments": {"command": "printf 'out\\n'; exit 3"}}
+        ]}),
+        say("That failed with 3."),
+        // Cancelled while it runs: the turn ends without asking the model again.
+        bash_call(sleep),
+        json!({"tool_calls": [{"name": "bash", "arguments": {
+            "command": format!("echo bg-started; {task}"), "run_in_background": true}}]}),
+        say("It runs in the background."),
+    ];
+    let mut agent = Agent::start(sharing(data_dir, responses));
+    agent.initialize(terminal_output);
+    let session = agent.new_session();
+    assert_eq!(agent.prompt(&session, "first")["result"]["stopReason"], "end_turn");
+    let second = agent.start_prompt(&session, "second");
+    eventually("the sleep to run", || !processes_matching(sleep).is_empty());
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    assert_eq!(agent.response(second)["result"]["stopReason"], "cancelled");
+    assert_eq!(agent.prompt(&session, "third")["result"]["stopReason"], "end_turn");
+    eventually("the task to run", || !processes_matching(task).is_empty());
+    let live = agent.updates(&session);
+    agent.kill9();
+    eventually("the task to die with its agent", || processes_matching(task).is_empty());
+    (agent, session, live)
+}
+
+fn replay_after_sigkill(terminal_output: bool) -> (String, Vec<Value>, Agent) {
+    let data = tempfile::tempdir().unwrap();
+    let (first, session, live) = live_session(data.path(), terminal_output);
+    let mut second = Agent::start(sharing(data.path(), vec![say("Welcome back.")]));
+    second.initialize(terminal_output);
+    second.wait_for_stderr("initial plugin scan done");
+    let (replayed, answer) = load(&mut second, &session, &first.workdir);
+    assert!(answer.get("result").is_some(), "{answer}");
+
+    // What the client saw live comes back exactly, in order, with the prompts shown again;
+    // then the task that died with its agent has its card closed.
+    let shown: Vec<Value> =
+        replayed.iter().filter(|u| u["sessionUpdate"] != "user_message_chunk").cloned().collect();
+    let (thread, after) = shown.split_at(live.len());
+    assert_eq!(thread, live.as_slice(), "the replay differs from what the client saw live");
+    assert_eq!(after.len(), 1, "{after:#?}");
+    assert_eq!(after[0]["status"], "failed");
+    let prompts: Vec<&str> = replayed
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "user_message_chunk")
+        .map(|u| u["content"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(prompts, ["first", "second", "third"]);
+
+    // The conversation goes on, in the new process, with the whole history and the notice.
+    assert_eq!(second.prompt(&session, "fourth")["result"]["stopReason"], "end_turn");
+    let request = second.model_requests().pop().unwrap();
+    let messages = request["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(
+        roles,
+        [
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "user",
+            "assistant",
+            "tool",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "notice",
+            "user"
+        ]
+    );
+    assert_eq!(messages[2]["text"], "out\n[exit code: 3]");
+    assert!(
+        messages[6]["text"].as_str().unwrap().contains("[aborted: the user cancelled the turn]")
+    );
+    let notice = messages[11]["text"].as_str().unwrap();
+    assert!(
+        notice.starts_with("[background task bash-1 `echo bg-started; sleep 1000.09")
+            && notice.contains("` ended when the agent that ran it went away"),
+        "{notice}"
+    );
+    drop(first);
+    let _keep = data;
+    (outline(&replayed), replayed, second)
+}
+
+#[test]
+fn a_session_comes_back_exactly_after_sigkill_with_terminal_cards() {
+    let (outline, _, _) = replay_after_sigkill(true);
+    expect![[r#"
+        user_message_chunk "first"
+        agent_thought_chunk "let me think"
+        agent_message_chunk "Hello."
+        tool_call call-1 title="printf 'out\\n'; exit 3" status=in_progress terminal_info 
+        tool_call_update call-1 terminal_output "out\n"
+        tool_call_update call-1 status=failed terminal_exit code=3 signal=null
+        agent_message_chunk "That failed with 3."
+        user_message_chunk "second"
+        tool_call call-2 title="sleep 30.0901" status=in_progress terminal_info 
+        tool_call_update call-2 status=failed terminal_exit code=null signal="SIGTERM"
+        user_message_chunk "third"
+        tool_call call-3 title="Start in the background: echo bg-started; sleep 1000.0902" status=in_progress
+        tool_call_update call-3 title="Background task bash-1: echo bg-started; sleep 1000.0902" status=in_progress content="Running; full output: <path>"
+        agent_message_chunk "It runs in the background."
+        tool_call_update call-3 title="Background task bash-1: echo bg-started; sleep 1000.0902" status=failed content="bash-1 ended when the agent that ran it went away.""#]]
+    .assert_eq(&normalise_paths(&outline));
+}
+
+#[test]
+fn a_session_comes_back_exactly_after_sigkill_as_console_blocks() {
+    let (outline, replayed, _) = replay_after_sigkill(false);
+    assert!(!outline.contains("terminal_"), "{outline}");
+    let closed =
+        replayed.iter().find(|u| u["toolCallId"] == "call-1" && u["status"] == "failed").unwrap();
+    assert_eq!(
+        closed["content"][0]["content"]["text"],
+        "```console\nout\n```\n\nExited with code 3."
+    );
+    let cancelled =
+        replayed.iter().find(|u| u["toolCallId"] == "call-2" && u["status"] == "failed").unwrap();
+    assert_eq!(
+        cancelled["content"][0]["content"]["text"],
+        "Stopped: the user cancelled the turn (SIGTERM)."
+    );
+}
+
+/// Replaces absolute temp paths with `<path>`.
+fn normalise_paths(text: &str) -> String {
+    text.lines()
+        .map(|line| match line.find("output: /") {
+            Some(at) => {
+                let end = line[at..].find('"').map_or(line.len(), |e| at + e);
+                format!("{}output: <path>{}", &line[..at], &line[end..])
+            }
+            None => line.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A session with one prompt answered, written by an agent that is then closed cleanly.
+fn saved_session(data_dir: &std::path::Path, prompt: &str) -> (Agent, String) {
+    let mut agent = Agent::start(sharing(data_dir, vec![say("answered")]));
+    agent.initialize(true);
+    let session = agent.new_session();
+    assert_eq!(agent.prompt(&session, prompt)["result"]["stopReason"], "end_turn");
+    (agent, session)
+}
+
+fn log_path(data_dir: &std::path::Path, session: &str) -> std::path::PathBuf {
+    data_dir.join("sessions").join(format!("{session}.jsonl"))
+}
+
+#[test]
+fn a_torn_last_line_is_dropped_and_the_rest_loads() {
+    let data = tempfile::tempdir().unwrap();
+    let (first, session) = saved_session(data.path(), "before the crash");
+    assert!(first.finish().success());
+    let path = log_path(data.path(), &session);
+    let mut log = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    std::io::Write::write_all(&mut log, b"{\"v\":1,\"seq\":99,\"type\":\"agent_te").unwrap();
+    drop(log);
+
+    let mut agent = Agent::start(sharing(data.path(), vec![say("after")]));
+    agent.initialize(true);
+    let workdir = agent.workdir.clone();
+    let (updates, answer) = load(&mut agent, &session, &workdir);
+    assert!(answer.get("result").is_some(), "{answer}");
+    let texts: Vec<&str> = updates.iter().filter_map(|u| u["content"]["text"].as_str()).collect();
+    assert_eq!(texts, ["before the crash", "answered"]);
+    agent.wait_for_stderr("dropped a torn last line of a session log");
+    // The torn bytes are gone; new records follow the last complete one.
+    assert_eq!(agent.prompt(&session, "again")["result"]["stopReason"], "end_turn");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains("agent_te\"") && !text.contains("\"seq\":99"), "{text}");
+    for line in text.lines() {
+        serde_json::from_str::<Value>(line).unwrap();
+    }
+}
+
+#[test]
+fn a_log_from_a_newer_hotsh_or_a_damaged_one_is_refused_clearly() {
+    let data = tempfile::tempdir().unwrap();
+    let (first, newer) = saved_session(data.path(), "one");
+    let (second, damaged) = saved_session(data.path(), "two");
+    assert!(first.finish().success() && second.finish().success());
+    let mut log =
+        std::fs::OpenOptions::new().append(true).open(log_path(data.path(), &newer)).unwrap();
+    std::io::Write::write_all(
+        &mut log,
+        b"{\"v\":2,\"seq\":50,\"type\":\"agent_text\",\"data\":{}}\n",
+    )
+    .unwrap();
+    let path = log_path(data.path(), &damaged);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        format!(
+            "{}\nnot json at all\n{}",
+            text.lines().next().unwrap(),
+            text.lines().skip(1).collect::<Vec<_>>().join("\n")
+        ),
+    )
+    .unwrap();
+
+    let mut agent = Agent::start(sharing(data.path(), vec![]));
+    agent.initialize(true);
+    let workdir = agent.workdir.clone();
+    let (_, answer) = load(&mut agent, &newer, &workdir);
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&log_path(data.path(), &newer).display().to_string())
+            && message
+                .contains("was written by a newer hotsh (record format 2; this one reads up to 1)"),
+        "{message}"
+    );
+    let (_, answer) = load(&mut agent, &damaged, &workdir);
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("is damaged at line 2: not JSON"), "{message}");
+    // Bad ids: unknown, and not a session id at all.
+    for id in ["7f0c2a0e-0000-4000-8000-000000000000", "../../etc/passwd"] {
+        let (_, answer) = load(&mut agent, id, &workdir);
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+        assert_eq!(answer["error"]["message"], format!("unknown session: {id}"));
+    }
+    // The agent keeps serving.
+    agent.new_session();
+}
+
+#[test]
+fn two_processes_never_write_one_log() {
+    let data = tempfile::tempdir().unwrap();
+    let (first, session) = saved_session(data.path(), "mine");
+    let mut second = Agent::start(sharing(data.path(), vec![]));
+    second.initialize(true);
+    let workdir = second.workdir.clone();
+    let (_, answer) = load(&mut second, &session, &workdir);
+    assert_eq!(
+        answer["error"]["message"],
+        format!(
+            "session {session} is open in another hotsh process (pid {}); close it there first",
+            first.pid()
+        )
+    );
+    // Once the first closes it, the second can have it.
+    assert!(first.finish().success());
+    let (_, answer) = load(&mut second, &session, &workdir);
+    assert!(answer.get("result").is_some(), "{answer}");
+}
+
+#[test]
+fn sessions_are_listed_newest_first_by_cwd_with_titles_and_pages() {
+    let data = tempfile::tempdir().unwrap();
+    let mut agent = Agent::start(sharing(data.path(), vec![say("ok")]));
+    agent.initialize(true);
+    let elsewhere = agent.dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let older = agent.new_session();
+    agent.prompt(&older, "The older one\nwith a second line");
+    let other = agent.call("session/new", json!({"cwd": elsewhere, "mcpServers": []}))["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let long = "x".repeat(100);
+    let newer = agent.new_session();
+    agent.prompt(&newer, &long);
+    let listed = agent.call("session/list", json!({"cwd": agent.workdir}));
+    let sessions = listed["result"]["sessions"].as_array().unwrap();
+    let ids: Vec<&str> = sessions.iter().map(|s| s["sessionId"].as_str().unwrap()).collect();
+    assert_eq!(ids, [newer.as_str(), older.as_str()], "{listed}");
+    assert_eq!(sessions[1]["title"], "The older one");
+    assert_eq!(sessions[0]["title"], format!("{}…", "x".repeat(80)));
+    assert!(sessions[0]["updatedAt"].as_str().unwrap().ends_with('Z'));
+    assert!(listed["result"].get("nextCursor").is_none_or(Value::is_null));
+    let all = agent.call("session/list", json!({}));
+    assert_eq!(all["result"]["sessions"].as_array().unwrap().len(), 3);
+    assert!(
+        all["result"]["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["sessionId"] == other.as_str())
+    );
+
+    // Paging: 50 a page, the cursor leads to the rest.
+    for _ in 0..50 {
+        agent.new_session();
+    }
+    let first_page = agent.call("session/list", json!({}));
+    assert_eq!(first_page["result"]["sessions"].as_array().unwrap().len(), 50);
+    let cursor = first_page["result"]["nextCursor"].as_str().unwrap().to_owned();
+    let second_page = agent.call("session/list", json!({"cursor": cursor}));
+    assert_eq!(second_page["result"]["sessions"].as_array().unwrap().len(), 3);
+    assert!(second_page["result"].get("nextCursor").is_none_or(Value::is_null));
+    let bad = agent.call("session/list", json!({"cursor": "nonsense"}));
+    assert_eq!(bad["error"]["code"], -32602);
+}
+
+#[test]
+#[allow(clippy::disallowed_methods, reason = "runs hotsh sessions and hotsh run")]
+fn hotsh_sessions_list_and_show_and_run_continues_a_session() {
+    let data = tempfile::tempdir().unwrap();
+    let responses = vec![
+        json!({"text": "Looking.", "tool_calls": [{"name": "bash", "arguments": {"command": "echo one; exit 2"}}]}),
+        say("Done."),
+    ];
+    let mut agent = Agent::start(sharing(data.path(), responses));
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "Show me a failure");
+    assert!(agent.finish().success());
+
+    let hotsh = |args: &[&str]| {
+        let output = std::process::Command::new(hotsh_tests::hotsh_binary())
+            .args(args)
+            .env("HOTSH_DATA_DIR", data.path())
+            .env("TMPDIR", data.path())
+            .env_remove("NO_COLOR")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let listed = hotsh(&["sessions", "list"]);
+    assert!(listed.starts_with(&format!("{session}  20")), "{listed}");
+    assert!(listed.trim_end().ends_with("  Show me a failure"), "{listed}");
+    let shown = hotsh(&["sessions", "show", &session]);
+    let body: String = shown.lines().skip(1).collect::<Vec<_>>().join("\n");
+    expect![[r#"
+        > Show me a failure
+        Looking.
+        $ echo one; exit 2
+        one
+        [exit 2]
+        Done."#]]
+    .assert_eq(&body);
+    assert!(shown.starts_with(&format!("session {session} “Show me a failure” in ")), "{shown}");
+
+    // `hotsh run --session` continues it, with its history.
+    let script = data.path().join("next.json");
+    std::fs::write(&script, json!({"responses": [say("Welcome back.")]}).to_string()).unwrap();
+    let transcript = data.path().join("transcript.jsonl");
+    let ran = hotsh(&[
+        "run",
+        "--no-default-plugins",
+        "--plugin-dir",
+        &agent_plugin_dir(),
+        "--model",
+        &format!("script:{}", script.display()),
+        "--model-transcript",
+        transcript.to_str().unwrap(),
+        "--session",
+        &session,
+        "and then?",
+    ]);
+    assert_eq!(ran.trim_end(), "Welcome back.");
+    let request: Value =
+        serde_json::from_str(std::fs::read_to_string(&transcript).unwrap().lines().last().unwrap())
+            .unwrap();
+    let texts: Vec<&str> = request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        texts,
+        ["Show me a failure", "Looking.", "one\n[exit code: 2]", "Done.", "and then?"]
+    );
+}
+
+/// The directory holding the tool-bash build.
+fn agent_plugin_dir() -> String {
+    hotsh_tests::tool_bash_plugin().parent().unwrap().to_string_lossy().into_owned()
+}
+
+#[test]
+fn closing_a_session_stops_its_tasks_and_releases_its_log() {
+    let data = tempfile::tempdir().unwrap();
+    let marker = "sleep 1000.0931";
+    let mut agent = Agent::start(sharing(
+        data.path(),
+        vec![
+            json!({"tool_calls": [{"name": "bash", "arguments": {"command": marker, "run_in_background": true}}]}),
+            say("ok"),
+        ],
+    ));
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "start");
+    eventually("the task to run", || !processes_matching(marker).is_empty());
+    let closed = agent.call("session/close", json!({"sessionId": session}));
+    assert!(closed.get("result").is_some(), "{closed}");
+    assert!(processes_matching(marker).is_empty(), "the session's task outlived its close");
+    let again = agent.prompt(&session, "still there?");
+    assert_eq!(again["error"]["code"], -32602, "{again}");
+    // Released: another process can open it.
+    let mut other = Agent::start(sharing(data.path(), vec![]));
+    other.initialize(true);
+    let resumed = other.call(
+        "session/resume",
+        json!({"sessionId": session, "cwd": agent.workdir, "mcpServers": []}),
+    );
+    assert!(resumed.get("result").is_some(), "{resumed}");
+}
+
+#[test]
+fn an_unusable_data_dir_refuses_new_sessions_with_the_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let mut agent = Agent::start(sharing(&file.join("data"), vec![]));
+    agent.initialize(true);
+    let cwd = agent.workdir.clone();
+    let response = agent.call("session/new", json!({"cwd": cwd, "mcpServers": []}));
+    let message = response["error"]["message"].as_str().unwrap();
+    assert_eq!(
+        message,
+        format!(
+            "cannot use {}/data/sessions for session logs: Not a directory (os error 20)",
+            file.display()
+        )
+    );
+}
+
+#[test]
+#[allow(clippy::disallowed_methods, reason = "runs prlimit(1)")]
+fn a_full_disk_fails_the_turn_with_the_file_and_cause_and_loses_nothing_logged() {
+    let data = tempfile::tempdir().unwrap();
+    let responses = vec![
+        say("small answer"),
+        bash_call("head -c 900000 /dev/zero | tr '\\0' x"),
+        say("unreachable"),
+    ];
+    let mut agent = Agent::start(sharing(data.path(), responses));
+    agent.initialize(true);
+    let session = agent.new_session();
+    assert_eq!(agent.prompt(&session, "one")["result"]["stopReason"], "end_turn");
+    // From now on files may grow to 100 KiB: the second turn's output does not fit in the
+    // log (at least the last 256 KiB of it reach the client, and so the log).
+    let limited = std::process::Command::new("prlimit")
+        .arg("--pid")
+        .arg(agent.pid().to_string())
+        .arg("--fsize=102400:")
+        .status()
+        .unwrap();
+    assert!(limited.success());
+    let failed = agent.prompt(&session, "two");
+    let path = log_path(data.path(), &session);
+    let message = failed["error"]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        message.starts_with(&format!(
+            "cannot write the session log {}: File too large",
+            path.display()
+        )),
+        "{failed}"
+    );
+    // The session refuses to go on unsaved; the agent serves other requests.
+    let refused = agent.prompt(&session, "three");
+    assert_eq!(refused["error"]["message"], message);
+    assert!(agent.call("session/list", json!({})).get("result").is_some());
+    agent.kill9();
+    // What was logged before the failure loads in an agent without the limit.
+    let mut next = Agent::start(sharing(data.path(), vec![]));
+    next.initialize(true);
+    let workdir = next.workdir.clone();
+    let (updates, answer) = load(&mut next, &session, &workdir);
+    assert!(answer.get("result").is_some(), "{answer}");
+    let texts: Vec<&str> = updates.iter().filter_map(|u| u["content"]["text"].as_str()).collect();
+    assert_eq!(&texts[..3], ["one", "small answer", "two"]);
+}
