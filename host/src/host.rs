@@ -204,7 +204,7 @@ impl Host {
             if let Err(failure) = session.flush().await {
                 tracing::warn!(session = %id, "{failure}");
             }
-            let (_, mut folded) = blocking(move || store.read(&owned)).await?;
+            let mut folded = blocking(move || store.read(&owned)).await?;
             folded.open_tasks.clear();
             session.attach(sink);
             return Ok((session, folded));

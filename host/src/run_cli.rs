@@ -271,7 +271,7 @@ pub(crate) fn show_session(
     store: &crate::session::store::SessionStore,
     id: &str,
 ) -> anyhow::Result<ExitCode> {
-    let (_, folded) = store.read(id)?;
+    let folded = store.read(id)?;
     let mut screen = Screen::new(crate::term::color_stdout());
     let meta = &folded.meta;
     let header = format!(

@@ -360,79 +360,78 @@ async fn invoke(
 /// card drawn anew by the plugin that declares the tool (so an improved rendering applies to
 /// old threads). The logged card stays when no plugin declares the tool any more or the
 /// presenter fails; the logged status and the host's own notes (why a command ended) stay.
+/// All cards are drawn on one blocking thread, within [`PRESENT_TIMEOUT`] in all; past it the
+/// logged cards are shown.
 pub(crate) async fn present_again(
     host: &Host,
     session: &Session,
-    view: Vec<SessionEvent>,
+    mut view: Vec<SessionEvent>,
 ) -> Vec<SessionEvent> {
     let snapshot = host.registry.snapshot();
+    // What to draw: (index in the view, plugin, call, output for a final card).
+    let mut jobs: Vec<(usize, Arc<LoadedPlugin>, PluginCall, Option<PluginOutput>)> = Vec::new();
     let mut calls: HashMap<ToolCallId, (Arc<LoadedPlugin>, PluginCall)> = HashMap::new();
-    let mut shown = Vec::with_capacity(view.len());
-    for event in view {
+    for (index, event) in view.iter().enumerate() {
         match event {
-            SessionEvent::ToolCallStarted { call_id, tool, card, raw_input, arguments } => {
-                let mut card = card;
-                if let Some(plugin) = snapshot.find_tool(&tool) {
-                    let call = PluginCall {
-                        call_id: call_id.0.clone(),
-                        session_id: session.id.0.clone(),
-                        tool: tool.clone(),
-                        arguments: arguments.clone(),
-                        cwd: session.cwd.to_string_lossy().into_owned(),
-                    };
-                    let presented = present(&plugin, {
-                        let call = call.clone();
-                        move |p| p.api.present_call(&call)
-                    })
-                    .await;
-                    if let Ok(fresh) = presented {
-                        card = fresh;
-                    }
-                    calls.insert(call_id.clone(), (plugin, call));
-                }
-                shown.push(SessionEvent::ToolCallStarted {
-                    call_id,
-                    tool,
-                    card,
-                    raw_input,
-                    arguments,
-                });
+            SessionEvent::ToolCallStarted { call_id, tool, arguments, .. } => {
+                let Some(plugin) = snapshot.find_tool(tool) else { continue };
+                let call = PluginCall {
+                    call_id: call_id.0.clone(),
+                    session_id: session.id.0.clone(),
+                    tool: tool.clone(),
+                    arguments: arguments.clone(),
+                    cwd: session.cwd.to_string_lossy().into_owned(),
+                };
+                jobs.push((index, Arc::clone(&plugin), call.clone(), None));
+                calls.insert(call_id.clone(), (plugin, call));
             }
             SessionEvent::ToolCallFinished {
-                call_id,
-                card,
-                status,
-                raw_output,
-                error,
-                output_text: Some(text),
-            } if calls.contains_key(&call_id) => {
-                let mut card = card;
-                if let Some((plugin, call)) = calls.get(&call_id) {
-                    let output =
-                        PluginOutput { text: text.clone(), raw_output: raw_output.to_string() };
-                    let presented = present(plugin, {
-                        let call = call.clone();
-                        move |p| p.api.present_result(&call, &output)
-                    })
-                    .await;
-                    if let Ok((mut fresh, _)) = presented {
-                        keep_host_notes(&card, &mut fresh);
-                        card = fresh;
-                    }
-                }
-                shown.push(SessionEvent::ToolCallFinished {
-                    call_id,
-                    card,
-                    status,
-                    raw_output,
-                    error,
-                    output_text: Some(text),
-                });
+                call_id, raw_output, output_text: Some(text), ..
+            } => {
+                let Some((plugin, call)) = calls.get(call_id) else { continue };
+                let output =
+                    PluginOutput { text: text.clone(), raw_output: raw_output.to_string() };
+                jobs.push((index, Arc::clone(plugin), call.clone(), Some(output)));
             }
-            other => shown.push(other),
+            _ => {}
         }
     }
-    shown
+    if jobs.is_empty() {
+        return view;
+    }
+    let drawn = tokio::task::spawn_blocking(move || {
+        jobs.into_iter()
+            .filter_map(|(index, plugin, call, output)| {
+                let card = match output {
+                    None => plugin.api.present_call(&call).ok()?,
+                    Some(output) => plugin.api.present_result(&call, &output).ok()?.0,
+                };
+                Some((index, card))
+            })
+            .collect::<Vec<_>>()
+    });
+    let drawn = match tokio::time::timeout(PRESENT_TIMEOUT, drawn).await {
+        Ok(Ok(drawn)) => drawn,
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "drawing cards again failed; showing the logged ones");
+            return view;
+        }
+        Err(_) => {
+            tracing::warn!("drawing cards again took too long; showing the logged ones");
+            return view;
+        }
+    };
+    for (index, mut fresh) in drawn {
+        if let Some(
+            SessionEvent::ToolCallStarted { card, .. }
+            | SessionEvent::ToolCallFinished { card, .. },
+        ) = view.get_mut(index)
+        {
+            keep_host_notes(card, &mut fresh);
+            *card = fresh;
+        }
+    }
+    view
 }
 
 /// Carries what the host added to a logged card (why a command ended) over to a card drawn

@@ -114,8 +114,10 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                 let shared = for_load.clone();
                 let id = request.session_id.0.to_string();
                 tokio::spawn(async move {
+                    let started = std::time::Instant::now();
                     let sink = shared.sink(cx, &id);
                     let opened = shared.host.open_session(&id, Arc::clone(&sink) as Arc<dyn EventSink>).await;
+                    let read = started.elapsed();
                     let (session, folded) = match opened {
                         Ok(opened) => opened,
                         Err(error) => {
@@ -125,11 +127,20 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                     };
                     // The thread as it was, before the answer (ACP: replay, then respond).
                     let view = turn::present_again(&shared.host, &session, folded.view).await;
+                    let presented = started.elapsed();
+                    let events = view.len();
                     for event in view {
                         sink.emit(event);
                     }
                     shared.host.settle_tasks_of_gone_agent(&session, &folded.open_tasks).await;
-                    tracing::info!(session = %session.id, "session loaded");
+                    tracing::info!(
+                        session = %session.id,
+                        events,
+                        read_ms = read.as_secs_f64() * 1000.0,
+                        presented_ms = presented.as_secs_f64() * 1000.0,
+                        sent_ms = started.elapsed().as_secs_f64() * 1000.0,
+                        "session loaded"
+                    );
                     let _ = responder.respond(LoadSessionResponse::new());
                 });
                 Ok(())

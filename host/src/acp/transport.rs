@@ -42,7 +42,7 @@ pub(crate) fn claim_stdout() -> std::io::Result<File> {
 /// every line handed to the transport is written.
 pub(crate) fn lines(
     input: impl BufRead + Send + 'static,
-    mut output: File,
+    output: File,
 ) -> (
     agent_client_protocol::Lines<
         impl futures::Sink<String, Error = std::io::Error> + Send + 'static,
@@ -62,12 +62,18 @@ pub(crate) fn lines(
     let writer = std::thread::Builder::new()
         .name("acp-stdout".into())
         .spawn(move || {
+            // Lines are gathered while more are waiting and written together: a replay of
+            // thousands of updates is a few writes, not thousands.
+            let mut output = std::io::BufWriter::with_capacity(256 << 10, output);
             while let Some(line) = outgoing_rx.blocking_recv() {
-                let written = output
-                    .write_all(line.as_bytes())
-                    .and_then(|()| output.write_all(b"\n"))
-                    .and_then(|()| output.flush());
-                if let Err(error) = written {
+                let mut written = write_line(&mut output, &line);
+                while written.is_ok() {
+                    match outgoing_rx.try_recv() {
+                        Ok(line) => written = write_line(&mut output, &line),
+                        Err(_) => break,
+                    }
+                }
+                if let Err(error) = written.and_then(|()| output.flush()) {
                     tracing::debug!(%error, "cannot write to the client (gone?)");
                     return;
                 }
@@ -81,6 +87,11 @@ pub(crate) fn lines(
         Ok::<_, std::io::Error>(tx)
     });
     (agent_client_protocol::Lines::new(Box::pin(outgoing), incoming.boxed()), writer)
+}
+
+fn write_line(output: &mut impl std::io::Write, line: &str) -> std::io::Result<()> {
+    output.write_all(line.as_bytes())?;
+    output.write_all(b"\n")
 }
 
 /// Reads lines until end of file, sending each (sanitised) to the transport.

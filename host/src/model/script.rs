@@ -13,7 +13,9 @@
 //! opens). Instead of `responses`, a script may give `sessions`, a list of response lists:
 //! the Nth session to ask the model plays the Nth list.
 //!
-//! `arguments` is an object, or a string holding the raw JSON text a model produced (which may
+//! `text` (and `reasoning`) is a string, or a list of strings streamed as separate chunks, as a
+//! real model streams them. `arguments` is an object, or a string holding the raw JSON text a
+//! model produced (which may
 //! be malformed on purpose). A tool call may carry an `id`; otherwise one is made up.
 
 use super::{Model, ModelError, ModelEvent, ModelRequest, ModelToolCall};
@@ -39,9 +41,9 @@ struct Script {
 #[serde(deny_unknown_fields)]
 struct ScriptedResponse {
     #[serde(default)]
-    reasoning: Option<String>,
+    reasoning: Option<Chunks>,
     #[serde(default)]
-    text: Option<String>,
+    text: Option<Chunks>,
     #[serde(default)]
     tool_calls: Vec<ScriptedToolCall>,
 }
@@ -54,6 +56,23 @@ struct ScriptedToolCall {
     name: String,
     #[serde(default = "empty_object")]
     arguments: serde_json::Value,
+}
+
+/// One string, or the chunks a model streamed.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Chunks {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Chunks {
+    fn each(&self) -> &[String] {
+        match self {
+            Chunks::One(text) => std::slice::from_ref(text),
+            Chunks::Many(chunks) => chunks,
+        }
+    }
 }
 
 fn empty_object() -> serde_json::Value {
@@ -125,11 +144,11 @@ impl Model for ScriptModel {
                     used: responses.len(),
                 });
             };
-            if let Some(reasoning) = &response.reasoning {
-                let _ = events.send(ModelEvent::Reasoning(reasoning.clone()));
+            for chunk in response.reasoning.iter().flat_map(Chunks::each) {
+                let _ = events.send(ModelEvent::Reasoning(chunk.clone()));
             }
-            if let Some(text) = &response.text {
-                let _ = events.send(ModelEvent::Text(text.clone()));
+            for chunk in response.text.iter().flat_map(Chunks::each) {
+                let _ = events.send(ModelEvent::Text(chunk.clone()));
             }
             for (position, call) in response.tool_calls.iter().enumerate() {
                 let arguments = match &call.arguments {

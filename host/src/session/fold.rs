@@ -36,8 +36,9 @@ pub(crate) struct Folded {
 }
 
 /// Folds the records of one log; the first must be its `session` record.
-pub(crate) fn fold(records: &[Record]) -> Result<Folded, String> {
-    let Some(Record::Fact(Fact::Session(meta))) = records.first() else {
+pub(crate) fn fold(records: Vec<Record>) -> Result<Folded, String> {
+    let mut records = records.into_iter();
+    let Some(Record::Fact(Fact::Session(meta))) = records.next() else {
         return Err("its first record is not a `session` record".to_owned());
     };
     let mut history = Vec::new();
@@ -48,13 +49,13 @@ pub(crate) fn fold(records: &[Record]) -> Result<Folded, String> {
     let mut ended_notices: Vec<(String, PendingNotice)> = Vec::new();
     let mut noticed: HashSet<String> = HashSet::new();
     let mut cards: BTreeMap<String, Card> = BTreeMap::new();
-    for record in &records[1..] {
+    for record in records {
         if let Some(message) = record.history_message() {
             history.push(message);
         }
         match record {
             Record::Event(event) => {
-                if let Some(number) = call_id_of(event).and_then(ToolCallId::number) {
+                if let Some(number) = call_id_of(&event).and_then(ToolCallId::number) {
                     next_call = next_call.max(number + 1);
                 }
                 if let SessionEvent::ToolCallFinished {
@@ -62,11 +63,11 @@ pub(crate) fn fold(records: &[Record]) -> Result<Folded, String> {
                     card,
                     status: CallStatus::Running,
                     ..
-                } = event
+                } = &event
                 {
                     cards.insert(call_id.0.clone(), card.clone());
                 }
-                view.push(event.clone());
+                push_coalesced(&mut view, event);
             }
             Record::Fact(Fact::Prompt(prompt)) => {
                 if title.is_none() {
@@ -94,7 +95,7 @@ pub(crate) fn fold(records: &[Record]) -> Result<Folded, String> {
             Record::Fact(Fact::TaskEnded(end)) => {
                 if let Some(task) = started.remove(&end.task_id) {
                     let notice =
-                        super::task_notice(&task.task_id, &task.command, end, &task.output_path);
+                        super::task_notice(&task.task_id, &task.command, &end, &task.output_path);
                     ended_notices.push((end.task_id.clone(), notice));
                 }
             }
@@ -117,6 +118,23 @@ pub(crate) fn fold(records: &[Record]) -> Result<Folded, String> {
         })
         .collect();
     Ok(Folded { meta: meta.clone(), history, view, next_call, pending_notices, open_tasks, title })
+}
+
+/// Adds `event` to a view, joining it to the previous event when both are chunks of the same
+/// stream (the agent's text, its reasoning, one command's output): the client renders the
+/// joined chunk exactly as it rendered the parts, with far fewer messages on load.
+fn push_coalesced(view: &mut Vec<SessionEvent>, event: SessionEvent) {
+    match (view.last_mut(), event) {
+        (Some(SessionEvent::AgentText { text }), SessionEvent::AgentText { text: more })
+        | (Some(SessionEvent::AgentThought { text }), SessionEvent::AgentThought { text: more }) => {
+            text.push_str(&more);
+        }
+        (
+            Some(SessionEvent::ToolOutput { call_id, text }),
+            SessionEvent::ToolOutput { call_id: next, text: more },
+        ) if *call_id == next => text.push_str(&more),
+        (_, event) => view.push(event),
+    }
 }
 
 fn call_id_of(event: &SessionEvent) -> Option<&ToolCallId> {
@@ -186,7 +204,7 @@ mod tests {
                 with_agent: false,
             })),
         ];
-        let folded = fold(&records).expect("folds");
+        let folded = fold(records).expect("folds");
         assert_eq!(folded.history, vec![Message::User { text: "go".into() }]);
         assert_eq!(folded.next_call, 8);
         assert_eq!(folded.title.as_deref(), Some("go"));
@@ -204,7 +222,7 @@ mod tests {
 
     #[test]
     fn a_log_must_start_with_its_session_record() {
-        let error = fold(&[Record::Event(SessionEvent::AgentText { text: "x".into() })])
+        let error = fold(vec![Record::Event(SessionEvent::AgentText { text: "x".into() })])
             .expect_err("an error");
         assert!(error.contains("first record"), "{error}");
     }

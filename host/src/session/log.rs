@@ -193,23 +193,18 @@ pub(crate) struct ReadLog {
     pub(crate) dropped_torn_line: bool,
 }
 
-/// Serialises one record as a log line (without the newline).
+/// Serialises one record as a log line (without the newline). The keys come in the
+/// documented order, `type` before `data`, which lets a reader take `data` in one pass.
 pub(crate) fn line(seq: u64, record: &Record) -> serde_json::Result<Vec<u8>> {
+    // The enums serialise as `{"type":…,"data":…}`: the envelope goes in front of it.
     let tagged = match record {
-        Record::Event(event) => serde_json::to_value(event)?,
-        Record::Fact(fact) => serde_json::to_value(fact)?,
+        Record::Event(event) => serde_json::to_vec(event)?,
+        Record::Fact(fact) => serde_json::to_vec(fact)?,
     };
-    let mut envelope = serde_json::Map::new();
-    envelope.insert("v".into(), FORMAT_VERSION.into());
-    envelope.insert("seq".into(), seq.into());
-    envelope.insert(
-        "at".into(),
-        humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string().into(),
-    );
-    if let serde_json::Value::Object(tagged) = tagged {
-        envelope.extend(tagged);
-    }
-    serde_json::to_vec(&envelope)
+    let at = humantime::format_rfc3339_millis(std::time::SystemTime::now());
+    let mut line = format!("{{\"v\":{FORMAT_VERSION},\"seq\":{seq},\"at\":\"{at}\",").into_bytes();
+    line.extend_from_slice(tagged.get(1..).unwrap_or_default());
+    Ok(line)
 }
 
 /// Reads a whole log.
@@ -270,32 +265,36 @@ enum Parsed {
     Record { version: u32, seq: u64, record: Option<Record> },
 }
 
+/// The envelope of a line, read first (nothing of `data` is kept).
+#[derive(Deserialize)]
+struct Head<'a> {
+    v: u32,
+    seq: u64,
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+}
+
 fn parse_line(line: &[u8]) -> Result<Parsed, String> {
-    let value: serde_json::Value =
-        serde_json::from_slice(line).map_err(|e| format!("not JSON ({e})"))?;
-    let serde_json::Value::Object(mut envelope) = value else {
-        return Err("not a JSON object".to_owned());
-    };
-    let version =
-        envelope.get("v").and_then(serde_json::Value::as_u64).ok_or("no format version `v`")?
-            as u32;
-    let seq = envelope.get("seq").and_then(serde_json::Value::as_u64).ok_or("no `seq`")?;
-    let kind = envelope.remove("type").ok_or("no `type`")?;
-    let data = envelope.remove("data").unwrap_or(serde_json::Value::Null);
+    let head: Head<'_> =
+        serde_json::from_slice(line).map_err(|e| {
+            match serde_json::from_slice::<serde::de::IgnoredAny>(line) {
+                Err(not_json) => format!("not JSON ({not_json})"),
+                Ok(_) => format!("not a record: {e}"),
+            }
+        })?;
+    let (version, seq) = (head.v, head.seq);
     if version > FORMAT_VERSION {
         return Ok(Parsed::Record { version, seq, record: None });
     }
-    let Some(name) = kind.as_str() else {
-        return Err("`type` is not a string".to_owned());
-    };
-    let tagged = serde_json::json!({"type": name, "data": data});
+    let name = head.kind.as_ref();
+    // The enums are tagged `type` + `data`; the envelope's other keys are ignored.
     let record = if SessionEvent::TYPES.contains(&name) {
         Some(Record::Event(
-            serde_json::from_value(tagged).map_err(|e| format!("bad `{name}` record: {e}"))?,
+            serde_json::from_slice(line).map_err(|e| format!("bad `{name}` record: {e}"))?,
         ))
     } else if Fact::TYPES.contains(&name) {
         Some(Record::Fact(
-            serde_json::from_value(tagged).map_err(|e| format!("bad `{name}` record: {e}"))?,
+            serde_json::from_slice(line).map_err(|e| format!("bad `{name}` record: {e}"))?,
         ))
     } else {
         // A type from a newer agent of the same format: skipped.

@@ -109,30 +109,29 @@ impl SessionStore {
         let dir = self.dir()?;
         let lock = lock(&dir, id)?;
         let read = log::read(&path)?;
-        let folded = fold_of(&path, &read)?;
+        let (dropped_torn_line, good_length, last_seq) =
+            (read.dropped_torn_line, read.good_length, read.last_seq);
+        let folded = fold_of(&path, read)?;
         let file = std::fs::OpenOptions::new()
             .append(true)
             .open(&path)
             .map_err(|source| ReadError::Io { path: path.clone(), source })?;
-        if read.dropped_torn_line {
-            file.set_len(read.good_length)
+        if dropped_torn_line {
+            file.set_len(good_length)
                 .map_err(|source| ReadError::Io { path: path.clone(), source })?;
         }
-        let open =
-            OpenLog { path, file, lock, next_seq: read.last_seq + 1, length: read.good_length };
+        let open = OpenLog { path, file, lock, next_seq: last_seq + 1, length: good_length };
         Ok((open, folded))
     }
 
     /// Reads a session's log without opening it for writing (for `hotsh sessions show`, and
     /// to replay a session open in this process).
-    pub(crate) fn read(&self, id: &str) -> Result<(ReadLog, Folded), StoreError> {
+    pub(crate) fn read(&self, id: &str) -> Result<Folded, StoreError> {
         let path = self.path_of(id)?;
         if !path.exists() {
             return Err(StoreError::Unknown(id.to_owned()));
         }
-        let read = log::read(&path)?;
-        let folded = fold_of(&path, &read)?;
-        Ok((read, folded))
+        fold_of(&path, log::read(&path)?)
     }
 
     /// Every session, newest first (by the time its log last changed), those of `cwd` only
@@ -165,8 +164,8 @@ impl SessionStore {
     }
 }
 
-fn fold_of(path: &Path, read: &ReadLog) -> Result<Folded, StoreError> {
-    fold::fold(&read.records)
+fn fold_of(path: &Path, read: ReadLog) -> Result<Folded, StoreError> {
+    fold::fold(read.records)
         .map_err(|reason| StoreError::NotASession { path: path.to_owned(), reason })
 }
 

@@ -9,6 +9,7 @@
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- overhead [CALLS] [RUNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- tasks [COUNT] [RUNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- reload [RELOADS]
+//! cargo run --release -p hotsh-tests --bin hotsh-bench -- sessions [EVENTS] [RUNS]
 //! ```
 //!
 //! `startup`: per run, spawn `hotsh` (no arguments: plugins from its own directory) and time
@@ -31,6 +32,15 @@
 //! reload card; the call made right after must be served by the new build, which is checked),
 //! and the host's RSS growth per reload (generations are never unloaded).
 //!
+//! `sessions`: the session log. Append throughput: one turn whose answer streams EVENTS
+//! (default 10000) text chunks, each logged and sent to the client (events per second, prompt
+//! to answer). Turn overhead: a turn with one short answer (prompt to answer, which includes
+//! writing the prompt and the turn's records and two flushes). Load: a log of EVENTS records
+//! written beside the agent, then `session/load` timed from request to the last byte of the
+//! answer (updates counted, not parsed), and the host's peak RSS after it; two logs: one with
+//! a card every 10 records (many updates), one as a streaming model leaves it (mostly chunks,
+//! joined on load).
+//!
 //! Every benchmark prints each run and the medians. The machine is shared and noisy: compare
 //! medians, not runs.
 
@@ -51,9 +61,10 @@ fn main() {
         Some("overhead") => overhead(number(&args, 1, 50), number(&args, 2, 5)),
         Some("tasks") => tasks(number(&args, 1, 200), number(&args, 2, 3)),
         Some("reload") => reload(number(&args, 1, 30)),
+        Some("sessions") => sessions(number(&args, 1, 10_000), number(&args, 2, 5)),
         _ => {
             eprintln!(
-                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS])"
+                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] | sessions [EVENTS] [RUNS])"
             );
             std::process::exit(2);
         }
@@ -449,4 +460,187 @@ fn proc_status_kib(pid: u32, field: &str) -> u64 {
         .find_map(|line| line.strip_prefix(field))
         .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
         .expect("VmRSS")
+}
+
+fn sessions(events: usize, runs: usize) {
+    let hotsh = release_dir().join("hotsh");
+    let mut throughput = Vec::new();
+    let mut overhead = Vec::new();
+    let mut load_ms = Vec::new();
+    let mut load_rss = Vec::new();
+    let mut streamed_ms = Vec::new();
+    for run in 1..=runs {
+        // Append throughput: one answer of `events` chunks.
+        let chunks: Vec<String> = (0..events).map(|i| format!("chunk {i} ")).collect();
+        let mut agent = Agent::start(&hotsh, vec![json!({"text": chunks})], "");
+        let started = Instant::now();
+        let (response, seen) = agent.prompt_collecting("stream");
+        let took = started.elapsed();
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+        assert_eq!(seen.len(), events, "every chunk reaches the client");
+        let per_second = events as f64 / took.as_secs_f64();
+
+        // Turn overhead: short turns, each logged and flushed.
+        let turns: Vec<Value> = (0..20).map(|_| json!({"text": "ok"})).collect();
+        let mut agent = Agent::start(&hotsh, turns, "");
+        agent.prompt_collecting("warm up");
+        let mut each = Vec::new();
+        for _ in 0..19 {
+            let started = Instant::now();
+            agent.prompt_collecting("again");
+            each.push(ms(started.elapsed()));
+        }
+        let turn = median(each);
+
+        // Load: a log of `events` records written beside a fresh agent.
+        let (loaded, peak) = load_session_of(&hotsh, events, Mix::Cards);
+        let (streamed, _) = load_session_of(&hotsh, events, Mix::Streamed);
+        println!(
+            "run {run}: {per_second:.0} events/s appended, turn {turn:.2} ms, load of {events} events {loaded:.1} ms (cards) / {streamed:.1} ms (streamed), peak RSS {:.1} MiB",
+            peak as f64 / 1024.0
+        );
+        streamed_ms.push(streamed);
+        throughput.push(per_second);
+        overhead.push(turn);
+        load_ms.push(loaded);
+        load_rss.push(peak as f64 / 1024.0);
+    }
+    println!("median of {runs} runs:");
+    println!("  append: {:.0} events/s (each logged and sent to the client)", median(throughput));
+    println!("  a turn with one short answer: {:.2} ms prompt to answer", median(overhead));
+    println!(
+        "  session/load of {events} events, a card every 10 records: {:.1} ms, peak RSS {:.1} MiB",
+        median(load_ms),
+        median(load_rss)
+    );
+    println!(
+        "  session/load of {events} events as a streaming model leaves them: {:.1} ms",
+        median(streamed_ms)
+    );
+}
+
+/// Writes a session log of `events` records (prompts, text, terminal cards with output) and
+/// times `session/load` of it; returns (ms, peak RSS in KiB).
+/// What a benchmark session log is made of.
+#[derive(Clone, Copy, Debug)]
+enum Mix {
+    /// A card every 10 records: prompt, text, a command with 4 output chunks, its result,
+    /// more text. Each card is several updates on load.
+    Cards,
+    /// What a streaming model leaves: per turn a prompt, 40 reasoning chunks, 40 text
+    /// chunks, a command with 8 output chunks; chunks of one stream are joined on load.
+    Streamed,
+}
+
+fn load_session_of(hotsh: &std::path::Path, events: usize, mix: Mix) -> (f64, u64) {
+    let agent = Agent::start(hotsh, vec![], "");
+    let dir = agent._dir.path().to_owned();
+    let id = "6f0e2b4c-0b7d-4c61-9a35-3c2ea7f0b001";
+    let mut log = LogText::default();
+    log.push(
+        "session",
+        json!({"session_id": id, "cwd": dir, "created_at": "2026-11-30T20:00:00.000Z", "agent": "bench"}),
+    );
+    let mut call = 0;
+    while log.seq < events {
+        log.push("prompt", json!({"text": "do it", "blocks": [{"type": "text", "text": "do it"}]}));
+        let (thoughts, texts, outputs) = match mix {
+            Mix::Cards => (0, 1, 4),
+            Mix::Streamed => (40, 40, 8),
+        };
+        for i in 0..thoughts {
+            log.push("agent_thought", json!({"text": format!("thinking {i} ")}));
+        }
+        for i in 0..texts {
+            log.push("agent_text", json!({"text": format!("word {i} ")}));
+        }
+        call += 1;
+        let call_id = format!("call-{call}");
+        let card = json!({"terminal": {"command": "seq 1 10", "description": null, "cwd": dir, "exit": null}});
+        log.push(
+            "tool_call_started",
+            json!({"call_id": call_id, "tool": "bash", "card": card, "raw_input": {"command": "seq 1 10"}, "arguments": "{\"command\":\"seq 1 10\"}"}),
+        );
+        for _ in 0..outputs {
+            log.push("tool_output", json!({"call_id": call_id, "text": "1\n2\n3\n4\n5\n"}));
+        }
+        let done = json!({"terminal": {"command": "seq 1 10", "description": null, "cwd": dir, "exit": {"exit_code": 0, "signal": null}}});
+        log.push(
+            "tool_call_finished",
+            json!({"call_id": call_id, "card": done, "status": "completed", "raw_output": {"exit_code": 0}, "error": null, "output_text": "1\n2"}),
+        );
+        log.push("tool_result", json!({"call_id": call_id, "text": "1\n2", "is_error": false}));
+        log.push("agent_text", json!({"text": "Done."}));
+    }
+    drop(agent);
+    let data = tempfile::tempdir().expect("data dir");
+    let sessions = data.path().join("sessions");
+    std::fs::create_dir_all(&sessions).expect("sessions dir");
+    std::fs::write(sessions.join(format!("{id}.jsonl")), log.text).expect("the log");
+    let mut command = Command::new(hotsh);
+    let mut child = command
+        .arg("acp")
+        .env("HOTSH_LOG", "warn")
+        .env("HOTSH_DATA_DIR", data.path())
+        .env("TMPDIR", data.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("hotsh starts");
+    let pid = child.id();
+    let stdin = child.stdin.take().expect("stdin");
+    let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut client = Agent { child, stdin, stdout, next_id: 1, _dir: data, session: Value::Null };
+    client.ask(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"_meta": {"terminal_output": true}}}),
+    );
+    // Timed to the last byte of the answer; the updates are counted, not parsed (a client's
+    // own parsing is not the agent's latency).
+    let line = json!({"jsonrpc": "2.0", "id": 99, "method": "session/load",
+        "params": {"sessionId": id, "cwd": dir, "mcpServers": []}});
+    let started = Instant::now();
+    writeln!(client.stdin, "{line}").expect("write");
+    client.stdin.flush().expect("flush");
+    let mut updates = 0;
+    let answer = loop {
+        let mut raw = String::new();
+        assert!(client.stdout.read_line(&mut raw).expect("read") > 0, "hotsh closed stdout");
+        if !raw.contains("\"method\"") {
+            break raw;
+        }
+        updates += 1;
+    };
+    let took = ms(started.elapsed());
+    let answer: Value = serde_json::from_str(&answer).expect("JSON");
+    assert_eq!(answer["id"], 99, "{answer}");
+    assert!(answer.get("result").is_some(), "{answer}");
+    // Chunks of one stream are joined on load: a streamed log makes far fewer updates.
+    let least = match mix {
+        Mix::Cards => events / 2,
+        Mix::Streamed => events / 40,
+    };
+    assert!(updates >= least, "only {updates} updates");
+    (took, proc_status_kib(pid, "VmHWM:"))
+}
+
+/// A session log being written by the benchmark, in the documented format.
+#[derive(Default)]
+struct LogText {
+    text: String,
+    seq: usize,
+}
+
+impl LogText {
+    fn push(&mut self, kind: &str, data: Value) {
+        self.seq += 1;
+        // The documented key order, `type` before `data`, as hotsh writes it.
+        self.text.push_str(&format!(
+            "{{\"v\":1,\"seq\":{},\"at\":\"2026-11-30T20:00:00.000Z\",\"type\":{},\"data\":{data}}}",
+            self.seq,
+            Value::from(kind)
+        ));
+        self.text.push('\n');
+    }
 }
