@@ -2,16 +2,17 @@
 //! background tasks, the model).
 
 use crate::config::ConfigFile;
-use crate::executor::{EnvPolicy, Executor, ExecutorConfig, OutputRoot, TaskEnded, TaskState};
+use crate::executor::{EnvPolicy, Executor, ExecutorConfig, OutputRoot};
 use crate::model::{self, Model, ModelSpec, Transcript};
 use crate::plugins::{PluginChange, Registry, watch_plugin_dirs};
 use crate::session::fold::{Folded, OpenTask};
 use crate::session::store::{SessionStore, StoreError};
 use crate::session::{
     CallStatus, Card, EventSink, Fact, GenericCard, LogWriter, Session, SessionEvent, SessionId,
-    SessionMeta, TaskEnd, ToolCallId, ToolKind,
+    SessionMeta, TaskEnd, ToolKind,
 };
 use crate::sync::lock;
+use crate::task_cards::TaskCards;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -75,33 +76,18 @@ const MAX_TASKS_LIMIT: usize = 4096;
 /// The highest `executor.spill_cap_mib` accepted (1 TiB).
 const MAX_SPILL_CAP_MIB: u64 = 1 << 20;
 
-/// Background tasks' cards, and which task ends have been handled (notice given).
-#[derive(Debug, Default)]
-struct TaskCards {
-    open: HashMap<String, OpenCard>,
-    ended: std::collections::HashSet<String>,
-}
-
-/// The card a background task's start call left open, to close when the task ends.
-#[derive(Debug)]
-struct OpenCard {
-    session: SessionId,
-    call_id: ToolCallId,
-    title: String,
-}
-
 #[derive(Debug)]
 pub(crate) struct Host {
     pub(crate) registry: Arc<Registry>,
-    pub(crate) executor: Arc<Executor>,
-    pub(crate) model: Box<dyn Model>,
-    pub(crate) transcript: Option<Transcript>,
+    executor: Arc<Executor>,
+    model: Arc<dyn Model>,
+    transcript: Option<Arc<Transcript>>,
     output_root: OutputRoot,
-    pub(crate) runtime: tokio::runtime::Handle,
+    runtime: tokio::runtime::Handle,
     sessions: Mutex<HashMap<SessionId, Arc<Session>>>,
     store: SessionStore,
-    /// Open cards by task id. The lock also orders "card drawn" against "task ended".
-    task_cards: Mutex<TaskCards>,
+    /// The cards background tasks left open.
+    task_cards: Arc<TaskCards>,
 }
 
 /// Variables that hold model credentials; commands never see them (nor copies of their values).
@@ -113,7 +99,8 @@ impl Host {
     /// `initialize` at once, and the first turn waits for the scan to finish.
     pub(crate) fn start(config: HostConfig) -> anyhow::Result<Arc<Self>> {
         let model = model::open(&config.model)?;
-        let transcript = config.model_transcript.as_deref().map(Transcript::create).transpose()?;
+        let transcript =
+            config.model_transcript.as_deref().map(Transcript::create).transpose()?.map(Arc::new);
         let env_policy = EnvPolicy {
             host_secrets: MODEL_SECRETS.iter().map(|s| (*s).to_owned()).collect(),
             keep: config.env_keep.clone(),
@@ -143,6 +130,7 @@ impl Host {
             );
             OutputRoot::unavailable()
         });
+        let task_cards = Arc::new(TaskCards::new(Arc::clone(&executor)));
         let host = Arc::new(Self {
             registry,
             executor,
@@ -152,13 +140,15 @@ impl Host {
             runtime,
             sessions: Mutex::default(),
             store: SessionStore::new(config.data_dir.clone()),
-            task_cards: Mutex::default(),
+            task_cards,
         });
         let weak = Arc::downgrade(&host);
         host.runtime.spawn(async move {
             while let Some(ended) = completions.recv().await {
                 let Some(host) = weak.upgrade() else { return };
-                host.task_ended(ended).await;
+                let session =
+                    ended.owner.as_ref().and_then(|owner| host.session(&SessionId(owner.clone())));
+                host.task_cards.task_ended(ended, session).await;
             }
         });
         let weak = Arc::downgrade(&host);
@@ -302,9 +292,17 @@ impl Host {
         lock(&self.sessions).get(id).cloned()
     }
 
-    /// Where a session's output files go (see `executor/output_root.rs`).
-    pub(crate) fn session_output_dir(&self, session: &SessionId) -> PathBuf {
-        self.output_root.session_dir(&session.0)
+    /// What a turn of `session` works with.
+    pub(crate) fn turn_parts(&self, session: &SessionId) -> crate::turn::Parts {
+        crate::turn::Parts {
+            registry: Arc::clone(&self.registry),
+            executor: Arc::clone(&self.executor),
+            model: Arc::clone(&self.model),
+            transcript: self.transcript.clone(),
+            runtime: self.runtime.clone(),
+            output_dir: self.output_root.session_dir(&session.0),
+            task_cards: Arc::clone(&self.task_cards),
+        }
     }
 
     /// Stops every background task, closes every session's log and removes this process's
@@ -333,111 +331,6 @@ impl Host {
                 .await;
         }
     }
-
-    /// A call that started `task_id` drew its card as running: close the card when the task
-    /// ends, or now if it already has.
-    pub(crate) async fn keep_card_open_for_task(
-        &self,
-        task_id: &str,
-        session: &SessionId,
-        call_id: &ToolCallId,
-        title: &str,
-    ) {
-        let ended_already = {
-            let mut cards = lock(&self.task_cards);
-            // Ends are handled under this lock, after their notice is given: either this
-            // task's end was handled already (close the card now), or the handler will find
-            // the card open.
-            if cards.ended.contains(task_id) {
-                true
-            } else {
-                let card = OpenCard {
-                    session: session.clone(),
-                    call_id: call_id.clone(),
-                    title: title.to_owned(),
-                };
-                cards.open.insert(task_id.to_owned(), card);
-                false
-            }
-        };
-        if ended_already && let Some(ended) = self.executor.ended(task_id) {
-            self.close_task_card(session, call_id, title, &ended).await;
-        }
-    }
-
-    /// A background task ended: record it, tell its session's model (next request) and close
-    /// its card.
-    async fn task_ended(&self, ended: TaskEnded) {
-        let end = task_end_of(&ended);
-        // The notice first: once the client sees the card closed, the next model request
-        // already carries it.
-        let session =
-            ended.owner.as_ref().and_then(|owner| self.session(&SessionId(owner.clone())));
-        match &session {
-            Some(session) => {
-                session.record(Fact::TaskEnded(end.clone())).await;
-                session.add_notice(crate::session::task_notice(
-                    &ended.id.0,
-                    &ended.command,
-                    &end,
-                    &ended.output_path,
-                ));
-            }
-            None => {
-                tracing::debug!(task = %ended.id, "task ended for a session that is gone; notice dropped")
-            }
-        }
-        let card = {
-            let mut cards = lock(&self.task_cards);
-            cards.ended.insert(ended.id.0.clone());
-            cards.open.remove(&ended.id.0)
-        };
-        if let Some(card) = card {
-            self.close_task_card(&card.session, &card.call_id, &card.title, &ended).await;
-        }
-    }
-
-    async fn close_task_card(
-        &self,
-        session: &SessionId,
-        call_id: &ToolCallId,
-        title: &str,
-        ended: &TaskEnded,
-    ) {
-        let Some(session) = self.session(session) else {
-            return;
-        };
-        let failed = ended.status.exit_code != Some(0);
-        let content = format!(
-            "{} {}; full output: {}",
-            ended.id,
-            crate::session::describe_task_end(&task_end_of(ended)),
-            ended.output_path.display()
-        );
-        session
-            .emit(SessionEvent::ToolCallFinished {
-                call_id: call_id.clone(),
-                card: Card::Generic(GenericCard {
-                    title: title.to_owned(),
-                    kind: ToolKind::Execute,
-                    content: Some(content),
-                }),
-                status: if failed { CallStatus::Failed } else { CallStatus::Completed },
-                raw_output: serde_json::json!({
-                    "task_id": ended.id.0,
-                    "state": task_end_of(ended).state,
-                    "exit_code": ended.status.exit_code,
-                    "signal": ended.status.signal,
-                    "output_path": ended.output_path,
-                }),
-                error: None,
-                output_text: None,
-            })
-            .await;
-        if let Err(failure) = session.flush().await {
-            tracing::warn!(session = %session.id, "{failure}");
-        }
-    }
 }
 
 /// Runs store work (file reads) on the blocking pool.
@@ -450,22 +343,6 @@ async fn blocking<T: Send + 'static>(
             source: std::io::Error::other(join),
         }))
     })
-}
-
-/// A task's end as the log records it.
-fn task_end_of(ended: &TaskEnded) -> TaskEnd {
-    TaskEnd {
-        task_id: ended.id.0.clone(),
-        state: match ended.status.state {
-            TaskState::Running => "running",
-            TaskState::Exited => "exited",
-            TaskState::Killed => "killed",
-        }
-        .to_owned(),
-        exit_code: ended.status.exit_code,
-        signal: ended.status.signal.clone(),
-        with_agent: false,
-    }
 }
 
 /// A plugin change as the user sees it: title, detail, and whether it is a failure.

@@ -13,6 +13,7 @@ mod plugins;
 mod run_cli;
 mod session;
 mod sync;
+mod task_cards;
 mod term;
 mod turn;
 

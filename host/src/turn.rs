@@ -1,14 +1,16 @@
 //! The prompt loop: model → tool calls → plugins → results back to the model → … until the
 //! model answers without calling a tool, or the user cancels.
 
+use crate::executor::Executor;
 use crate::executor::{Drained, LiveOutput};
-use crate::host::Host;
+use crate::model::{Model, Transcript};
 use crate::model::{ModelEvent, ModelRequest, ModelToolCall};
-use crate::plugins::{CallServices, LoadedPlugin, PluginCall, PluginOutput, Snapshot};
+use crate::plugins::{CallServices, LoadedPlugin, PluginCall, PluginOutput, Registry, Snapshot};
 use crate::session::{
     CallStatus, Card, Fact, GenericCard, Prompt, Session, SessionEvent, StopReason, TerminalCard,
     ToolCallId, ToolKind, TurnOutcome,
 };
+use crate::task_cards::TaskCards;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
@@ -25,6 +27,20 @@ const PRESENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long any plugin call may take, cancelled or not: longer than the longest command
 /// (600 s) plus its kill grace, so only a plugin that hangs meets it.
 const INVOKE_LIMIT: Duration = Duration::from_secs(15 * 60);
+
+/// What a turn works with, handed to it explicitly: the plugins, the executor, the model, and
+/// where its output and task cards go. (The session itself is passed beside it.)
+pub(crate) struct Parts {
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) executor: Arc<Executor>,
+    pub(crate) model: Arc<dyn Model>,
+    pub(crate) transcript: Option<Arc<Transcript>>,
+    /// The host's runtime, where plugin calls' host services run their work.
+    pub(crate) runtime: tokio::runtime::Handle,
+    /// Where this session's output files go.
+    pub(crate) output_dir: std::path::PathBuf,
+    pub(crate) task_cards: Arc<TaskCards>,
+}
 
 /// A turn that could not go on: the model failed. The message is for the user.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,12 +68,12 @@ pub(crate) async fn guarded(
 /// Answers one prompt: runs the turn (guarded), records how it ended, and flushes the log. A
 /// log that cannot be written fails the turn, so the user is told the session is not saved.
 pub(crate) async fn answer(
-    host: &Arc<Host>,
+    parts: &Parts,
     session: &Arc<Session>,
     prompt: Prompt,
     cancel: CancellationToken,
 ) -> Result<StopReason, TurnFailed> {
-    let outcome = guarded(run_turn(host, session, prompt, &cancel)).await;
+    let outcome = guarded(run_turn(parts, session, prompt, &cancel)).await;
     let (recorded, message) = match &outcome {
         Ok(StopReason::EndTurn) => (TurnOutcome::EndTurn, None),
         Ok(StopReason::Cancelled) => (TurnOutcome::Cancelled, None),
@@ -70,7 +86,7 @@ pub(crate) async fn answer(
 
 /// Runs one turn of `session` for the user's `prompt`.
 async fn run_turn(
-    host: &Arc<Host>,
+    parts: &Parts,
     session: &Arc<Session>,
     prompt: Prompt,
     cancel: &CancellationToken,
@@ -80,7 +96,7 @@ async fn run_turn(
     // What the user asked is on disk before anything runs.
     flush_or_warn(session).await;
     tokio::select! {
-        () = host.registry.ready() => {}
+        () = parts.registry.ready() => {}
         () = cancel.cancelled() => return Ok(StopReason::Cancelled),
     }
     loop {
@@ -88,16 +104,16 @@ async fn run_turn(
             return Ok(StopReason::Cancelled);
         }
         session.deliver_notices().await;
-        let snapshot = host.registry.snapshot();
+        let snapshot = parts.registry.snapshot();
         let request = ModelRequest {
             system: system_prompt(session, &snapshot),
             messages: session.messages(),
             tools: snapshot.tool_definitions(),
         };
-        if let Some(transcript) = &host.transcript {
+        if let Some(transcript) = &parts.transcript {
             transcript.record(&request).await;
         }
-        let (text, calls) = match ask_model(host, session, &request, cancel).await {
+        let (text, calls) = match ask_model(parts, session, &request, cancel).await {
             Answer::Complete { text, calls } => (text, calls),
             // The prompt is answered with the error; the session keeps serving.
             Answer::Failed(message) => return Err(TurnFailed(message)),
@@ -118,7 +134,7 @@ async fn run_turn(
                     .await;
                 continue;
             }
-            let (text, is_error) = execute_call(host, session, call, cancel).await;
+            let (text, is_error) = execute_call(parts, session, call, cancel).await;
             session.record(Fact::ToolResult { call_id: call.id.clone(), text, is_error }).await;
         }
     }
@@ -148,13 +164,13 @@ enum Answer {
 
 /// Asks the model, forwarding its text and reasoning to the client as they stream.
 async fn ask_model(
-    host: &Host,
+    parts: &Parts,
     session: &Session,
     request: &ModelRequest,
     cancel: &CancellationToken,
 ) -> Answer {
     let (events, mut received) = mpsc::unbounded_channel();
-    let respond = host.model.respond(&session.id.0, request, events);
+    let respond = parts.model.respond(&session.id.0, request, events);
     tokio::pin!(respond);
     let mut text = String::new();
     let mut calls = Vec::new();
@@ -193,7 +209,7 @@ async fn ask_model(
 
 /// Runs one tool call with its card; returns the text for the model and whether it is an error.
 async fn execute_call(
-    host: &Arc<Host>,
+    parts: &Parts,
     session: &Arc<Session>,
     call: &ModelToolCall,
     cancel: &CancellationToken,
@@ -201,7 +217,7 @@ async fn execute_call(
     let call_id = session.next_call_id();
     let raw_input = serde_json::from_str(&call.arguments)
         .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
-    let snapshot = host.registry.snapshot();
+    let snapshot = parts.registry.snapshot();
     let Some(plugin) = snapshot.find_tool(&call.name) else {
         let names: Vec<String> = snapshot.tool_definitions().into_iter().map(|t| t.name).collect();
         let text = if names.is_empty() {
@@ -238,13 +254,13 @@ async fn execute_call(
         })
         .await;
 
-    let live = Arc::new(LiveOutput::new(host.executor.config().live_cap));
+    let live = Arc::new(LiveOutput::new(parts.executor.config().live_cap));
     let forwarder =
         tokio::spawn(forward_output(Arc::clone(&live), Arc::clone(session), call_id.clone()));
-    let output_dir = host.session_output_dir(&session.id);
+    let output_dir = parts.output_dir.clone();
     let services = Arc::new(CallServices {
-        runtime: host.runtime.clone(),
-        executor: Arc::clone(&host.executor),
+        runtime: parts.runtime.clone(),
+        executor: Arc::clone(&parts.executor),
         cancel: cancel.clone(),
         live: Arc::clone(&live),
         spill_stem: output_dir.join(&call_id.0),
@@ -301,7 +317,7 @@ async fn execute_call(
                 })
                 .await;
             if let (CallStatus::Running, Some(task_id)) = (status, started) {
-                host.keep_card_open_for_task(&task_id, &session.id, &call_id, card.title()).await;
+                parts.task_cards.keep_open(&task_id, session, &call_id, card.title()).await;
             }
             flush_or_warn(session).await;
             (output.text, false)
@@ -363,11 +379,11 @@ async fn invoke(
 /// All cards are drawn on one blocking thread, within [`PRESENT_TIMEOUT`] in all; past it the
 /// logged cards are shown.
 pub(crate) async fn present_again(
-    host: &Host,
+    registry: &Registry,
     session: &Session,
     mut view: Vec<SessionEvent>,
 ) -> Vec<SessionEvent> {
-    let snapshot = host.registry.snapshot();
+    let snapshot = registry.snapshot();
     // What to draw: (index in the view, plugin, call, output for a final card).
     let mut jobs: Vec<(usize, Arc<LoadedPlugin>, PluginCall, Option<PluginOutput>)> = Vec::new();
     let mut calls: HashMap<ToolCallId, (Arc<LoadedPlugin>, PluginCall)> = HashMap::new();

@@ -126,7 +126,8 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                         }
                     };
                     // The thread as it was, before the answer (ACP: replay, then respond).
-                    let view = turn::present_again(&shared.host, &session, folded.view).await;
+                    let view =
+                        turn::present_again(&shared.host.registry, &session, folded.view).await;
                     let presented = started.elapsed();
                     let events = view.len();
                     for event in view {
@@ -197,7 +198,7 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
         )
         .on_receive_request(
             async move |request: PromptRequest, responder, _cx| {
-                let host = Arc::clone(&for_prompt.host);
+                let host = &for_prompt.host;
                 let id = SessionId(request.session_id.0.to_string());
                 let Some(session) = host.session(&id) else {
                     return responder.respond_with_error(invalid_params(format!("unknown session: {id}")));
@@ -212,8 +213,9 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                     }
                 };
                 let prompt = from_acp::prompt(&request.prompt);
+                let parts = host.turn_parts(&session.id);
                 tokio::spawn(async move {
-                    let outcome = turn::answer(&host, &session, prompt, cancel).await;
+                    let outcome = turn::answer(&parts, &session, prompt, cancel).await;
                     session.end_turn();
                     tracing::info!(session = %session.id, ?outcome, "turn ended");
                     let _ = match outcome {

@@ -129,10 +129,10 @@ impl std::str::FromStr for ModelSpec {
 }
 
 /// Builds the adapter a spec names.
-pub(crate) fn open(spec: &ModelSpec) -> anyhow::Result<Box<dyn Model>> {
+pub(crate) fn open(spec: &ModelSpec) -> anyhow::Result<std::sync::Arc<dyn Model>> {
     Ok(match spec {
-        ModelSpec::None => Box::new(NoModel),
-        ModelSpec::Script(path) => Box::new(ScriptModel::load(path)?),
+        ModelSpec::None => std::sync::Arc::new(NoModel),
+        ModelSpec::Script(path) => std::sync::Arc::new(ScriptModel::load(path)?),
     })
 }
 
