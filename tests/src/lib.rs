@@ -408,8 +408,22 @@ impl Agent {
         std::fs::create_dir_all(&workdir).expect("work dir");
         for plugin in &options.plugins {
             let name = plugin.file_name().expect("plugin file name");
-            std::os::unix::fs::symlink(plugin, plugin_dir.join(name)).expect("link plugin");
+            if options.run_as.is_some() {
+                // The other user may not be able to reach the build directory: a copy.
+                std::fs::copy(plugin, plugin_dir.join(name)).expect("copy plugin");
+            } else {
+                std::os::unix::fs::symlink(plugin, plugin_dir.join(name)).expect("link plugin");
+            }
         }
+        // The other user may not be able to reach the build directory: a copy of hotsh.
+        let hotsh = if options.run_as.is_some() {
+            let copy = dir.path().join("bin").join("hotsh");
+            std::fs::create_dir_all(copy.parent().expect("bin dir")).expect("bin dir");
+            std::fs::copy(hotsh_binary(), &copy).expect("copy hotsh");
+            copy
+        } else {
+            hotsh_binary()
+        };
         let script = dir.path().join("script.json");
         let script_text = if options.per_session.is_empty() {
             json!({"responses": options.responses})
@@ -423,10 +437,10 @@ impl Agent {
                 shell
                     .arg("-c")
                     .arg(format!("ulimit -Sn {limit} && exec \"$0\" \"$@\""))
-                    .arg(hotsh_binary());
+                    .arg(&hotsh);
                 shell
             }
-            None => Command::new(hotsh_binary()),
+            None => Command::new(&hotsh),
         };
         if let Some((uid, gid)) = options.run_as {
             use std::os::unix::process::CommandExt as _;
