@@ -265,42 +265,150 @@ enum Parsed {
     Record { version: u32, seq: u64, record: Option<Record> },
 }
 
-/// The envelope of a line, read first (nothing of `data` is kept).
-#[derive(Deserialize)]
-struct Head<'a> {
-    v: u32,
-    seq: u64,
-    #[serde(rename = "type", borrow)]
-    kind: std::borrow::Cow<'a, str>,
+fn parse_line(line: &[u8]) -> Result<Parsed, String> {
+    let mut deserializer = serde_json::Deserializer::from_slice(line);
+    let parsed = serde::Deserializer::deserialize_map(&mut deserializer, LineVisitor)
+        .and_then(|parsed| deserializer.end().map(|()| parsed));
+    parsed.map_err(|error| match serde_json::from_slice::<serde::de::IgnoredAny>(line) {
+        Err(not_json) => format!("not JSON ({not_json})"),
+        Ok(_) => format!("not a record: {error}"),
+    })
 }
 
-fn parse_line(line: &[u8]) -> Result<Parsed, String> {
-    let head: Head<'_> =
-        serde_json::from_slice(line).map_err(|e| {
-            match serde_json::from_slice::<serde::de::IgnoredAny>(line) {
-                Err(not_json) => format!("not JSON ({not_json})"),
-                Ok(_) => format!("not a record: {e}"),
-            }
-        })?;
-    let (version, seq) = (head.v, head.seq);
-    if version > FORMAT_VERSION {
-        return Ok(Parsed::Record { version, seq, record: None });
+/// Reads a line in one pass: the envelope's keys, and `data` straight into the record its
+/// `type` names (when `type` comes first, as hotsh writes it; otherwise `data` is held as a
+/// JSON value until `type` is known).
+struct LineVisitor;
+
+impl<'de> serde::de::Visitor<'de> for LineVisitor {
+    type Value = Parsed;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a session log record")
     }
-    let name = head.kind.as_ref();
-    // The enums are tagged `type` + `data`; the envelope's other keys are ignored.
-    let record = if SessionEvent::TYPES.contains(&name) {
-        Some(Record::Event(
-            serde_json::from_slice(line).map_err(|e| format!("bad `{name}` record: {e}"))?,
-        ))
-    } else if Fact::TYPES.contains(&name) {
-        Some(Record::Fact(
-            serde_json::from_slice(line).map_err(|e| format!("bad `{name}` record: {e}"))?,
-        ))
-    } else {
-        // A type from a newer agent of the same format: skipped.
-        None
-    };
-    Ok(Parsed::Record { version, seq, record })
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Parsed, A::Error> {
+        use serde::de::Error as _;
+        let mut version: Option<u32> = None;
+        let mut seq: Option<u64> = None;
+        let mut kind: Option<std::borrow::Cow<'de, str>> = None;
+        let mut record: Option<Option<Record>> = None;
+        let mut early_data: Option<serde_json::Value> = None;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match key.as_ref() {
+                "v" => version = Some(map.next_value()?),
+                "seq" => seq = Some(map.next_value()?),
+                "type" => kind = Some(map.next_value()?),
+                "data" => match (&kind, version) {
+                    (Some(kind), Some(v)) if v <= FORMAT_VERSION => {
+                        record = Some(map.next_value_seed(DataSeed(kind))?);
+                    }
+                    _ => early_data = Some(map.next_value()?),
+                },
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        let version = version.ok_or_else(|| A::Error::custom("no format version `v`"))?;
+        let seq = seq.ok_or_else(|| A::Error::custom("no `seq`"))?;
+        if version > FORMAT_VERSION {
+            return Ok(Parsed::Record { version, seq, record: None });
+        }
+        let kind = kind.ok_or_else(|| A::Error::custom("no `type`"))?;
+        let record = match record {
+            Some(record) => record,
+            None => {
+                let data = early_data.unwrap_or(serde_json::Value::Null);
+                DataSeed(&kind).read(data).map_err(A::Error::custom)?
+            }
+        };
+        Ok(Parsed::Record { version, seq, record })
+    }
+}
+
+/// Reads `data` as the record `type` names (`None`: a type this reader does not know).
+struct DataSeed<'a>(&'a str);
+
+impl DataSeed<'_> {
+    fn read<'de, D: serde::Deserializer<'de>>(self, data: D) -> Result<Option<Record>, D::Error> {
+        let kind = self.0;
+        let tagged = Tagged { kind, data };
+        if SessionEvent::TYPES.contains(&kind) {
+            SessionEvent::deserialize(tagged).map(|e| Some(Record::Event(e)))
+        } else if Fact::TYPES.contains(&kind) {
+            Fact::deserialize(tagged).map(|f| Some(Record::Fact(f)))
+        } else {
+            serde::de::IgnoredAny::deserialize(tagged.data).map(|_| None)
+        }
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for DataSeed<'_> {
+    type Value = Option<Record>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, data: D) -> Result<Self::Value, D::Error> {
+        self.read(data)
+    }
+}
+
+/// `{"type": kind, "data": <data>}` for the `type`/`data` tagged enums, without building it.
+struct Tagged<'a, D> {
+    kind: &'a str,
+    data: D,
+}
+
+impl<'de, D: serde::Deserializer<'de>> serde::Deserializer<'de> for Tagged<'_, D> {
+    type Error = D::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+        visitor.visit_map(TaggedMap { kind: self.kind, data: Some(self.data), stage: 0 })
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map struct enum
+        identifier ignored_any
+    }
+}
+
+struct TaggedMap<'a, D> {
+    kind: &'a str,
+    data: Option<D>,
+    /// 0: `type` next, 1: `data` next, 2: done.
+    stage: u8,
+}
+
+impl<'de, D: serde::Deserializer<'de>> serde::de::MapAccess<'de> for TaggedMap<'_, D> {
+    type Error = D::Error;
+
+    fn next_key_seed<K: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, D::Error> {
+        use serde::de::IntoDeserializer as _;
+        let key = match self.stage {
+            0 => "type",
+            1 => "data",
+            _ => return Ok(None),
+        };
+        seed.deserialize(key.into_deserializer()).map(Some)
+    }
+
+    fn next_value_seed<V: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, D::Error> {
+        use serde::de::{Error as _, IntoDeserializer as _};
+        self.stage += 1;
+        match self.stage {
+            1 => seed.deserialize(self.kind.into_deserializer()),
+            _ => match self.data.take() {
+                Some(data) => seed.deserialize(data),
+                None => Err(D::Error::custom("`data` read twice")),
+            },
+        }
+    }
 }
 
 impl Fact {
@@ -366,6 +474,14 @@ mod tests {
         let newer = b"{\"v\":2,\"seq\":1,\"type\":\"session\",\"data\":{}}\n";
         let error = parse(Path::new("x.jsonl"), newer).expect_err("an error").to_string();
         assert!(error.contains("written by a newer hotsh (record format 2"), "{error}");
+    }
+
+    #[test]
+    fn keys_in_any_order_are_read() {
+        let bytes = b"{\"data\":{\"text\":\"a\"},\"type\":\"agent_text\",\"seq\":4,\"v\":1}\n";
+        let read = parse(Path::new("x.jsonl"), bytes).expect("parses");
+        assert_eq!(read.records, vec![Record::Event(SessionEvent::AgentText { text: "a".into() })]);
+        assert_eq!(read.last_seq, 4);
     }
 
     #[test]
