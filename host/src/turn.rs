@@ -323,16 +323,7 @@ async fn execute_call(
             (output.text, false)
         }
         Err(text) => {
-            session
-                .emit(SessionEvent::ToolCallFinished {
-                    call_id,
-                    card,
-                    status: CallStatus::Failed,
-                    raw_output: serde_json::json!({ "error": text }),
-                    error: Some(text.clone()),
-                    output_text: None,
-                })
-                .await;
+            finish_failed(session, call_id, card, &text).await;
             flush_or_warn(session).await;
             (text, true)
         }
@@ -498,6 +489,11 @@ async fn fail_without_running(
             arguments: call.arguments.clone(),
         })
         .await;
+    finish_failed(session, call_id, card, text).await;
+}
+
+/// Closes a call's card as failed, carrying the text the model got.
+async fn finish_failed(session: &Session, call_id: ToolCallId, card: Card, text: &str) {
     session
         .emit(SessionEvent::ToolCallFinished {
             call_id,
