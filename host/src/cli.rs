@@ -3,7 +3,6 @@
 
 use crate::config::ConfigFile;
 use crate::host::{Host, HostConfig};
-use crate::model::ModelSpec;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -120,10 +119,17 @@ enum PluginCommand {
 /// How the agent is set up; the same for every subcommand that runs it.
 #[derive(Debug, Args, Default)]
 struct AgentArgs {
-    /// The model: `script:PATH` plays a JSON script of responses (see the README); `none`
-    /// answers every prompt with an error saying that no model is configured.
-    #[arg(long, default_value = "none")]
-    model: ModelSpecArg,
+    /// The model: `openai:NAME` (an OpenAI-compatible server: DeepSeek, OpenAI, OpenRouter,
+    /// Ollama, …), a profile (`deepseek`, `openai`, or the configuration file's), `script:PATH`
+    /// (plays a JSON script of responses, see the README) or `none`. Default: `$HOTSH_MODEL`,
+    /// the configuration file's `model`, `deepseek` when `DEEPSEEK_API_KEY` is set, `openai`
+    /// when `OPENAI_API_KEY` is; else none.
+    #[arg(long, value_name = "MODEL")]
+    model: Option<String>,
+    /// The model server's base URL (default: `$HOTSH_BASE_URL`, the profile's, or
+    /// `https://api.openai.com/v1`).
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
     /// Another directory to load plugins from (repeatable). It comes before the default
     /// directories (the executable's directory and `<data dir>/plugins`), so a build of yours
     /// wins over an installed plugin of the same name.
@@ -143,16 +149,6 @@ struct AgentArgs {
     /// `~/.config/hotsh/config.toml`), if it exists.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Default)]
-struct ModelSpecArg(Option<ModelSpec>);
-
-impl std::str::FromStr for ModelSpecArg {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        s.parse().map(|spec| Self(Some(spec)))
-    }
 }
 
 impl AgentArgs {
@@ -180,8 +176,10 @@ impl AgentArgs {
     fn into_config(self) -> anyhow::Result<HostConfig> {
         let plugin_dirs = self.plugin_dirs()?;
         let file = ConfigFile::load(self.config.as_deref())?;
-        let mut config =
-            HostConfig::new(self.model.0.unwrap_or(ModelSpec::None), plugin_dirs, file)?;
+        let flags = crate::model::setup::ModelFlags { model: self.model, base_url: self.base_url };
+        let models = crate::model::setup::resolve(&flags, &file, &|name| std::env::var(name).ok())
+            .map_err(anyhow::Error::msg)?;
+        let mut config = HostConfig::new(models, plugin_dirs, file)?;
         config.model_transcript = self.model_transcript;
         config.data_dir = crate::dirs::data_dir(self.data_dir.as_deref());
         Ok(config)

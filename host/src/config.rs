@@ -9,27 +9,54 @@
 //! [executor]
 //! max_background_tasks = 16    # running at once, per session
 //! spill_cap_mib = 256          # size limit of each output file
+//!
+//! model = "local"              # the model to use (see model/setup.rs for the precedence)
+//!
+//! [models.local]               # a named model profile (OpenAI-compatible)
+//! base_url = "http://127.0.0.1:11434/v1"
+//! model = "qwen2.5-coder"
+//! api_key_env = "LOCAL_KEY"    # the variable holding its key, if any
+//! context_window = 32768
+//! [models.local.extra]         # added to every request body
+//! temperature = 0.2
 //! ```
 
 use anyhow::Context as _;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct ConfigFile {
     pub(crate) env: EnvSection,
     pub(crate) executor: ExecutorSection,
+    /// The model to use: `none`, `script:PATH`, `openai:NAME` or a profile's name.
+    pub(crate) model: Option<String>,
+    /// Named model profiles.
+    pub(crate) models: std::collections::BTreeMap<String, ModelProfile>,
 }
 
-#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+/// A named OpenAI-compatible model.
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct ModelProfile {
+    pub(crate) base_url: Option<String>,
+    pub(crate) model: String,
+    /// The environment variable holding its key (keys are never written in the file).
+    pub(crate) api_key_env: Option<String>,
+    pub(crate) context_window: Option<u64>,
+    /// Fields added to every request body (`temperature`, `max_tokens`, …).
+    pub(crate) extra: toml::Table,
+}
+
+#[derive(Debug, Default, Clone, Deserialize, PartialEq, Eq)]
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct EnvSection {
     pub(crate) keep: Vec<String>,
     pub(crate) drop: Vec<String>,
 }
 
-#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Deserialize, PartialEq, Eq)]
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct ExecutorSection {
     pub(crate) max_background_tasks: Option<usize>,

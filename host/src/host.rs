@@ -3,7 +3,8 @@
 
 use crate::config::ConfigFile;
 use crate::executor::{EnvPolicy, Executor, ExecutorConfig, OutputRoot};
-use crate::model::{self, Model, ModelSpec, Transcript};
+use crate::model::setup::ModelChoices;
+use crate::model::{self, Model, Transcript};
 use crate::plugins::{PluginChange, Registry, watch_plugin_dirs};
 use crate::session::fold::{Folded, OpenTask};
 use crate::session::store::{SessionStore, StoreError};
@@ -20,7 +21,9 @@ use std::sync::{Arc, Mutex};
 /// How the agent is set up (from the command line and the config file).
 #[derive(Debug, Clone)]
 pub(crate) struct HostConfig {
-    pub(crate) model: ModelSpec,
+    pub(crate) models: ModelChoices,
+    /// Variables the configuration names as holding keys: secrets like the built-in ones.
+    pub(crate) key_variables: Vec<String>,
     pub(crate) plugin_dirs: Vec<PathBuf>,
     pub(crate) model_transcript: Option<PathBuf>,
     pub(crate) executor: ExecutorConfig,
@@ -38,10 +41,11 @@ impl HostConfig {
     /// Checks every setting's range: a value out of range is an error at start-up, never a
     /// silent wrap or clamp.
     pub(crate) fn new(
-        model: ModelSpec,
+        models: ModelChoices,
         plugin_dirs: Vec<PathBuf>,
         file: ConfigFile,
     ) -> anyhow::Result<Self> {
+        let key_variables = file.models.values().filter_map(|p| p.api_key_env.clone()).collect();
         let mut executor = ExecutorConfig::default();
         if let Some(max) = file.executor.max_background_tasks {
             anyhow::ensure!(
@@ -58,7 +62,8 @@ impl HostConfig {
             executor.capture.spill_cap = mib << 20;
         }
         Ok(Self {
-            model,
+            models,
+            key_variables,
             plugin_dirs,
             model_transcript: None,
             executor,
@@ -80,7 +85,8 @@ const MAX_SPILL_CAP_MIB: u64 = 1 << 20;
 pub(crate) struct Host {
     pub(crate) registry: Arc<Registry>,
     executor: Arc<Executor>,
-    model: Arc<dyn Model>,
+    /// The models a session can use, by name; the first is the default.
+    models: Vec<(String, String, Arc<dyn Model>)>,
     transcript: Option<Arc<Transcript>>,
     output_root: OutputRoot,
     runtime: tokio::runtime::Handle,
@@ -98,11 +104,22 @@ impl Host {
     /// Builds the host and starts loading plugins in the background: the agent answers
     /// `initialize` at once, and the first turn waits for the scan to finish.
     pub(crate) fn start(config: HostConfig) -> anyhow::Result<Arc<Self>> {
-        let model = model::open(&config.model)?;
+        let models = config
+            .models
+            .choices
+            .iter()
+            .map(|choice| {
+                Ok((choice.name.clone(), choice.description.clone(), model::open(&choice.spec)?))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let transcript =
             config.model_transcript.as_deref().map(Transcript::create).transpose()?.map(Arc::new);
         let env_policy = EnvPolicy {
-            host_secrets: MODEL_SECRETS.iter().map(|s| (*s).to_owned()).collect(),
+            host_secrets: MODEL_SECRETS
+                .iter()
+                .map(|s| (*s).to_owned())
+                .chain(config.key_variables.iter().cloned())
+                .collect(),
             keep: config.env_keep.clone(),
             drop: config.env_drop.clone(),
         };
@@ -134,7 +151,7 @@ impl Host {
         let host = Arc::new(Self {
             registry,
             executor,
-            model,
+            models,
             transcript,
             output_root,
             runtime,
@@ -292,12 +309,27 @@ impl Host {
         lock(&self.sessions).get(id).cloned()
     }
 
+    /// The model `session` uses: its own choice, else the default.
+    fn model_of(&self, session: &SessionId) -> Arc<dyn Model> {
+        let chosen = self.session(session).and_then(|s| s.model_choice());
+        let found = chosen.and_then(|name| self.models.iter().find(|(n, _, _)| *n == name));
+        Arc::clone(&found.unwrap_or(&self.models[0]).2)
+    }
+
+    /// The models offered: (name, description), the default first.
+    pub(crate) fn model_names(&self) -> Vec<(String, String)> {
+        self.models
+            .iter()
+            .map(|(name, description, _)| (name.clone(), description.clone()))
+            .collect()
+    }
+
     /// What a turn of `session` works with.
     pub(crate) fn turn_parts(&self, session: &SessionId) -> crate::turn::Parts {
         crate::turn::Parts {
             registry: Arc::clone(&self.registry),
             executor: Arc::clone(&self.executor),
-            model: Arc::clone(&self.model),
+            model: self.model_of(session),
             transcript: self.transcript.clone(),
             runtime: self.runtime.clone(),
             output_dir: self.output_root.session_dir(&session.0),

@@ -113,13 +113,22 @@ async fn run_turn(
         if let Some(transcript) = &parts.transcript {
             transcript.record(&request).await;
         }
-        let (text, calls) = match ask_model(parts, session, &request, cancel).await {
-            Answer::Complete { text, calls } => (text, calls),
+        let answer = match ask_model(parts, session, &request, cancel).await {
+            Answer::Complete(answer) => answer,
             // The prompt is answered with the error; the session keeps serving.
             Answer::Failed(message) => return Err(TurnFailed(message)),
             Answer::Cancelled => return Ok(StopReason::Cancelled),
         };
-        session.record(Fact::AssistantMessage { text, tool_calls: calls.clone() }).await;
+        let calls = answer.calls;
+        session
+            .record(Fact::AssistantMessage {
+                text: answer.text,
+                reasoning: (!answer.reasoning.is_empty()).then_some(answer.reasoning),
+                tool_calls: calls.clone(),
+                usage: answer.usage,
+                finish_reason: answer.finish_reason,
+            })
+            .await;
         if calls.is_empty() {
             return Ok(StopReason::EndTurn);
         }
@@ -151,12 +160,19 @@ fn system_prompt(session: &Session, snapshot: &Snapshot) -> String {
     parts.join("\n\n")
 }
 
+/// What a model answered.
+#[derive(Default)]
+struct Completed {
+    text: String,
+    reasoning: String,
+    calls: Vec<ModelToolCall>,
+    usage: Option<crate::model::Usage>,
+    finish_reason: Option<String>,
+}
+
 /// How a model request ended.
 enum Answer {
-    Complete {
-        text: String,
-        calls: Vec<ModelToolCall>,
-    },
+    Complete(Completed),
     /// The model failed, for this reason.
     Failed(String),
     Cancelled,
@@ -172,8 +188,7 @@ async fn ask_model(
     let (events, mut received) = mpsc::unbounded_channel();
     let respond = parts.model.respond(&session.id.0, request, events);
     tokio::pin!(respond);
-    let mut text = String::new();
-    let mut calls = Vec::new();
+    let mut answer = Completed::default();
     let mut outcome = None;
     loop {
         tokio::select! {
@@ -181,13 +196,16 @@ async fn ask_model(
             () = cancel.cancelled() => return Answer::Cancelled,
             event = received.recv() => match event {
                 Some(ModelEvent::Text(chunk)) => {
-                    text.push_str(&chunk);
+                    answer.text.push_str(&chunk);
                     session.emit(SessionEvent::AgentText { text: chunk }).await;
                 }
                 Some(ModelEvent::Reasoning(chunk)) => {
+                    answer.reasoning.push_str(&chunk);
                     session.emit(SessionEvent::AgentThought { text: chunk }).await;
                 }
-                Some(ModelEvent::ToolCall(call)) => calls.push(call),
+                Some(ModelEvent::ToolCall(call)) => answer.calls.push(call),
+                Some(ModelEvent::Usage(usage)) => answer.usage = Some(usage),
+                Some(ModelEvent::Finished(reason)) => answer.finish_reason = Some(reason),
                 // The sender lives inside `respond`: closed means the answer is complete.
                 None => break,
             },
@@ -199,7 +217,7 @@ async fn ask_model(
         None => respond.await,
     };
     match result {
-        Ok(()) => Answer::Complete { text, calls },
+        Ok(()) => Answer::Complete(answer),
         Err(error) => {
             tracing::warn!(%error, "model request failed");
             Answer::Failed(error.to_string())

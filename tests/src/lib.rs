@@ -343,6 +343,9 @@ pub struct AgentOptions {
     pub default_plugins: bool,
     /// Give the flags to `hotsh` itself rather than to `hotsh acp`.
     pub without_acp_word: bool,
+    /// Instead of the scripted model: these arguments (e.g. `--model openai:NAME --base-url
+    /// …`).
+    pub model_args: Option<Vec<String>>,
     /// Run hotsh as this user and group (the test must run as root), with its scratch
     /// directory handed to that user.
     pub run_as: Option<(u32, u32)>,
@@ -362,6 +365,7 @@ impl AgentOptions {
             extra_plugin_dirs: Vec::new(),
             default_plugins: false,
             without_acp_word: false,
+            model_args: None,
             run_as: None,
             soft_open_files: None,
         }
@@ -378,6 +382,7 @@ impl AgentOptions {
             extra_plugin_dirs: Vec::new(),
             default_plugins: true,
             without_acp_word: false,
+            model_args: None,
             run_as: None,
             soft_open_files: None,
         }
@@ -451,9 +456,15 @@ impl Agent {
             if !options.without_acp_word {
                 command.arg("acp");
             }
+            match &options.model_args {
+                Some(args) => {
+                    command.args(args);
+                }
+                None => {
+                    command.arg("--model").arg(format!("script:{}", script.display()));
+                }
+            }
             command
-                .arg("--model")
-                .arg(format!("script:{}", script.display()))
                 .arg("--plugin-dir")
                 .arg(&plugin_dir)
                 .arg("--model-transcript")
@@ -477,6 +488,12 @@ impl Agent {
             .env("XDG_DATA_HOME", dir.path().join("data-home"))
             .env("HOTSH_DATA_DIR", dir.path().join("data"))
             .env("TMPDIR", dir.path())
+            // Never the developer's model settings.
+            .env_remove("HOTSH_MODEL")
+            .env_remove("HOTSH_BASE_URL")
+            .env_remove("HOTSH_API_KEY")
+            .env_remove("DEEPSEEK_API_KEY")
+            .env_remove("OPENAI_API_KEY")
             .envs(options.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -839,4 +856,173 @@ pub fn update_kinds(updates: &[Value]) -> HashMap<String, usize> {
         *kinds.entry(update["sessionUpdate"].as_str().unwrap_or("?").to_owned()).or_insert(0) += 1;
     }
     kinds
+}
+
+/// What the fake model provider answers to one request.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// `200` with `text/event-stream`: each piece is written (and flushed) on its own, so
+    /// lines can be split across TCP writes the way providers split them.
+    Stream(Vec<String>),
+    /// An error status with a body (and extra headers, e.g. `Retry-After`).
+    Status { code: u16, headers: Vec<(String, String)>, body: String },
+    /// Writes the pieces, then waits until the client closes the connection (and notes it).
+    Hang(Vec<String>),
+}
+
+/// One request the fake provider received.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub path: String,
+    /// Header names in lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: Value,
+}
+
+impl Received {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// A model provider on loopback speaking the OpenAI chat completions protocol: it answers
+/// each request with the next scripted reply and records what it received.
+#[allow(missing_debug_implementations, reason = "holds a thread")]
+pub struct FakeProvider {
+    /// The base URL to give hotsh (`http://127.0.0.1:PORT/v1`).
+    pub base_url: String,
+    received: std::sync::Arc<Mutex<Vec<Received>>>,
+    closed: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl FakeProvider {
+    pub fn start(replies: Vec<Reply>) -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        let base_url = format!("http://{}/v1", listener.local_addr().expect("address"));
+        let received = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let closed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (log, hung_up) = (std::sync::Arc::clone(&received), std::sync::Arc::clone(&closed));
+        std::thread::spawn(move || {
+            let mut replies = replies.into_iter();
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let Some(request) = read_request(&mut stream) else { continue };
+                log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(request);
+                let reply = replies.next().unwrap_or(Reply::Status {
+                    code: 500,
+                    headers: Vec::new(),
+                    body: "{\"error\":{\"message\":\"the fake provider has no more replies\"}}"
+                        .into(),
+                });
+                if serve(&mut stream, reply) {
+                    hung_up.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+        });
+        Self { base_url, received, closed }
+    }
+
+    /// The requests received so far.
+    pub fn received(&self) -> Vec<Received> {
+        self.received.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// How many `Hang` replies saw their client close the connection.
+    pub fn hung_up(&self) -> usize {
+        self.closed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Reads one HTTP/1.1 request (headers, then a `Content-Length` body).
+fn read_request(stream: &mut std::net::TcpStream) -> Option<Received> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    let mut buffer = [0u8; 8192];
+    let header_end = loop {
+        let n = stream.read(&mut buffer).ok()?;
+        if n == 0 {
+            return None;
+        }
+        bytes.extend_from_slice(&buffer[..n]);
+        if let Some(at) = bytes.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&bytes[..header_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let path = lines.next()?.split_whitespace().nth(1)?.to_owned();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let length: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    while bytes.len() < header_end + length {
+        let n = stream.read(&mut buffer).ok()?;
+        if n == 0 {
+            break;
+        }
+        bytes.extend_from_slice(&buffer[..n]);
+    }
+    let body = serde_json::from_slice(&bytes[header_end..]).unwrap_or(Value::Null);
+    Some(Received { path, headers, body })
+}
+
+/// Answers one request; true when a `Hang` saw the client close the connection.
+fn serve(stream: &mut std::net::TcpStream, reply: Reply) -> bool {
+    use std::io::Read as _;
+    match reply {
+        Reply::Status { code, headers, body } => {
+            let mut head = format!(
+                "HTTP/1.1 {code} Error\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+                body.len()
+            );
+            for (name, value) in headers {
+                head.push_str(&format!("{name}: {value}\r\n"));
+            }
+            head.push_str("\r\n");
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(body.as_bytes());
+            false
+        }
+        Reply::Stream(pieces) | Reply::Hang(pieces) if pieces.is_empty() => false,
+        Reply::Stream(pieces) => {
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n",
+            );
+            for piece in pieces {
+                if stream.write_all(piece.as_bytes()).and_then(|()| stream.flush()).is_err() {
+                    break;
+                }
+            }
+            false
+        }
+        Reply::Hang(pieces) => {
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n",
+            );
+            for piece in pieces {
+                let _ = stream.write_all(piece.as_bytes()).and_then(|()| stream.flush());
+            }
+            // The client closes the connection when it gives up the stream.
+            let mut rest = [0u8; 256];
+            let _ = stream.set_read_timeout(Some(DEADLINE));
+            matches!(stream.read(&mut rest), Ok(0))
+        }
+    }
+}
+
+/// A server-sent event carrying `data` (one `data:` line and the blank line after it).
+pub fn sse(data: &Value) -> String {
+    format!("data: {data}\n\n")
+}
+
+/// A streamed chunk whose first choice has this `delta` (and optionally a finish reason).
+pub fn delta(delta: Value, finish: Option<&str>) -> String {
+    sse(
+        &json!({"id": "x", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
+    )
 }

@@ -21,8 +21,10 @@ use agent_client_protocol::v1::schema::{
     Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest,
     ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, NewSessionRequest,
     NewSessionResponse, PromptRequest, PromptResponse, ResumeSessionRequest, ResumeSessionResponse,
-    SessionCapabilities, SessionCloseCapabilities, SessionInfo, SessionListCapabilities,
-    SessionNotification, SessionResumeCapabilities,
+    SessionCapabilities, SessionCloseCapabilities, SessionConfigOption,
+    SessionConfigOptionCategory, SessionConfigOptionValue, SessionConfigSelectOption, SessionInfo,
+    SessionListCapabilities, SessionNotification, SessionResumeCapabilities,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
 };
 use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
 use std::collections::HashMap;
@@ -60,6 +62,7 @@ impl Shared {
 /// The ACP agent serving `host`, ready to connect to a transport.
 pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
     let shared = Shared { host, features: Arc::new(ClientFeatures::default()) };
+    let for_config = shared.clone();
     let (for_init, for_new, for_load, for_resume, for_list, for_close, for_prompt, for_cancel) = (
         shared.clone(),
         shared.clone(),
@@ -105,7 +108,8 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                 };
                 session.attach(for_new.sink(cx, &session.id.0));
                 tracing::info!(session = %session.id, cwd = %session.cwd.display(), "session created");
-                responder.respond(NewSessionResponse::new(session.id.0.clone()))
+                let options = config_options(&for_new.host, &session);
+                responder.respond(NewSessionResponse::new(session.id.0.clone()).config_options(options))
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -142,7 +146,8 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                         sent_ms = started.elapsed().as_secs_f64() * 1000.0,
                         "session loaded"
                     );
-                    let _ = responder.respond(LoadSessionResponse::new());
+                    let options = config_options(&shared.host, &session);
+                    let _ = responder.respond(LoadSessionResponse::new().config_options(options));
                 });
                 Ok(())
             },
@@ -158,7 +163,9 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                         Ok((session, folded)) => {
                             shared.host.settle_tasks_of_gone_agent(&session, &folded.open_tasks).await;
                             tracing::info!(session = %session.id, "session resumed");
-                            let _ = responder.respond(ResumeSessionResponse::new());
+                            let options = config_options(&shared.host, &session);
+                            let _ = responder
+                                .respond(ResumeSessionResponse::new().config_options(options));
                         }
                         Err(error) => {
                             let _ = responder.respond_with_error(store_error(&error));
@@ -228,6 +235,16 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
             },
             agent_client_protocol::on_receive_request!(),
         )
+        .on_receive_request(
+            async move |request: SetSessionConfigOptionRequest, responder, _cx| {
+                let shared = for_config.clone();
+                tokio::spawn(async move {
+                    let _ = responder.respond_with_result(set_config_option(&shared.host, request).await);
+                });
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
         .on_receive_notification(
             async move |notification: CancelNotification, _cx| {
                 let id = SessionId(notification.session_id.0.to_string());
@@ -253,6 +270,57 @@ pub(crate) fn terminal_view(
     events: Vec<SessionEvent>,
 ) -> Vec<agent_client_protocol::v1::schema::SessionUpdate> {
     events.into_iter().filter_map(to_acp::update_with_terminal).collect()
+}
+
+/// The session's options as Zed shows them: `model`, the models it can switch to.
+fn config_options(host: &Host, session: &crate::session::Session) -> Vec<SessionConfigOption> {
+    let models = host.model_names();
+    let current = session.model_choice().unwrap_or_else(|| models[0].0.clone());
+    let choices: Vec<SessionConfigSelectOption> = models
+        .into_iter()
+        .map(|(name, description)| {
+            SessionConfigSelectOption::new(name.clone(), name).description(description)
+        })
+        .collect();
+    vec![
+        SessionConfigOption::select("model", "Model", current, choices)
+            .category(SessionConfigOptionCategory::Model)
+            .description("The model this session talks to".to_owned()),
+    ]
+}
+
+/// `session/set_config_option`: switches the session's model (logged, so it survives a
+/// restart); answers with the full option list.
+async fn set_config_option(
+    host: &Host,
+    request: SetSessionConfigOptionRequest,
+) -> Result<SetSessionConfigOptionResponse, Error> {
+    let id = SessionId(request.session_id.0.to_string());
+    let session =
+        host.session(&id).ok_or_else(|| invalid_params(format!("unknown session: {id}")))?;
+    if request.config_id.0.as_ref() != "model" {
+        return Err(invalid_params(format!(
+            "unknown option `{}`; hotsh has `model`",
+            request.config_id.0
+        )));
+    }
+    let SessionConfigOptionValue::ValueId { value } = request.value else {
+        return Err(invalid_params("the `model` option takes a model's name".to_owned()));
+    };
+    let chosen = value.0.to_string();
+    let names = host.model_names();
+    if !names.iter().any(|(name, _)| *name == chosen) {
+        let known: Vec<&str> = names.iter().map(|(n, _)| n.as_str()).collect();
+        return Err(invalid_params(format!(
+            "unknown model `{chosen}`; the models are: {}",
+            known.join(", ")
+        )));
+    }
+    session.choose_model(chosen).await;
+    if let Err(failure) = session.flush().await {
+        return Err(Error::new(ErrorCode::INTERNAL_ERROR, failure));
+    }
+    Ok(SetSessionConfigOptionResponse::new(config_options(host, &session)))
 }
 
 /// One page of `session/list`: newest first; the cursor is the position of the page's first

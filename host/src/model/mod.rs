@@ -1,12 +1,17 @@
 //! The model seam: an adapter streams text, reasoning and tool calls for one request.
 //!
 //! A request carries everything the model sees: the system prompt (plugin sections sorted by
-//! order), the conversation so far, and the tools. Adapters: `script` (a recorded list of
+//! order), the conversation so far, and the tools. Adapters: `openai` (OpenAI-compatible chat
+//! completions, streaming: DeepSeek, OpenAI, local servers), `script` (a recorded list of
 //! responses, for CI and the offline demo) and `none` (no model configured; every request
-//! fails with a message saying how to configure one).
+//! fails with a message saying how to configure one). `setup.rs` decides which model a flag,
+//! the environment and the configuration file name.
 
+mod openai;
 mod script;
+pub(crate) mod setup;
 
+pub(crate) use openai::{ApiKey, OpenAiModel, OpenAiSpec};
 pub(crate) use script::ScriptModel;
 
 use futures::future::BoxFuture;
@@ -23,6 +28,9 @@ pub(crate) enum Message {
     },
     Assistant {
         text: String,
+        /// The model's reasoning (DeepSeek's `reasoning_content`), when it showed any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning: Option<String>,
         tool_calls: Vec<ModelToolCall>,
     },
     Tool {
@@ -68,14 +76,29 @@ pub(crate) enum ModelEvent {
     Text(String),
     Reasoning(String),
     ToolCall(ModelToolCall),
+    /// Token counts of the answer, when the provider reports them.
+    Usage(Usage),
+    /// Why the model stopped (`stop`, `tool_calls`, `length`, …).
+    Finished(String),
+}
+
+/// Token counts, as providers report them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub(crate) struct Usage {
+    pub(crate) prompt_tokens: Option<u64>,
+    pub(crate) completion_tokens: Option<u64>,
+    pub(crate) total_tokens: Option<u64>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ModelError {
     #[error(
-        "no model is configured; start hotsh with `--model script:PATH` (see the README for the script format), e.g. `--model script:examples/demo/script.json` in a hotsh checkout"
+        "no model is configured: set DEEPSEEK_API_KEY or OPENAI_API_KEY (in Zed, in the `env` of this agent server), or start hotsh with `--model openai:NAME` (with `--base-url` for another provider or a local server) or `--model script:PATH` (see the README), e.g. `--model script:examples/demo/script.json` in a hotsh checkout"
     )]
     NotConfigured,
+    /// The provider failed; the message says how, for the user.
+    #[error("{0}")]
+    Provider(String),
     #[error(
         "the model script {path} has no more responses for this session (all {used} were used)"
     )]
@@ -109,23 +132,12 @@ impl Model for NoModel {
     }
 }
 
-/// Which adapter `--model` names.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A model hotsh can use.
+#[derive(Debug, Clone)]
 pub(crate) enum ModelSpec {
     None,
     Script(PathBuf),
-}
-
-impl std::str::FromStr for ModelSpec {
-    type Err = String;
-
-    fn from_str(spec: &str) -> Result<Self, Self::Err> {
-        match spec.split_once(':') {
-            Some(("script", path)) if !path.is_empty() => Ok(Self::Script(PathBuf::from(path))),
-            _ if spec == "none" => Ok(Self::None),
-            _ => Err(format!("unknown model `{spec}`; expected `script:PATH` or `none`")),
-        }
-    }
+    OpenAi(OpenAiSpec),
 }
 
 /// Builds the adapter a spec names.
@@ -133,6 +145,7 @@ pub(crate) fn open(spec: &ModelSpec) -> anyhow::Result<std::sync::Arc<dyn Model>
     Ok(match spec {
         ModelSpec::None => std::sync::Arc::new(NoModel),
         ModelSpec::Script(path) => std::sync::Arc::new(ScriptModel::load(path)?),
+        ModelSpec::OpenAi(spec) => std::sync::Arc::new(OpenAiModel::new(spec.clone())?),
     })
 }
 

@@ -33,6 +33,8 @@ pub(crate) struct Folded {
     /// Tasks started but never recorded as ended.
     pub(crate) open_tasks: Vec<OpenTask>,
     pub(crate) title: Option<String>,
+    /// The model the session chose last, if it chose one.
+    pub(crate) model: Option<String>,
 }
 
 /// Folds the records of one log; the first must be its `session` record.
@@ -45,6 +47,7 @@ pub(crate) fn fold(records: Vec<Record>) -> Result<Folded, String> {
     let mut view = Vec::new();
     let mut next_call = 1;
     let mut title = None;
+    let mut model = None;
     let mut started: BTreeMap<String, OpenTask> = BTreeMap::new();
     let mut ended_notices: Vec<(String, PendingNotice)> = Vec::new();
     let mut noticed: HashSet<String> = HashSet::new();
@@ -102,6 +105,7 @@ pub(crate) fn fold(records: Vec<Record>) -> Result<Folded, String> {
             Record::Fact(Fact::Notice { task_id: Some(task_id), .. }) => {
                 noticed.insert(task_id.clone());
             }
+            Record::Fact(Fact::ModelChosen { model: chosen }) => model = Some(chosen),
             Record::Fact(_) => {}
         }
     }
@@ -117,7 +121,7 @@ pub(crate) fn fold(records: Vec<Record>) -> Result<Folded, String> {
             task
         })
         .collect();
-    Ok(Folded { meta: meta.clone(), history, view, next_call, pending_notices, open_tasks, title })
+    Ok(Folded { meta, history, view, next_call, pending_notices, open_tasks, title, model })
 }
 
 /// Adds `event` to a view, joining it to the previous event when both are chunks of the same

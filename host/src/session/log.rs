@@ -43,8 +43,10 @@
 //! - `session` `{session_id, cwd, created_at, agent}`: always the first record.
 //! - `prompt` `{text, blocks}`: the user's prompt: the text the model reads, and the client's
 //!   content blocks as sent (ACP JSON), shown again on load.
-//! - `assistant_message` `{text, tool_calls}`: one complete model response; `tool_calls` are
-//!   `{id, name, arguments}`.
+//! - `assistant_message` `{text, reasoning, tool_calls, usage, finish_reason}`: one complete
+//!   model response; `tool_calls` are `{id, name, arguments}`; `reasoning` (when the model
+//!   showed any), `usage` (`{prompt_tokens, completion_tokens, total_tokens}`, when the
+//!   provider reported it) and `finish_reason` may be absent.
 //! - `tool_result` `{call_id, text, is_error}`: what the model was told of one tool call
 //!   (`call_id` is the model's id for it).
 //! - `notice` `{text, task_id}`: a note the host gave the model (e.g. that a background task
@@ -57,6 +59,8 @@
 //! - `cancel_requested` `{}`: the client asked to cancel the running turn.
 //! - `task_started` `{task_id, call_id, command, output_path}`: a background task started from
 //!   tool call `call_id`.
+//! - `model_chosen` `{model}`: the session switched to this model (a name as `--model`
+//!   takes it); the last one counts.
 //! - `task_ended` `{task_id, state, exit_code, signal, with_agent}`: it ended (`state`
 //!   `exited` or `killed`); `with_agent` is true when the agent that ran it went away first
 //!   (recorded when the session is next loaded).
@@ -70,7 +74,7 @@
 //! that is not a complete record (and says so in its log) and keeps every earlier record.
 
 use super::{SessionEvent, TaskEnd};
-use crate::model::{Message, ModelToolCall};
+use crate::model::{Message, ModelToolCall, Usage};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -88,7 +92,13 @@ pub(crate) enum Fact {
     Prompt(Prompt),
     AssistantMessage {
         text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning: Option<String>,
         tool_calls: Vec<ModelToolCall>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        finish_reason: Option<String>,
     },
     ToolResult {
         call_id: String,
@@ -113,6 +123,9 @@ pub(crate) enum Fact {
         output_path: PathBuf,
     },
     TaskEnded(TaskEnd),
+    ModelChosen {
+        model: String,
+    },
 }
 
 /// One record: a client-visible event or another fact.
@@ -154,8 +167,12 @@ impl Record {
     pub(crate) fn history_message(&self) -> Option<Message> {
         match self {
             Record::Fact(Fact::Prompt(prompt)) => Some(Message::User { text: prompt.text.clone() }),
-            Record::Fact(Fact::AssistantMessage { text, tool_calls }) => {
-                Some(Message::Assistant { text: text.clone(), tool_calls: tool_calls.clone() })
+            Record::Fact(Fact::AssistantMessage { text, reasoning, tool_calls, .. }) => {
+                Some(Message::Assistant {
+                    text: text.clone(),
+                    reasoning: reasoning.clone(),
+                    tool_calls: tool_calls.clone(),
+                })
             }
             Record::Fact(Fact::ToolResult { call_id, text, is_error }) => Some(Message::Tool {
                 call_id: call_id.clone(),
@@ -423,6 +440,7 @@ impl Fact {
         "cancel_requested",
         "task_started",
         "task_ended",
+        "model_chosen",
     ];
 }
 

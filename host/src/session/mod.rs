@@ -240,6 +240,8 @@ struct State {
     notices: Vec<PendingNotice>,
     /// Bytes of live output logged per call (bounded by `log::MAX_OUTPUT_PER_CALL`).
     logged_output: HashMap<ToolCallId, usize>,
+    /// The model this session chose, when it chose one.
+    model: Option<String>,
 }
 
 impl std::fmt::Debug for Session {
@@ -269,6 +271,7 @@ impl Session {
                 history: folded.history.clone(),
                 notices: folded.pending_notices.clone(),
                 logged_output: HashMap::new(),
+                model: folded.model.clone(),
             },
             None => State::default(),
         };
@@ -396,6 +399,17 @@ impl Session {
 
     pub(crate) fn next_call_id(&self) -> ToolCallId {
         ToolCallId(format!("call-{}", self.next_call.fetch_add(1, Ordering::Relaxed)))
+    }
+
+    /// The model this session chose, if it chose one.
+    pub(crate) fn model_choice(&self) -> Option<String> {
+        lock(&self.state).model.clone()
+    }
+
+    /// Switches the session to `model` (a name the host offers), in the log and here.
+    pub(crate) async fn choose_model(&self, model: String) {
+        lock(&self.state).model = Some(model.clone());
+        self.record(Fact::ModelChosen { model }).await;
     }
 
     pub(crate) fn messages(&self) -> Vec<Message> {

@@ -20,6 +20,10 @@ fn run(program: &Path, args: &[&str], home: &Path, env: &[(&str, &str)]) -> Outp
         .env_remove("HOTSH_DATA_DIR")
         .env_remove("NO_COLOR")
         .env_remove("HOTSH_LOG")
+        .env_remove("HOTSH_MODEL")
+        .env_remove("DEEPSEEK_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("HOTSH_API_KEY")
         .env("TMPDIR", home)
         .envs(env.iter().copied())
         .current_dir(home)
@@ -100,7 +104,7 @@ fn run_reports_each_failure_as_one_error_line_and_exit_1() {
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["run", "hi"],
-            "error: no model is configured; start hotsh with `--model script:PATH`",
+            "error: no model is configured: set DEEPSEEK_API_KEY or OPENAI_API_KEY",
         ),
         (
             vec!["run", "--model", &one_answer, "--cwd", "/no/such/dir", "hi"],

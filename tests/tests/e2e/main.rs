@@ -9,6 +9,7 @@ mod cards;
 mod first_run;
 mod guarantees;
 mod hostile;
+mod models;
 mod panics;
 mod plugins;
 mod reload;

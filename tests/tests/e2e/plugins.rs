@@ -46,7 +46,7 @@ fn bare_hotsh_serves_acp_with_plugins_from_its_own_directory() {
     assert_eq!(response["error"]["code"], -32603, "{response}");
     let message = response["error"]["message"].as_str().unwrap();
     assert!(
-        message.starts_with("no model is configured; start hotsh with `--model script:PATH`"),
+        message.starts_with("no model is configured: set DEEPSEEK_API_KEY or OPENAI_API_KEY"),
         "{message}"
     );
     // The default plugin directory is the executable's: tool-bash was found there.

@@ -1,0 +1,367 @@
+//! The OpenAI-compatible chat completions adapter (DeepSeek, OpenAI, OpenRouter, and local
+//! servers such as llama.cpp, vLLM, Ollama and LM Studio speak it), streaming.
+//!
+//! One request is one `POST {base}/chat/completions` with `"stream": true`; the answer comes
+//! as server-sent events, parsed by `eventsource-stream`. Text and `reasoning_content`
+//! (DeepSeek) are sent on as they arrive; tool calls arrive as fragments keyed by `index` and
+//! are assembled, then handed over when the stream ends; `[DONE]` ends it.
+//!
+//! DeepSeek's thinking mode wants the `reasoning_content` of an assistant message that made
+//! tool calls sent back with that message in every later request (it answers 400 otherwise);
+//! for a message without tool calls it is left out.
+//!
+//! Failures are messages a user can act on: a refused key names the variable it came from,
+//! an unknown model names the model, a context that is too long says so. A failure before
+//! anything was shown is retried with backoff (429, honouring `Retry-After`; 5xx; a connection
+//! that cannot be made or drops before the first byte); once text has reached the user, it is
+//! not (the answer would repeat).
+
+use super::{Message, Model, ModelError, ModelEvent, ModelRequest, ModelToolCall, Usage};
+use futures::StreamExt as _;
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// Attempts in all for a request that fails before anything was shown.
+const ATTEMPTS: u32 = 4;
+/// The first backoff; doubled after each attempt.
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// The longest `Retry-After` honoured; longer waits fail at once, saying how long.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// An API key and where it came from (the variable named in errors; the value never is).
+#[derive(Clone)]
+pub(crate) struct ApiKey {
+    pub(crate) value: String,
+    pub(crate) from: String,
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ApiKey(from {})", self.from)
+    }
+}
+
+/// Everything an OpenAI-compatible model needs.
+#[derive(Debug, Clone)]
+pub(crate) struct OpenAiSpec {
+    /// The model's name at the provider.
+    pub(crate) model: String,
+    /// E.g. `https://api.deepseek.com` (the adapter appends `/chat/completions`).
+    pub(crate) base_url: String,
+    pub(crate) key: Option<ApiKey>,
+    /// Extra fields for every request body (`temperature`, …).
+    pub(crate) extra: serde_json::Map<String, Value>,
+}
+
+#[derive(Debug)]
+pub(crate) struct OpenAiModel {
+    spec: OpenAiSpec,
+    client: reqwest::Client,
+}
+
+impl OpenAiModel {
+    pub(crate) fn new(spec: OpenAiSpec) -> anyhow::Result<Self> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(20))
+            // Between two chunks of a stream: a provider that goes silent this long is gone.
+            .read_timeout(Duration::from_secs(300))
+            .build()?;
+        Ok(Self { spec, client })
+    }
+
+    fn url(&self) -> String {
+        format!("{}/chat/completions", self.spec.base_url.trim_end_matches('/'))
+    }
+
+    /// The request body: the conversation in OpenAI's message format, the tools as functions.
+    pub(crate) fn body(&self, request: &ModelRequest) -> Value {
+        let mut messages = vec![json!({"role": "system", "content": request.system})];
+        for message in &request.messages {
+            messages.push(match message {
+                Message::User { text } => json!({"role": "user", "content": text}),
+                Message::Notice { text } => json!({"role": "user", "content": text}),
+                Message::Assistant { text, reasoning, tool_calls } => {
+                    let mut out = json!({"role": "assistant", "content": text});
+                    if !tool_calls.is_empty() {
+                        out["tool_calls"] = tool_calls
+                            .iter()
+                            .map(|call| {
+                                json!({"id": call.id, "type": "function",
+                                   "function": {"name": call.name, "arguments": call.arguments}})
+                            })
+                            .collect();
+                        // DeepSeek: a message that made tool calls keeps its reasoning.
+                        if let Some(reasoning) = reasoning {
+                            out["reasoning_content"] = json!(reasoning);
+                        }
+                    }
+                    out
+                }
+                Message::Tool { call_id, text, .. } => {
+                    json!({"role": "tool", "tool_call_id": call_id, "content": text})
+                }
+            });
+        }
+        let mut body = json!({
+            "model": self.spec.model,
+            "messages": messages,
+            "stream": true,
+            "stream_options": {"include_usage": true},
+        });
+        if !request.tools.is_empty() {
+            body["tools"] = request
+                .tools
+                .iter()
+                .map(|tool| {
+                    json!({"type": "function", "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": tool.input_schema,
+                    }})
+                })
+                .collect();
+        }
+        if let Value::Object(body) = &mut body {
+            for (key, value) in &self.spec.extra {
+                body.insert(key.clone(), value.clone());
+            }
+        }
+        body
+    }
+
+    async fn attempt(
+        &self,
+        body: &Value,
+        events: &mpsc::UnboundedSender<ModelEvent>,
+        shown: &mut bool,
+    ) -> Result<(), Failure> {
+        let mut post = self
+            .client
+            .post(self.url())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(serde_json::to_vec(body).unwrap_or_default());
+        if let Some(key) = &self.spec.key {
+            post = post.bearer_auth(&key.value);
+        }
+        let response = post.send().await.map_err(|error| self.unreachable(&error))?;
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            let text = response.text().await.unwrap_or_default();
+            return Err(self.http_failure(status.as_u16(), &text, retry_after));
+        }
+        let mut stream = eventsource_stream::Eventsource::eventsource(response.bytes_stream());
+        let mut calls: BTreeMap<u64, PartialCall> = BTreeMap::new();
+        let mut done = false;
+        while let Some(event) = stream.next().await {
+            let event = event.map_err(|error| {
+                Failure::Dropped(format!(
+                    "the answer from {} broke off: {error}",
+                    self.spec.base_url
+                ))
+            })?;
+            if event.data.trim() == "[DONE]" {
+                done = true;
+                break;
+            }
+            if event.data.trim().is_empty() {
+                continue;
+            }
+            let chunk: Value = serde_json::from_str(&event.data).map_err(|error| {
+                Failure::Final(format!(
+                    "{} sent a chunk that is not JSON ({error}): {}",
+                    self.spec.base_url,
+                    event.data.chars().take(200).collect::<String>()
+                ))
+            })?;
+            if let Some(message) = chunk["error"]["message"].as_str() {
+                return Err(Failure::Final(format!(
+                    "{} reported an error mid-answer: {message}",
+                    self.spec.base_url
+                )));
+            }
+            if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+                let _ = events.send(ModelEvent::Usage(Usage {
+                    prompt_tokens: usage["prompt_tokens"].as_u64(),
+                    completion_tokens: usage["completion_tokens"].as_u64(),
+                    total_tokens: usage["total_tokens"].as_u64(),
+                }));
+            }
+            let Some(choice) = chunk["choices"].get(0) else { continue };
+            let delta = &choice["delta"];
+            if let Some(reasoning) = delta["reasoning_content"].as_str().filter(|r| !r.is_empty()) {
+                *shown = true;
+                let _ = events.send(ModelEvent::Reasoning(reasoning.to_owned()));
+            }
+            if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+                *shown = true;
+                let _ = events.send(ModelEvent::Text(text.to_owned()));
+            }
+            for fragment in delta["tool_calls"].as_array().into_iter().flatten() {
+                let index = fragment["index"].as_u64().unwrap_or(calls.len() as u64);
+                let call = calls.entry(index).or_default();
+                if let Some(id) = fragment["id"].as_str() {
+                    call.id.push_str(id);
+                }
+                if let Some(name) = fragment["function"]["name"].as_str() {
+                    call.name.push_str(name);
+                }
+                if let Some(arguments) = fragment["function"]["arguments"].as_str() {
+                    call.arguments.push_str(arguments);
+                }
+                *shown = true;
+            }
+            if let Some(reason) = choice["finish_reason"].as_str() {
+                let _ = events.send(ModelEvent::Finished(reason.to_owned()));
+            }
+        }
+        if !done {
+            let message = format!(
+                "the answer from {} stopped before it was complete (no [DONE])",
+                self.spec.base_url
+            );
+            return Err(if *shown { Failure::Final(message) } else { Failure::Dropped(message) });
+        }
+        for (position, call) in calls.into_values().enumerate() {
+            let id = if call.id.is_empty() { format!("call_{position}") } else { call.id };
+            let _ = events.send(ModelEvent::ToolCall(ModelToolCall {
+                id,
+                name: call.name,
+                arguments: call.arguments,
+            }));
+        }
+        Ok(())
+    }
+
+    fn unreachable(&self, error: &reqwest::Error) -> Failure {
+        let mut cause = error.to_string();
+        let mut source = std::error::Error::source(error);
+        while let Some(inner) = source {
+            cause = format!("{cause}: {inner}");
+            source = inner.source();
+        }
+        Failure::Retry {
+            message: format!("cannot reach {}: {cause}", self.spec.base_url),
+            after: None,
+        }
+    }
+
+    /// What an HTTP error status means for the user.
+    fn http_failure(&self, status: u16, body: &str, retry_after: Option<Duration>) -> Failure {
+        let detail = serde_json::from_str::<Value>(body)
+            .ok()
+            .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| body.chars().take(300).collect());
+        let base = &self.spec.base_url;
+        match status {
+            401 | 403 => Failure::Final(match &self.spec.key {
+                Some(key) => format!(
+                    "{base} refused the API key from {} (HTTP {status}): {detail}",
+                    key.from
+                ),
+                None => format!(
+                    "{base} wants an API key (HTTP {status}): set HOTSH_API_KEY, or the \
+                     provider's key variable (DEEPSEEK_API_KEY, OPENAI_API_KEY): {detail}"
+                ),
+            }),
+            404 => Failure::Final(format!(
+                "{base} does not know the model `{}` (HTTP 404): {detail}",
+                self.spec.model
+            )),
+            400 if is_context_too_long(&detail) => Failure::Final(format!(
+                "the conversation is too long for `{}`'s context (HTTP 400): {detail}. Start a \
+                 new session, or ask for a shorter answer.",
+                self.spec.model
+            )),
+            429 => Failure::Retry {
+                message: format!("{base} is rate limiting (HTTP 429): {detail}"),
+                after: Some(retry_after.unwrap_or(FIRST_BACKOFF)),
+            },
+            500..=599 => Failure::Retry {
+                message: format!("{base} failed (HTTP {status}): {detail}"),
+                after: None,
+            },
+            _ => Failure::Final(format!("{base} refused the request (HTTP {status}): {detail}")),
+        }
+    }
+}
+
+fn is_context_too_long(detail: &str) -> bool {
+    let detail = detail.to_ascii_lowercase();
+    ["context length", "context_length", "maximum context", "too many tokens", "context window"]
+        .iter()
+        .any(|phrase| detail.contains(phrase))
+}
+
+/// A tool call being assembled from fragments.
+#[derive(Debug, Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// How an attempt failed.
+#[derive(Debug)]
+enum Failure {
+    /// Worth another attempt if nothing was shown yet (after this long, when the provider
+    /// said).
+    Retry { message: String, after: Option<Duration> },
+    /// The connection broke: another attempt if nothing was shown yet.
+    Dropped(String),
+    /// No retry helps.
+    Final(String),
+}
+
+impl Model for OpenAiModel {
+    fn respond(
+        &self,
+        _session: &str,
+        request: &ModelRequest,
+        events: mpsc::UnboundedSender<ModelEvent>,
+    ) -> BoxFuture<'_, Result<(), ModelError>> {
+        let body = self.body(request);
+        Box::pin(async move {
+            let mut backoff = FIRST_BACKOFF;
+            let mut attempt = 1;
+            loop {
+                let mut shown = false;
+                let failure = match self.attempt(&body, &events, &mut shown).await {
+                    Ok(()) => return Ok(()),
+                    Err(failure) => failure,
+                };
+                let (message, wait) = match failure {
+                    Failure::Final(message) => return Err(ModelError::Provider(message)),
+                    Failure::Retry { message, after } => (message, after.unwrap_or(backoff)),
+                    Failure::Dropped(message) => (message, backoff),
+                };
+                if shown || attempt >= ATTEMPTS {
+                    let tries = if attempt > 1 {
+                        format!(" (after {attempt} attempts)")
+                    } else {
+                        String::new()
+                    };
+                    return Err(ModelError::Provider(format!("{message}{tries}")));
+                }
+                if wait > MAX_RETRY_AFTER {
+                    return Err(ModelError::Provider(format!(
+                        "{message}; it asks to wait {} s, longer than hotsh waits",
+                        wait.as_secs()
+                    )));
+                }
+                tracing::info!(attempt, wait_ms = wait.as_millis() as u64, "{message}; retrying");
+                tokio::time::sleep(wait).await;
+                backoff *= 2;
+                attempt += 1;
+            }
+        })
+    }
+}

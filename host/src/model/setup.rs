@@ -1,0 +1,259 @@
+//! Which model hotsh uses, with one precedence for every setting: the command line, then the
+//! environment, then the configuration file, then the default.
+//!
+//! - The model: `--model`, else `HOTSH_MODEL`, else the file's `model`, else `deepseek` when
+//!   `DEEPSEEK_API_KEY` is set, else `openai` when `OPENAI_API_KEY` is, else none. A model is
+//!   named `none`, `script:PATH`, `openai:NAME` (any OpenAI-compatible server), or by a
+//!   profile: `deepseek` and `openai` are built in; the file's `[models.NAME]` add or replace
+//!   profiles.
+//! - The base URL: `--base-url`, else `HOTSH_BASE_URL`, else the profile's, else
+//!   `https://api.openai.com/v1` for `openai:NAME`.
+//! - The key: `HOTSH_API_KEY`, else the profile's `api_key_env` variable, else the provider's
+//!   own variable for its default base URL (`DEEPSEEK_API_KEY` for api.deepseek.com,
+//!   `OPENAI_API_KEY` for api.openai.com), else none (local servers need none). Keys are read
+//!   from the environment only, never from the file, and never written anywhere.
+
+use super::{ApiKey, ModelSpec, OpenAiSpec};
+use crate::config::{ConfigFile, ModelProfile};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// DeepSeek's documented default model and endpoint.
+const DEEPSEEK: (&str, &str, &str) =
+    ("deepseek-chat", "https://api.deepseek.com", "DEEPSEEK_API_KEY");
+/// OpenAI's endpoint and the model hotsh picks there.
+const OPENAI: (&str, &str, &str) = ("gpt-4.1", "https://api.openai.com/v1", "OPENAI_API_KEY");
+
+/// The models a session can use, and the one it starts with.
+#[derive(Debug, Clone)]
+pub(crate) struct ModelChoices {
+    /// Name and spec of each choice, in the order offered; the first is the default.
+    pub(crate) choices: Vec<Choice>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Choice {
+    /// `deepseek`, a profile's name, `openai:gpt-4o`, `script:…`, `none`.
+    pub(crate) name: String,
+    /// One line for a model picker.
+    pub(crate) description: String,
+    pub(crate) spec: ModelSpec,
+}
+
+/// The flags of the command line that name a model.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ModelFlags {
+    pub(crate) model: Option<String>,
+    pub(crate) base_url: Option<String>,
+}
+
+/// Resolves the model choices; `env` reads a variable (the process's, or a test's).
+pub(crate) fn resolve(
+    flags: &ModelFlags,
+    file: &ConfigFile,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ModelChoices, String> {
+    let set = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+    let mut profiles: BTreeMap<String, ModelProfile> = BTreeMap::new();
+    for (name, (model, base_url, key)) in [("deepseek", DEEPSEEK), ("openai", OPENAI)] {
+        profiles.insert(
+            name.to_owned(),
+            ModelProfile {
+                base_url: Some(base_url.to_owned()),
+                model: model.to_owned(),
+                api_key_env: Some(key.to_owned()),
+                ..ModelProfile::default()
+            },
+        );
+    }
+    profiles.extend(file.models.clone());
+
+    let chosen = flags
+        .model
+        .clone()
+        .or_else(|| set("HOTSH_MODEL"))
+        .or_else(|| file.model.clone())
+        .or_else(|| set("DEEPSEEK_API_KEY").map(|_| "deepseek".to_owned()))
+        .or_else(|| set("OPENAI_API_KEY").map(|_| "openai".to_owned()))
+        .unwrap_or_else(|| "none".to_owned());
+    let base_url = flags.base_url.clone().or_else(|| set("HOTSH_BASE_URL"));
+    let spec_of = |name: &str| spec(name, base_url.as_deref(), &profiles, &set);
+    let mut choices = vec![Choice {
+        name: chosen.clone(),
+        description: describe(&chosen, &profiles),
+        spec: spec_of(&chosen)?,
+    }];
+    // The other profiles that can be used as they are: configured ones, and built-in ones
+    // whose key is set.
+    for (name, profile) in &profiles {
+        if *name == chosen {
+            continue;
+        }
+        let usable = file.models.contains_key(name)
+            || profile.api_key_env.as_deref().is_some_and(|key| set(key).is_some());
+        if usable && let Ok(spec) = spec_of(name) {
+            choices.push(Choice {
+                name: name.clone(),
+                description: describe(name, &profiles),
+                spec,
+            });
+        }
+    }
+    Ok(ModelChoices { choices })
+}
+
+/// The spec a model name stands for.
+fn spec(
+    name: &str,
+    base_url: Option<&str>,
+    profiles: &BTreeMap<String, ModelProfile>,
+    set: &dyn Fn(&str) -> Option<String>,
+) -> Result<ModelSpec, String> {
+    if name == "none" {
+        return Ok(ModelSpec::None);
+    }
+    if let Some(path) = name.strip_prefix("script:").filter(|p| !p.is_empty()) {
+        return Ok(ModelSpec::Script(PathBuf::from(path)));
+    }
+    let (model, base_url, profile) = match name.split_once(':') {
+        Some(("openai", model)) if !model.is_empty() => {
+            (model.to_owned(), base_url.unwrap_or(OPENAI.1).to_owned(), None)
+        }
+        Some(_) => return Err(unknown(name, profiles)),
+        None => {
+            let profile = profiles.get(name).ok_or_else(|| unknown(name, profiles))?;
+            let base_url = base_url
+                .map(str::to_owned)
+                .or_else(|| profile.base_url.clone())
+                .ok_or_else(|| format!("model profile `{name}` has no base_url"))?;
+            (profile.model.clone(), base_url, Some(profile))
+        }
+    };
+    let key = key_for(&base_url, profile, set);
+    let extra = profile
+        .map(|p| p.extra.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(k, v)| serde_json::to_value(v).ok().map(|v| (k, v)))
+        .collect();
+    Ok(ModelSpec::OpenAi(OpenAiSpec { model, base_url, key, extra }))
+}
+
+/// The key for `base_url` (see the module documentation for the order).
+fn key_for(
+    base_url: &str,
+    profile: Option<&ModelProfile>,
+    set: &dyn Fn(&str) -> Option<String>,
+) -> Option<ApiKey> {
+    let from_var = |var: &str| set(var).map(|value| ApiKey { value, from: var.to_owned() });
+    if let Some(key) = from_var("HOTSH_API_KEY") {
+        return Some(key);
+    }
+    if let Some(key) = profile.and_then(|p| p.api_key_env.as_deref()).and_then(from_var) {
+        return Some(key);
+    }
+    let host = base_url.split("://").nth(1).unwrap_or(base_url).split(['/', ':']).next()?;
+    match host {
+        "api.deepseek.com" => from_var(DEEPSEEK.2),
+        "api.openai.com" => from_var(OPENAI.2),
+        _ => None,
+    }
+}
+
+fn unknown(name: &str, profiles: &BTreeMap<String, ModelProfile>) -> String {
+    let names: Vec<&str> = profiles.keys().map(String::as_str).collect();
+    format!(
+        "unknown model `{name}`: expected `none`, `script:PATH`, `openai:NAME` or a profile ({})",
+        names.join(", ")
+    )
+}
+
+fn describe(name: &str, profiles: &BTreeMap<String, ModelProfile>) -> String {
+    match profiles.get(name) {
+        Some(profile) => {
+            let window = profile
+                .context_window
+                .map(|w| format!(", {}k context", w / 1000))
+                .unwrap_or_default();
+            format!("{}{window}", profile.model)
+        }
+        None => name.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let vars: Vec<(String, String)> =
+            vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        move |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    }
+
+    fn openai(choices: &ModelChoices) -> &OpenAiSpec {
+        match &choices.choices[0].spec {
+            ModelSpec::OpenAi(spec) => spec,
+            other => panic!("not an OpenAI-compatible model: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_provider_key_alone_picks_its_default_model() {
+        let env = env_of(&[("DEEPSEEK_API_KEY", "sk-d")]);
+        let choices = resolve(&ModelFlags::default(), &ConfigFile::default(), &env).expect("ok");
+        assert_eq!(choices.choices[0].name, "deepseek");
+        let spec = openai(&choices);
+        assert_eq!(
+            (spec.model.as_str(), spec.base_url.as_str()),
+            ("deepseek-chat", "https://api.deepseek.com")
+        );
+        assert_eq!(spec.key.as_ref().map(|k| k.from.as_str()), Some("DEEPSEEK_API_KEY"));
+        let nothing =
+            resolve(&ModelFlags::default(), &ConfigFile::default(), &env_of(&[])).expect("ok");
+        assert!(matches!(nothing.choices[0].spec, ModelSpec::None));
+    }
+
+    #[test]
+    fn flag_beats_environment_beats_file() {
+        let file: ConfigFile = toml::from_str(
+            "model = \"local\"\n[models.local]\nbase_url = \"http://127.0.0.1:11434/v1\"\nmodel = \"qwen\"\n[models.local.extra]\ntemperature = 0.2\n",
+        )
+        .expect("config");
+        let env = env_of(&[("HOTSH_MODEL", "openai:gpt-4o"), ("OPENAI_API_KEY", "sk-o")]);
+        let from_file = resolve(&ModelFlags::default(), &file, &env_of(&[])).expect("ok");
+        assert_eq!(openai(&from_file).model, "qwen");
+        assert_eq!(openai(&from_file).extra["temperature"], serde_json::json!(0.2));
+        assert!(openai(&from_file).key.is_none());
+        let from_env = resolve(&ModelFlags::default(), &file, &env).expect("ok");
+        assert_eq!(openai(&from_env).model, "gpt-4o");
+        assert_eq!(openai(&from_env).key.as_ref().map(|k| k.from.as_str()), Some("OPENAI_API_KEY"));
+        let flags = ModelFlags {
+            model: Some("openai:llama".into()),
+            base_url: Some("http://127.0.0.1:8080/v1".into()),
+        };
+        let from_flag = resolve(&flags, &file, &env).expect("ok");
+        assert_eq!(openai(&from_flag).model, "llama");
+        assert_eq!(openai(&from_flag).base_url, "http://127.0.0.1:8080/v1");
+        // A local server gets no provider key.
+        assert!(openai(&from_flag).key.is_none());
+        assert!(
+            resolve(
+                &ModelFlags { model: Some("nope".into()), ..ModelFlags::default() },
+                &file,
+                &env
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn hotsh_api_key_wins_and_usable_profiles_are_offered() {
+        let env = env_of(&[("HOTSH_API_KEY", "sk-h"), ("OPENAI_API_KEY", "sk-o")]);
+        let flags = ModelFlags { model: Some("deepseek".into()), ..ModelFlags::default() };
+        let choices = resolve(&flags, &ConfigFile::default(), &env).expect("ok");
+        assert_eq!(openai(&choices).key.as_ref().map(|k| k.from.as_str()), Some("HOTSH_API_KEY"));
+        let names: Vec<&str> = choices.choices.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["deepseek", "openai"]);
+    }
+}

@@ -1,0 +1,374 @@
+//! Real models: the OpenAI-compatible streaming adapter against a loopback server that
+//! streams server-sent events the way providers do.
+
+use hotsh_tests::{Agent, AgentOptions, FakeProvider, Reply, delta, eventually, sse};
+use serde_json::{Value, json};
+
+const KEY: &str = "sk-test-0a1b2c3d4e5f";
+
+/// An agent talking to `provider` as `openai:test-model`, with the key in HOTSH_API_KEY.
+fn agent_for(provider: &FakeProvider) -> Agent {
+    let mut options = AgentOptions::script(vec![]);
+    options.model_args = Some(vec![
+        "--model".into(),
+        "openai:test-model".into(),
+        "--base-url".into(),
+        provider.base_url.clone(),
+    ]);
+    options.env = vec![("HOTSH_API_KEY".into(), KEY.into())];
+    Agent::start(options)
+}
+
+/// A tool call fragment of a streamed delta.
+fn call_fragment(index: u64, id: Option<&str>, name: Option<&str>, arguments: &str) -> Value {
+    let mut function = json!({"arguments": arguments});
+    if let Some(name) = name {
+        function["name"] = json!(name);
+    }
+    let mut fragment = json!({"index": index, "function": function});
+    if let Some(id) = id {
+        fragment["id"] = json!(id);
+        fragment["type"] = json!("function");
+    }
+    json!({"tool_calls": [fragment]})
+}
+
+/// A streamed answer of plain text, finished.
+fn text_answer(text: &str) -> Reply {
+    Reply::Stream(vec![
+        delta(json!({"role": "assistant", "content": text}), None),
+        delta(json!({}), Some("stop")),
+        "data: [DONE]\n\n".into(),
+    ])
+}
+
+#[test]
+fn a_turn_with_reasoning_text_and_two_tool_calls_streams_and_sends_history_back() {
+    // The first answer: reasoning, text and two tool calls whose arguments arrive in pieces,
+    // with lines split across writes and keep-alive comments, as providers send them.
+    let first = {
+        let mut pieces = vec![": keep-alive\n\n".to_owned()];
+        let reasoning = delta(json!({"role": "assistant", "reasoning_content": "Let me "}), None);
+        let (a, b) = reasoning.split_at(17);
+        pieces.push(a.to_owned());
+        pieces.push(b.to_owned());
+        pieces.push(delta(json!({"reasoning_content": "think."}), None));
+        pieces.push(delta(json!({"content": "Running "}), None));
+        pieces.push(delta(json!({"content": "two."}), None));
+        pieces.push(delta(call_fragment(0, Some("call_a"), Some("bash"), "{\"comm"), None));
+        pieces.push(delta(call_fragment(0, None, None, "and\": \"echo one\"}"), None));
+        pieces.push(delta(call_fragment(1, Some("call_b"), Some("bash"), ""), None));
+        pieces.push(delta(call_fragment(1, None, None, "{\"command\": \"echo two\"}"), None));
+        pieces.push(delta(json!({}), Some("tool_calls")));
+        pieces.push(sse(&json!({"id": "x", "choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}})));
+        pieces.push("data: [DO".into());
+        pieces.push("NE]\n\n".into());
+        pieces
+    };
+    let second = Reply::Stream(vec![
+        delta(json!({"role": "assistant", "reasoning_content": "All good."}), None),
+        delta(json!({"content": "Both ran."}), Some("stop")),
+        "data: [DONE]\n\n".into(),
+    ]);
+    let provider =
+        FakeProvider::start(vec![Reply::Stream(first), second, text_answer("Hello again.")]);
+    let mut agent = agent_for(&provider);
+    agent.initialize(true);
+    let session = agent.new_session();
+    let response = agent.prompt(&session, "run two commands");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+
+    // The client saw the reasoning as thoughts and the text as message chunks, as they came.
+    let updates = agent.updates(&session);
+    let chunks: Vec<(String, String)> = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"].as_str().unwrap().ends_with("_chunk"))
+        .map(|u| {
+            (
+                u["sessionUpdate"].as_str().unwrap().to_owned(),
+                u["content"]["text"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, String)> = [
+        ("agent_thought_chunk", "Let me "),
+        ("agent_thought_chunk", "think."),
+        ("agent_message_chunk", "Running "),
+        ("agent_message_chunk", "two."),
+        ("agent_thought_chunk", "All good."),
+        ("agent_message_chunk", "Both ran."),
+    ]
+    .iter()
+    .map(|(k, t)| ((*k).to_owned(), (*t).to_owned()))
+    .collect();
+    assert_eq!(chunks, expected);
+    let commands: Vec<&str> = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call")
+        .map(|u| u["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(commands, ["echo one", "echo two"]);
+
+    // What the server received the second time: the model, the history with both results,
+    // the tools, the reasoning kept on the message that made the tool calls, the key only in
+    // the Authorization header.
+    let requests = provider.received();
+    assert_eq!(requests.len(), 2);
+    let second = &requests[1];
+    assert_eq!(second.path, "/v1/chat/completions");
+    assert_eq!(second.header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+    assert_eq!(second.body["model"], "test-model");
+    assert_eq!(second.body["stream"], true);
+    let messages = second.body["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "tool"]);
+    assert_eq!(messages[1]["content"], "run two commands");
+    assert_eq!(messages[2]["content"], "Running two.");
+    assert_eq!(messages[2]["reasoning_content"], "Let me think.");
+    assert_eq!(
+        messages[2]["tool_calls"],
+        json!([
+            {"id": "call_a", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"echo one\"}"}},
+            {"id": "call_b", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"echo two\"}"}}
+        ])
+    );
+    assert_eq!(messages[3], json!({"role": "tool", "tool_call_id": "call_a", "content": "one"}));
+    assert_eq!(messages[4], json!({"role": "tool", "tool_call_id": "call_b", "content": "two"}));
+    let tools: Vec<&str> = second.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["bash", "bash_output", "bash_kill"]);
+    for request in &requests {
+        assert!(!request.body.to_string().contains(KEY), "the key is in a request body");
+    }
+
+    // A later request: the answer without tool calls goes back without its reasoning.
+    agent.prompt(&session, "and now?");
+    let third = &provider.received()[2];
+    let assistant: Vec<&Value> = third.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .collect();
+    assert_eq!(assistant.len(), 2);
+    assert_eq!(assistant[0]["reasoning_content"], "Let me think.");
+    assert!(assistant[1].get("reasoning_content").is_none(), "{}", assistant[1]);
+    assert_eq!(assistant[1]["content"], "Both ran.");
+
+    // Usage and the finish reason are in the session log; the key is in no file hotsh wrote.
+    let log_path = agent.data_dir().join("sessions").join(format!("{session}.jsonl"));
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        log.contains(
+            "\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":7,\"total_tokens\":18}"
+        ),
+        "{log}"
+    );
+    assert!(log.contains("\"finish_reason\":\"tool_calls\""));
+    for file in [log_path, agent.dir.path().join("transcript.jsonl")] {
+        assert!(
+            !std::fs::read_to_string(&file).unwrap().contains(KEY),
+            "{} holds the key",
+            file.display()
+        );
+    }
+}
+
+/// Runs one prompt against `replies` and returns the prompt's response, the agent and the
+/// provider.
+fn one_prompt(replies: Vec<Reply>) -> (Value, Agent, String, FakeProvider) {
+    let provider = FakeProvider::start(replies);
+    let mut agent = agent_for(&provider);
+    agent.initialize(true);
+    let session = agent.new_session();
+    let response = agent.prompt(&session, "hello");
+    (response, agent, session, provider)
+}
+
+fn error_of(response: &Value) -> String {
+    response["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not an error: {response}"))
+        .to_owned()
+}
+
+#[test]
+fn provider_failures_are_clear_and_the_session_goes_on() {
+    let status = |code: u16, message: &str| Reply::Status {
+        code,
+        headers: Vec::new(),
+        body: json!({"error": {"message": message}}).to_string(),
+    };
+    let cases: Vec<(Reply, &str)> = vec![
+        (
+            status(401, "Authentication Fails"),
+            "refused the API key from HOTSH_API_KEY (HTTP 401): Authentication Fails",
+        ),
+        (
+            status(404, "Model Not Exist"),
+            "does not know the model `test-model` (HTTP 404): Model Not Exist",
+        ),
+        (
+            status(400, "This model's maximum context length is 65536 tokens"),
+            "the conversation is too long for `test-model`'s context (HTTP 400)",
+        ),
+        (status(418, "teapot"), "refused the request (HTTP 418): teapot"),
+        (
+            Reply::Stream(vec![delta(json!({"content": "partial "}), None)]),
+            "stopped before it was complete",
+        ),
+        (Reply::Stream(vec!["data: {not json\n\n".into()]), "sent a chunk that is not JSON"),
+    ];
+    for (reply, expected) in cases {
+        let (response, mut agent, session, _provider) =
+            one_prompt(vec![reply, text_answer("recovered")]);
+        let message = error_of(&response);
+        assert!(message.contains(expected), "{message:?} lacks {expected:?}");
+        // The session stays usable.
+        let next = agent.prompt(&session, "again");
+        assert_eq!(next["result"]["stopReason"], "end_turn", "{next}");
+    }
+}
+
+#[test]
+fn rate_limits_and_server_errors_are_retried_before_anything_is_shown() {
+    let limited = Reply::Status {
+        code: 429,
+        headers: vec![("Retry-After".into(), "0".into())],
+        body: json!({"error": {"message": "slow down"}}).to_string(),
+    };
+    let failed = Reply::Status { code: 503, headers: Vec::new(), body: "overloaded".into() };
+    let (response, agent, session, provider) =
+        one_prompt(vec![limited, failed, text_answer("third time lucky")]);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(provider.received().len(), 3);
+    assert_eq!(agent.updates(&session).last().unwrap()["content"]["text"], "third time lucky");
+
+    // Every attempt failing: one clear error naming the attempts.
+    let always = || Reply::Status { code: 500, headers: Vec::new(), body: "boom".into() };
+    let (response, _, _, provider) = one_prompt(vec![always(), always(), always(), always()]);
+    let message = error_of(&response);
+    assert!(message.contains("failed (HTTP 500): boom (after 4 attempts)"), "{message}");
+    assert_eq!(provider.received().len(), 4);
+}
+
+#[test]
+fn an_unreachable_server_is_named() {
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    let mut options = AgentOptions::script(vec![]);
+    options.model_args =
+        Some(vec!["--model".into(), "openai:m".into(), "--base-url".into(), url.clone()]);
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    let message = error_of(&agent.prompt(&session, "hello"));
+    assert!(message.starts_with(&format!("cannot reach {url}: ")), "{message}");
+    assert!(message.contains("(after 4 attempts)"), "{message}");
+}
+
+#[test]
+fn tool_call_arguments_that_are_not_json_reach_the_model_as_a_tool_error() {
+    let broken = Reply::Stream(vec![
+        delta(call_fragment(0, Some("call_x"), Some("bash"), "{\"command\": \"echo"), None),
+        delta(json!({}), Some("tool_calls")),
+        "data: [DONE]\n\n".into(),
+    ]);
+    let (response, _, _, provider) = one_prompt(vec![broken, text_answer("I will fix my JSON.")]);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let second = &provider.received()[1];
+    let tool = second.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap()
+        .clone();
+    assert!(tool["content"].as_str().unwrap().contains("invalid arguments for `bash`"), "{tool}");
+}
+
+#[test]
+fn cancel_closes_the_stream_at_once() {
+    let provider = FakeProvider::start(vec![
+        Reply::Hang(vec![delta(json!({"content": "thinking slowly"}), None)]),
+        text_answer("after"),
+    ]);
+    let mut agent = agent_for(&provider);
+    agent.initialize(true);
+    let session = agent.new_session();
+    let prompt = agent.start_prompt(&session, "take your time");
+    agent.wait_for(|m| m["params"]["update"]["content"]["text"] == "thinking slowly");
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    assert_eq!(agent.response(prompt)["result"]["stopReason"], "cancelled");
+    eventually("the server to see the connection close", || provider.hung_up() == 1);
+    assert_eq!(agent.prompt(&session, "again")["result"]["stopReason"], "end_turn");
+}
+
+#[test]
+fn the_model_picker_switches_models_and_the_choice_survives_a_restart() {
+    let mut options = AgentOptions::script(vec![]);
+    let first = FakeProvider::start(vec![text_answer("from the first")]);
+    let second =
+        FakeProvider::start(vec![text_answer("from the second"), text_answer("still the second")]);
+    let config = format!(
+        "model = \"one\"\n[models.one]\nbase_url = \"{}\"\nmodel = \"m1\"\n[models.two]\nbase_url = \"{}\"\nmodel = \"m2\"\ncontext_window = 128000\n[models.two.extra]\ntemperature = 0.25\n",
+        first.base_url, second.base_url
+    );
+    options.model_args = Some(Vec::new());
+    options.config = Some(config.clone());
+    let data = tempfile::tempdir().unwrap();
+    options.env = vec![("HOTSH_DATA_DIR".into(), data.path().to_string_lossy().into_owned())];
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let cwd = agent.workdir.clone();
+    let created = agent.call("session/new", json!({"cwd": cwd, "mcpServers": []}));
+    let session = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    let option = &created["result"]["configOptions"][0];
+    assert_eq!(option["id"], "model");
+    assert_eq!(option["category"], "model");
+    assert_eq!(option["currentValue"], "one");
+    let values: Vec<&str> = option["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["value"].as_str().unwrap())
+        .collect();
+    assert_eq!(values, ["one", "two"]);
+    assert_eq!(option["options"][1]["description"], "m2, 128k context");
+    agent.prompt(&session, "hi");
+    assert_eq!(first.received()[0].body["model"], "m1");
+
+    let switched = agent.call(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "model", "value": "two"}),
+    );
+    assert_eq!(switched["result"]["configOptions"][0]["currentValue"], "two", "{switched}");
+    let bad = agent.call(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "model", "value": "three"}),
+    );
+    assert_eq!(bad["error"]["code"], -32602);
+    agent.prompt(&session, "hi again");
+    assert_eq!(second.received()[0].body["model"], "m2");
+    assert_eq!(second.received()[0].body["temperature"], 0.25);
+
+    // A new hotsh on the same data: the session comes back talking to the second model.
+    assert!(agent.finish().success());
+    let mut options = AgentOptions::script(vec![]);
+    options.model_args = Some(Vec::new());
+    options.config = Some(config);
+    options.env = vec![("HOTSH_DATA_DIR".into(), data.path().to_string_lossy().into_owned())];
+    let mut again = Agent::start(options);
+    again.initialize(true);
+    let loaded =
+        again.call("session/load", json!({"sessionId": session, "cwd": cwd, "mcpServers": []}));
+    assert_eq!(loaded["result"]["configOptions"][0]["currentValue"], "two", "{loaded}");
+    again.prompt(&session, "third");
+    assert_eq!(second.received().len(), 2);
+}
