@@ -3,7 +3,7 @@
 
 use crate::executor::Executor;
 use crate::executor::{Drained, LiveOutput};
-use crate::model::{Model, Transcript};
+use crate::model::{Model, ModelError, Transcript};
 use crate::model::{ModelEvent, ModelRequest, ModelToolCall};
 use crate::plugins::{CallServices, LoadedPlugin, PluginCall, PluginOutput, Registry, Snapshot};
 use crate::session::{
@@ -44,8 +44,19 @@ pub(crate) struct Parts {
 
 /// A turn that could not go on: the model failed. The message is for the user.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub(crate) struct TurnFailed(pub(crate) String);
+#[error("{message}")]
+pub(crate) struct TurnFailed {
+    pub(crate) message: String,
+    /// The model wants a key that is missing or was refused: the client may ask the user to
+    /// authenticate.
+    pub(crate) needs_key: bool,
+}
+
+impl TurnFailed {
+    pub(crate) fn new(message: String) -> Self {
+        Self { message, needs_key: false }
+    }
+}
 
 /// Runs a turn so that a panic in it (a bug in the host) still ends the turn with an answer:
 /// the session never stays busy.
@@ -58,7 +69,7 @@ pub(crate) async fn guarded(
         Err(payload) => {
             let reason = crate::sync::panic_reason(payload.as_ref());
             tracing::error!(%reason, "the turn panicked");
-            Err(TurnFailed(format!(
+            Err(TurnFailed::new(format!(
                 "hotsh failed while running this turn (a bug; its log has the details): {reason}"
             )))
         }
@@ -77,10 +88,10 @@ pub(crate) async fn answer(
     let (recorded, message) = match &outcome {
         Ok(StopReason::EndTurn) => (TurnOutcome::EndTurn, None),
         Ok(StopReason::Cancelled) => (TurnOutcome::Cancelled, None),
-        Err(TurnFailed(message)) => (TurnOutcome::Failed, Some(message.clone())),
+        Err(failed) => (TurnOutcome::Failed, Some(failed.message.clone())),
     };
     session.record(Fact::TurnEnded { outcome: recorded, message }).await;
-    session.flush().await.map_err(TurnFailed)?;
+    session.flush().await.map_err(TurnFailed::new)?;
     outcome
 }
 
@@ -116,7 +127,10 @@ async fn run_turn(
         let answer = match ask_model(parts, session, &request, cancel).await {
             Answer::Complete(answer) => answer,
             // The prompt is answered with the error; the session keeps serving.
-            Answer::Failed(message) => return Err(TurnFailed(message)),
+            Answer::Failed(error) => {
+                let needs_key = matches!(error, ModelError::NotConfigured | ModelError::Auth(_));
+                return Err(TurnFailed { message: error.to_string(), needs_key });
+            }
             Answer::Cancelled => return Ok(StopReason::Cancelled),
         };
         let calls = answer.calls;
@@ -174,7 +188,7 @@ struct Completed {
 enum Answer {
     Complete(Completed),
     /// The model failed, for this reason.
-    Failed(String),
+    Failed(ModelError),
     Cancelled,
 }
 
@@ -220,7 +234,7 @@ async fn ask_model(
         Ok(()) => Answer::Complete(answer),
         Err(error) => {
             tracing::warn!(%error, "model request failed");
-            Answer::Failed(error.to_string())
+            Answer::Failed(error)
         }
     }
 }
@@ -563,7 +577,7 @@ mod tests {
             }
             Ok(StopReason::EndTurn)
         }));
-        let Err(TurnFailed(message)) = outcome else { panic!("a panic must fail the turn") };
+        let Err(TurnFailed { message, .. }) = outcome else { panic!("a panic must fail the turn") };
         assert!(message.ends_with(": boom in a turn"), "{message}");
         assert_eq!(guarded_ok(&runtime), Ok(StopReason::Cancelled));
     }

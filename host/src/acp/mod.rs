@@ -17,19 +17,25 @@ use crate::sync::lock;
 use crate::turn;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, CloseSessionRequest, CloseSessionResponse,
-    Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest,
-    ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, NewSessionRequest,
-    NewSessionResponse, PromptRequest, PromptResponse, ResumeSessionRequest, ResumeSessionResponse,
-    SessionCapabilities, SessionCloseCapabilities, SessionConfigOption,
-    SessionConfigOptionCategory, SessionConfigOptionValue, SessionConfigSelectOption, SessionInfo,
-    SessionListCapabilities, SessionNotification, SessionResumeCapabilities,
-    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest, CancelNotification,
+    CloseSessionRequest, CloseSessionResponse, Implementation, InitializeRequest,
+    InitializeResponse, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
+    LoadSessionResponse, NewSessionRequest, NewSessionResponse, PromptRequest, PromptResponse,
+    ResumeSessionRequest, ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities,
+    SessionConfigOption, SessionConfigOptionCategory, SessionConfigOptionValue,
+    SessionConfigSelectOption, SessionInfo, SessionListCapabilities, SessionNotification,
+    SessionResumeCapabilities, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
 };
 use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// The one way to authenticate: a key in the agent's environment.
+const API_KEY_METHOD: &str = "api-key";
+const API_KEY_HELP: &str = "hotsh reads model keys from its environment: set DEEPSEEK_API_KEY \
+or OPENAI_API_KEY (or HOTSH_API_KEY with --base-url for another provider) in the `env` of this \
+agent server in Zed's settings, then restart the agent.";
 
 /// Sessions per `session/list` page.
 const LIST_PAGE: usize = 50;
@@ -92,6 +98,10 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                                 .load_session(true)
                                 .session_capabilities(sessions),
                         )
+                        .auth_methods(vec![AuthMethod::Agent(
+                            AuthMethodAgent::new(API_KEY_METHOD, "Set a model API key")
+                                .description(API_KEY_HELP.to_owned()),
+                        )])
                         .agent_info(Implementation::new("hotsh", env!("CARGO_PKG_VERSION"))),
                 )
             },
@@ -227,11 +237,21 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                     tracing::info!(session = %session.id, ?outcome, "turn ended");
                     let _ = match outcome {
                         Ok(stop) => responder.respond(PromptResponse::new(to_acp::stop_reason(stop))),
-                        Err(failed) => responder
-                            .respond_with_error(Error::new(ErrorCode::INTERNAL_ERROR, failed.0)),
+                        Err(failed) => {
+                            let code = if failed.needs_key { ErrorCode::AUTH_REQUIRED } else { ErrorCode::INTERNAL_ERROR };
+                            responder.respond_with_error(Error::new(code, failed.message))
+                        }
                     };
                 });
                 Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: AuthenticateRequest, responder, _cx| {
+                // Keys come from the environment; there is nothing to do here but say so.
+                tracing::info!(method = %request.method_id.0, "authenticate");
+                responder.respond_with_error(Error::new(ErrorCode::AUTH_REQUIRED, API_KEY_HELP))
             },
             agent_client_protocol::on_receive_request!(),
         )

@@ -99,6 +99,9 @@ pub(crate) enum ModelError {
     /// The provider failed; the message says how, for the user.
     #[error("{0}")]
     Provider(String),
+    /// The provider refused the key (or wants one); the message says which variable.
+    #[error("{0}")]
+    Auth(String),
     #[error(
         "the model script {path} has no more responses for this session (all {used} were used)"
     )]

@@ -262,7 +262,7 @@ impl OpenAiModel {
             .unwrap_or_else(|| body.chars().take(300).collect());
         let base = &self.spec.base_url;
         match status {
-            401 | 403 => Failure::Final(match &self.spec.key {
+            401 | 403 => Failure::Auth(match &self.spec.key {
                 Some(key) => format!(
                     "{base} refused the API key from {} (HTTP {status}): {detail}",
                     key.from
@@ -319,6 +319,8 @@ enum Failure {
     Dropped(String),
     /// No retry helps.
     Final(String),
+    /// The key is missing or refused: no retry helps.
+    Auth(String),
 }
 
 impl Model for OpenAiModel {
@@ -340,6 +342,7 @@ impl Model for OpenAiModel {
                 };
                 let (message, wait) = match failure {
                     Failure::Final(message) => return Err(ModelError::Provider(message)),
+                    Failure::Auth(message) => return Err(ModelError::Auth(message)),
                     Failure::Retry { message, after } => (message, after.unwrap_or(backoff)),
                     Failure::Dropped(message) => (message, backoff),
                 };

@@ -8,10 +8,11 @@
 //!   profiles.
 //! - The base URL: `--base-url`, else `HOTSH_BASE_URL`, else the profile's, else
 //!   `https://api.openai.com/v1` for `openai:NAME`.
-//! - The key: `HOTSH_API_KEY`, else the profile's `api_key_env` variable, else the provider's
-//!   own variable for its default base URL (`DEEPSEEK_API_KEY` for api.deepseek.com,
-//!   `OPENAI_API_KEY` for api.openai.com), else none (local servers need none). Keys are read
-//!   from the environment only, never from the file, and never written anywhere.
+//! - The key: `HOTSH_API_KEY`, else the configured profile's `api_key_env` variable, else the
+//!   provider's own variable, and only for its own host (`DEEPSEEK_API_KEY` for
+//!   api.deepseek.com, `OPENAI_API_KEY` for api.openai.com: pointing `deepseek` at another
+//!   server does not send it the DeepSeek key), else none (local servers need none). Keys are
+//!   read from the environment only, never from the file, and never written anywhere.
 
 use super::{ApiKey, ModelSpec, OpenAiSpec};
 use crate::config::{ConfigFile, ModelProfile};
@@ -55,16 +56,18 @@ pub(crate) fn resolve(
 ) -> Result<ModelChoices, String> {
     let set = |name: &str| env(name).filter(|v| !v.trim().is_empty());
     let mut profiles: BTreeMap<String, ModelProfile> = BTreeMap::new();
+    // The built-in profiles name no key variable: a provider's key goes to its own host only.
+    let mut built_in_keys = BTreeMap::new();
     for (name, (model, base_url, key)) in [("deepseek", DEEPSEEK), ("openai", OPENAI)] {
         profiles.insert(
             name.to_owned(),
             ModelProfile {
                 base_url: Some(base_url.to_owned()),
                 model: model.to_owned(),
-                api_key_env: Some(key.to_owned()),
                 ..ModelProfile::default()
             },
         );
+        built_in_keys.insert(name, key);
     }
     profiles.extend(file.models.clone());
 
@@ -90,7 +93,8 @@ pub(crate) fn resolve(
             continue;
         }
         let usable = file.models.contains_key(name)
-            || profile.api_key_env.as_deref().is_some_and(|key| set(key).is_some());
+            || profile.api_key_env.as_deref().is_some_and(|key| set(key).is_some())
+            || built_in_keys.get(name.as_str()).is_some_and(|key| set(key).is_some());
         if usable && let Ok(spec) = spec_of(name) {
             choices.push(Choice {
                 name: name.clone(),

@@ -372,3 +372,55 @@ fn the_model_picker_switches_models_and_the_choice_survives_a_restart() {
     again.prompt(&session, "third");
     assert_eq!(second.received().len(), 2);
 }
+
+#[test]
+fn without_a_key_initialize_says_how_to_authenticate_and_prompts_ask_for_it() {
+    let mut options = AgentOptions::script(vec![]);
+    options.model_args = Some(Vec::new());
+    let mut agent = Agent::start(options);
+    let init = agent.initialize(true);
+    let method = &init["result"]["authMethods"][0];
+    assert_eq!(method["id"], "api-key");
+    assert!(method["description"].as_str().unwrap().contains("DEEPSEEK_API_KEY"), "{method}");
+    let refused = agent.call("authenticate", json!({"methodId": "api-key"}));
+    assert_eq!(refused["error"]["code"], -32000);
+    assert!(
+        refused["error"]["message"].as_str().unwrap().contains("in the `env` of this agent server")
+    );
+    let session = agent.new_session();
+    let response = agent.prompt(&session, "hello");
+    assert_eq!(response["error"]["code"], -32000, "{response}");
+    assert!(
+        error_of(&response)
+            .starts_with("no model is configured: set DEEPSEEK_API_KEY or OPENAI_API_KEY")
+    );
+}
+
+#[test]
+fn a_provider_key_picks_its_model_goes_to_its_own_host_only_and_never_reaches_a_command() {
+    let provider = FakeProvider::start(vec![
+        Reply::Stream(vec![
+            delta(call_fragment(0, Some("c1"), Some("bash"), "{\"command\": \"env\"}"), None),
+            delta(json!({}), Some("tool_calls")),
+            "data: [DONE]\n\n".into(),
+        ]),
+        text_answer("checked"),
+    ]);
+    let mut options = AgentOptions::script(vec![]);
+    // Only the key and the base URL: `deepseek` is picked from the key.
+    options.model_args = Some(Vec::new());
+    options.env = vec![
+        ("DEEPSEEK_API_KEY".into(), KEY.into()),
+        ("HOTSH_BASE_URL".into(), provider.base_url.clone()),
+    ];
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    assert_eq!(agent.prompt(&session, "look")["result"]["stopReason"], "end_turn");
+    let first = &provider.received()[0];
+    assert_eq!(first.body["model"], "deepseek-chat");
+    // The server is not DeepSeek's own host: the DeepSeek key is not sent to it.
+    assert_eq!(first.header("authorization"), None);
+    let (env, _) = agent.tool_results().remove(0);
+    assert!(!env.contains(KEY) && !env.contains("DEEPSEEK_API_KEY"), "{env}");
+}
