@@ -10,6 +10,7 @@ mod host;
 mod install;
 mod model;
 mod plugins;
+mod prompt;
 mod run_cli;
 mod session;
 mod sync;

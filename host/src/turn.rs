@@ -6,6 +6,7 @@ use crate::executor::{Drained, LiveOutput};
 use crate::model::{Model, ModelError, Transcript};
 use crate::model::{ModelEvent, ModelRequest, ModelToolCall};
 use crate::plugins::{CallServices, LoadedPlugin, PluginCall, PluginOutput, Registry, Snapshot};
+use crate::prompt::HostSections;
 use crate::session::{
     CallStatus, Card, Fact, GenericCard, Prompt, Session, SessionEvent, StopReason, TerminalCard,
     ToolCallId, ToolKind, TurnOutcome,
@@ -110,6 +111,10 @@ async fn run_turn(
         () = parts.registry.ready() => {}
         () = cancel.cancelled() => return Ok(StopReason::Cancelled),
     }
+    let cwd = session.cwd.clone();
+    let host_sections = tokio::task::spawn_blocking(move || HostSections::read(&cwd))
+        .await
+        .map_err(|e| TurnFailed::new(format!("cannot read the project's instructions: {e}")))?;
     loop {
         if cancel.is_cancelled() {
             return Ok(StopReason::Cancelled);
@@ -117,7 +122,7 @@ async fn run_turn(
         session.deliver_notices().await;
         let snapshot = parts.registry.snapshot();
         let request = ModelRequest {
-            system: system_prompt(session, &snapshot),
+            system: system_prompt(&host_sections, &snapshot),
             messages: session.messages(),
             tools: snapshot.tool_definitions(),
         };
@@ -163,14 +168,12 @@ async fn run_turn(
     }
 }
 
-/// The system prompt: the host's own section, then the plugins' sections by order.
-fn system_prompt(session: &Session, snapshot: &Snapshot) -> String {
-    let mut parts = vec![format!(
-        "You are hotsh, a coding agent working for the user in {}. Use the tools to inspect \
-         and change the project; report what you did and what you found.",
-        session.cwd.display()
-    )];
+/// The system prompt: who the agent is and its environment, the plugins' sections by order,
+/// then the project's `AGENTS.md` instructions.
+fn system_prompt(host: &HostSections, snapshot: &Snapshot) -> String {
+    let mut parts = vec![host.intro.clone(), host.environment.clone()];
     parts.extend(snapshot.prompt_sections().into_iter().map(|s| s.text));
+    parts.extend(host.instructions.clone());
     parts.join("\n\n")
 }
 

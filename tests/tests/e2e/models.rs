@@ -424,3 +424,30 @@ fn a_provider_key_picks_its_model_goes_to_its_own_host_only_and_never_reaches_a_
     let (env, _) = agent.tool_results().remove(0);
     assert!(!env.contains(KEY) && !env.contains("DEEPSEEK_API_KEY"), "{env}");
 }
+
+#[test]
+fn the_system_prompt_has_the_environment_the_plugins_and_the_projects_agents_files() {
+    let mut agent = Agent::start(AgentOptions::script(vec![json!({"text": "ok"})]));
+    // The agent's scratch directory is the repository; the session works in `work/` inside.
+    std::fs::create_dir_all(agent.dir.path().join(".git")).unwrap();
+    std::fs::write(agent.dir.path().join("AGENTS.md"), "Prefer small commits.\n").unwrap();
+    std::fs::write(agent.workdir.join("AGENTS.md"), "In work/, run `make check`.\n").unwrap();
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "hi");
+    let system = agent.model_requests()[0]["system"].as_str().unwrap().to_owned();
+    let at = |needle: &str| {
+        system.find(needle).unwrap_or_else(|| panic!("{needle:?} missing from:\n{system}"))
+    };
+    let environment = at("## Environment");
+    assert!(system.contains(&format!("- Working directory: {}\n", agent.workdir.display())));
+    assert!(system.contains(&format!(
+        "- The working directory is in a git repository rooted at {}",
+        agent.dir.path().display()
+    )));
+    assert!(system.contains("- Date (UTC): 20"));
+    let plugins = at("## Running commands");
+    let general = at("Prefer small commits.");
+    let specific = at("In work/, run `make check`.");
+    assert!(environment < plugins && plugins < general && general < specific, "{system}");
+}
