@@ -17,6 +17,7 @@
 //! model = "qwen2.5-coder"
 //! api_key_env = "LOCAL_KEY"    # the variable holding its key, if any
 //! context_window = 32768
+//! images = false               # whether it takes images in prompts
 //! [models.local.extra]         # added to every request body
 //! temperature = 0.2
 //! ```
@@ -45,6 +46,8 @@ pub(crate) struct ModelProfile {
     /// The environment variable holding its key (keys are never written in the file).
     pub(crate) api_key_env: Option<String>,
     pub(crate) context_window: Option<u64>,
+    /// Whether the model takes images in prompts.
+    pub(crate) images: bool,
     /// Fields added to every request body (`temperature`, `max_tokens`, …).
     pub(crate) extra: toml::Table,
 }

@@ -87,6 +87,7 @@ pub(crate) struct Host {
     executor: Arc<Executor>,
     /// The models a session can use, by name; the first is the default.
     models: Vec<(String, String, Arc<dyn Model>)>,
+    takes_images: bool,
     transcript: Option<Arc<Transcript>>,
     output_root: OutputRoot,
     runtime: tokio::runtime::Handle,
@@ -104,6 +105,9 @@ impl Host {
     /// Builds the host and starts loading plugins in the background: the agent answers
     /// `initialize` at once, and the first turn waits for the scan to finish.
     pub(crate) fn start(config: HostConfig) -> anyhow::Result<Arc<Self>> {
+        let takes_images = config.models.choices.iter().any(
+            |choice| matches!(&choice.spec, crate::model::ModelSpec::OpenAi(spec) if spec.images),
+        );
         let models = config
             .models
             .choices
@@ -152,6 +156,7 @@ impl Host {
             registry,
             executor,
             models,
+            takes_images,
             transcript,
             output_root,
             runtime,
@@ -314,6 +319,11 @@ impl Host {
         let chosen = self.session(session).and_then(|s| s.model_choice());
         let found = chosen.and_then(|name| self.models.iter().find(|(n, _, _)| *n == name));
         Arc::clone(&found.unwrap_or(&self.models[0]).2)
+    }
+
+    /// Whether a model on offer takes images in prompts.
+    pub(crate) fn takes_images(&self) -> bool {
+        self.takes_images
     }
 
     /// The models offered: (name, description), the default first.

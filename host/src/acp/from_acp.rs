@@ -1,5 +1,6 @@
 //! ACP → host conversions.
 
+use crate::model::PromptImage;
 use agent_client_protocol::v1::schema::{
     ContentBlock, EmbeddedResourceResource, InitializeRequest,
 };
@@ -15,17 +16,29 @@ pub(super) fn wants_terminal_output(request: &InitializeRequest) -> bool {
         .unwrap_or(false)
 }
 
-/// The user's prompt: the text the model reads, and the blocks as sent (for the log).
+/// The user's prompt: the text the model reads (naming each image `[image N]`), the blocks
+/// as sent (for the log) and the images (for models that take them).
 pub(super) fn prompt(blocks: &[ContentBlock]) -> crate::session::Prompt {
+    let images: Vec<PromptImage> = blocks
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Image(image) => {
+                Some(PromptImage { mime_type: image.mime_type.clone(), data: image.data.clone() })
+            }
+            _ => None,
+        })
+        .collect();
     crate::session::Prompt {
         text: prompt_text(blocks),
         blocks: blocks.iter().filter_map(|b| serde_json::to_value(b).ok()).collect(),
+        images,
     }
 }
 
 /// The user's prompt as text for the model. Resources are inlined or named; media the host
 /// cannot pass on is named, so the model knows something was there.
 fn prompt_text(blocks: &[ContentBlock]) -> String {
+    let mut images = 0;
     let parts: Vec<String> = blocks
         .iter()
         .map(|block| match block {
@@ -40,7 +53,10 @@ fn prompt_text(blocks: &[ContentBlock]) -> String {
                 }
                 _ => "[resource omitted]".to_owned(),
             },
-            ContentBlock::Image(_) => "[image omitted: not supported by hotsh yet]".to_owned(),
+            ContentBlock::Image(_) => {
+                images += 1;
+                format!("[image {images}]")
+            }
             ContentBlock::Audio(_) => "[audio omitted: not supported by hotsh yet]".to_owned(),
             _ => "[content omitted: unknown kind]".to_owned(),
         })

@@ -20,11 +20,12 @@ use agent_client_protocol::v1::schema::{
     AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest, CancelNotification,
     CloseSessionRequest, CloseSessionResponse, Implementation, InitializeRequest,
     InitializeResponse, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
-    LoadSessionResponse, NewSessionRequest, NewSessionResponse, PromptRequest, PromptResponse,
-    ResumeSessionRequest, ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities,
-    SessionConfigOption, SessionConfigOptionCategory, SessionConfigOptionValue,
-    SessionConfigSelectOption, SessionInfo, SessionListCapabilities, SessionNotification,
-    SessionResumeCapabilities, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    LoadSessionResponse, NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest,
+    PromptResponse, ResumeSessionRequest, ResumeSessionResponse, SessionCapabilities,
+    SessionCloseCapabilities, SessionConfigOption, SessionConfigOptionCategory,
+    SessionConfigOptionValue, SessionConfigSelectOption, SessionInfo, SessionListCapabilities,
+    SessionNotification, SessionResumeCapabilities, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse,
 };
 use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
 use std::collections::HashMap;
@@ -96,6 +97,11 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                         .agent_capabilities(
                             AgentCapabilities::new()
                                 .load_session(true)
+                                .prompt_capabilities(
+                                    PromptCapabilities::new()
+                                        .image(for_init.host.takes_images())
+                                        .embedded_context(true),
+                                )
                                 .session_capabilities(sessions),
                         )
                         .auth_methods(vec![AuthMethod::Agent(

@@ -25,6 +25,9 @@ use tokio::sync::mpsc;
 pub(crate) enum Message {
     User {
         text: String,
+        /// Images of the prompt, in order; the text names each as `[image N]`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<PromptImage>,
     },
     Assistant {
         text: String,
@@ -42,6 +45,13 @@ pub(crate) enum Message {
     Notice {
         text: String,
     },
+}
+
+/// An image of a prompt: its MIME type and base64 data, as the client sent it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub(crate) struct PromptImage {
+    pub(crate) mime_type: String,
+    pub(crate) data: String,
 }
 
 /// A tool call as the model made it.

@@ -16,7 +16,9 @@
 //! that cannot be made or drops before the first byte); once text has reached the user, it is
 //! not (the answer would repeat).
 
-use super::{Message, Model, ModelError, ModelEvent, ModelRequest, ModelToolCall, Usage};
+use super::{
+    Message, Model, ModelError, ModelEvent, ModelRequest, ModelToolCall, PromptImage, Usage,
+};
 use futures::StreamExt as _;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
@@ -54,6 +56,8 @@ pub(crate) struct OpenAiSpec {
     pub(crate) key: Option<ApiKey>,
     /// Extra fields for every request body (`temperature`, …).
     pub(crate) extra: serde_json::Map<String, Value>,
+    /// Whether the model takes images (sent as `image_url` parts).
+    pub(crate) images: bool,
 }
 
 #[derive(Debug)]
@@ -72,6 +76,30 @@ impl OpenAiModel {
         Ok(Self { spec, client })
     }
 
+    /// A user message: text, and the images as `image_url` parts when the model takes
+    /// images (otherwise a note in the text says they were left out).
+    fn user_message(&self, text: &str, images: &[PromptImage]) -> Value {
+        if images.is_empty() {
+            return json!({"role": "user", "content": text});
+        }
+        if !self.spec.images {
+            let note = format!(
+                "\n[{} image(s) omitted: the model `{}` does not take images here; set \
+                 `images = true` in its profile if it does]",
+                images.len(),
+                self.spec.model
+            );
+            return json!({"role": "user", "content": format!("{text}{note}")});
+        }
+        let mut parts = vec![json!({"type": "text", "text": text})];
+        parts.extend(images.iter().map(|image| {
+            json!({"type": "image_url", "image_url": {
+                "url": format!("data:{};base64,{}", image.mime_type, image.data)
+            }})
+        }));
+        json!({"role": "user", "content": parts})
+    }
+
     fn url(&self) -> String {
         format!("{}/chat/completions", self.spec.base_url.trim_end_matches('/'))
     }
@@ -81,7 +109,7 @@ impl OpenAiModel {
         let mut messages = vec![json!({"role": "system", "content": request.system})];
         for message in &request.messages {
             messages.push(match message {
-                Message::User { text } => json!({"role": "user", "content": text}),
+                Message::User { text, images } => self.user_message(text, images),
                 Message::Notice { text } => json!({"role": "user", "content": text}),
                 Message::Assistant { text, reasoning, tool_calls } => {
                     let mut out = json!({"role": "assistant", "content": text});

@@ -140,7 +140,8 @@ fn spec(
         .into_iter()
         .filter_map(|(k, v)| serde_json::to_value(v).ok().map(|v| (k, v)))
         .collect();
-    Ok(ModelSpec::OpenAi(OpenAiSpec { model, base_url, key, extra }))
+    let images = profile.is_some_and(|p| p.images);
+    Ok(ModelSpec::OpenAi(OpenAiSpec { model, base_url, key, extra, images }))
 }
 
 /// The key for `base_url` (see the module documentation for the order).

@@ -179,6 +179,7 @@ mod tests {
             Record::Fact(Fact::Prompt(Prompt {
                 text: "go".into(),
                 blocks: vec![serde_json::json!({"type": "text", "text": "go"})],
+                images: Vec::new(),
             })),
             Record::Event(SessionEvent::ToolCallFinished {
                 call_id: ToolCallId("call-7".into()),
@@ -209,7 +210,7 @@ mod tests {
             })),
         ];
         let folded = fold(records).expect("folds");
-        assert_eq!(folded.history, vec![Message::User { text: "go".into() }]);
+        assert_eq!(folded.history, vec![Message::User { text: "go".into(), images: Vec::new() }]);
         assert_eq!(folded.next_call, 8);
         assert_eq!(folded.title.as_deref(), Some("go"));
         assert_eq!(folded.open_tasks.len(), 1);

@@ -41,8 +41,9 @@
 //! What the model got (folded into the conversation history):
 //!
 //! - `session` `{session_id, cwd, created_at, agent}`: always the first record.
-//! - `prompt` `{text, blocks}`: the user's prompt: the text the model reads, and the client's
-//!   content blocks as sent (ACP JSON), shown again on load.
+//! - `prompt` `{text, blocks, images}`: the user's prompt: the text the model reads, the
+//!   client's content blocks as sent (ACP JSON), shown again on load, and its images
+//!   (`{mime_type, data}`, base64) for models that take them (absent when there are none).
 //! - `assistant_message` `{text, reasoning, tool_calls, usage, finish_reason}`: one complete
 //!   model response; `tool_calls` are `{id, name, arguments}`; `reasoning` (when the model
 //!   showed any), `usage` (`{prompt_tokens, completion_tokens, total_tokens}`, when the
@@ -74,7 +75,7 @@
 //! that is not a complete record (and says so in its log) and keeps every earlier record.
 
 use super::{SessionEvent, TaskEnd};
-use crate::model::{Message, ModelToolCall, Usage};
+use crate::model::{Message, ModelToolCall, PromptImage, Usage};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -152,6 +153,9 @@ pub(crate) struct Prompt {
     pub(crate) text: String,
     /// The client's content blocks, as sent (opaque to everything but the ACP bridge).
     pub(crate) blocks: Vec<serde_json::Value>,
+    /// The prompt's images, for models that take them (`text` names each `[image N]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) images: Vec<PromptImage>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -166,7 +170,9 @@ impl Record {
     /// The message this record adds to the model's history, if any.
     pub(crate) fn history_message(&self) -> Option<Message> {
         match self {
-            Record::Fact(Fact::Prompt(prompt)) => Some(Message::User { text: prompt.text.clone() }),
+            Record::Fact(Fact::Prompt(prompt)) => {
+                Some(Message::User { text: prompt.text.clone(), images: prompt.images.clone() })
+            }
             Record::Fact(Fact::AssistantMessage { text, reasoning, tool_calls, .. }) => {
                 Some(Message::Assistant {
                     text: text.clone(),

@@ -451,3 +451,43 @@ fn the_system_prompt_has_the_environment_the_plugins_and_the_projects_agents_fil
     let specific = at("In work/, run `make check`.");
     assert!(environment < plugins && plugins < general && general < specific, "{system}");
 }
+
+#[test]
+fn images_go_to_models_that_take_them_and_become_a_note_for_the_others() {
+    let vision = FakeProvider::start(vec![text_answer("a red dot")]);
+    let plain = FakeProvider::start(vec![text_answer("no eyes")]);
+    let mut options = AgentOptions::script(vec![]);
+    options.model_args = Some(Vec::new());
+    options.config = Some(format!(
+        "model = \"vision\"\n[models.vision]\nbase_url = \"{}\"\nmodel = \"v1\"\nimages = true\n[models.plain]\nbase_url = \"{}\"\nmodel = \"p1\"\n",
+        vision.base_url, plain.base_url
+    ));
+    let mut agent = Agent::start(options);
+    let init = agent.initialize(true);
+    assert_eq!(init["result"]["agentCapabilities"]["promptCapabilities"]["image"], true);
+    let session = agent.new_session();
+    let prompt = json!({"sessionId": session, "prompt": [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="}
+    ]});
+    assert_eq!(agent.call("session/prompt", prompt.clone())["result"]["stopReason"], "end_turn");
+    let content = &vision.received()[0].body["messages"][1]["content"];
+    assert_eq!(
+        content,
+        &json!([
+            {"type": "text", "text": "What is this?\n[image 1]"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+        ])
+    );
+    agent.call(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "model", "value": "plain"}),
+    );
+    assert_eq!(agent.call("session/prompt", prompt)["result"]["stopReason"], "end_turn");
+    let messages = plain.received()[0].body["messages"].clone();
+    let text = messages[3]["content"].as_str().unwrap();
+    assert!(
+        text.starts_with("What is this?\n[image 1]\n[1 image(s) omitted: the model `p1` does not take images here"),
+        "{text}"
+    );
+}
