@@ -868,6 +868,9 @@ pub enum Reply {
     Status { code: u16, headers: Vec<(String, String)>, body: String },
     /// Writes the pieces, then waits until the client closes the connection (and notes it).
     Hang(Vec<String>),
+    /// `200` with `text/event-stream`, writing each piece as it comes from the channel (the
+    /// benchmark paces a stream this way), until the channel closes.
+    Paced(std::sync::Arc<Mutex<std::sync::mpsc::Receiver<String>>>),
 }
 
 /// One request the fake provider received.
@@ -994,6 +997,18 @@ fn serve(stream: &mut std::net::TcpStream, reply: Reply) -> bool {
                 b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n",
             );
             for piece in pieces {
+                if stream.write_all(piece.as_bytes()).and_then(|()| stream.flush()).is_err() {
+                    break;
+                }
+            }
+            false
+        }
+        Reply::Paced(pieces) => {
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n",
+            );
+            let pieces = pieces.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            while let Ok(piece) = pieces.recv() {
                 if stream.write_all(piece.as_bytes()).and_then(|()| stream.flush()).is_err() {
                     break;
                 }

@@ -10,6 +10,7 @@
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- tasks [COUNT] [RUNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- reload [RELOADS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- sessions [EVENTS] [RUNS]
+//! cargo run --release -p hotsh-tests --bin hotsh-bench -- models [TURNS] [CHUNKS]
 //! ```
 //!
 //! `startup`: per run, spawn `hotsh` (no arguments: plugins from its own directory) and time
@@ -41,6 +42,12 @@
 //! a card every 10 records (many updates), one as a streaming model leaves it (mostly chunks,
 //! joined on load).
 //!
+//! `models`: a model server on loopback streaming server-sent events. Turn overhead: TURNS
+//! (default 50) turns with a one-chunk answer, prompt to answer, through the OpenAI-compatible
+//! adapter and through the scripted model. Chunk delay: one answer paced chunk by chunk
+//! (CHUNKS, default 300): from the server writing a chunk to the client reading its
+//! `session/update`, median and p99.
+//!
 //! Every benchmark prints each run and the medians. The machine is shared and noisy: compare
 //! medians, not runs.
 
@@ -62,9 +69,10 @@ fn main() {
         Some("tasks") => tasks(number(&args, 1, 200), number(&args, 2, 3)),
         Some("reload") => reload(number(&args, 1, 30)),
         Some("sessions") => sessions(number(&args, 1, 10_000), number(&args, 2, 5)),
+        Some("models") => models(number(&args, 1, 50), number(&args, 2, 300)),
         _ => {
             eprintln!(
-                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] | sessions [EVENTS] [RUNS])"
+                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS])"
             );
             std::process::exit(2);
         }
@@ -91,6 +99,33 @@ struct Agent {
 }
 
 impl Agent {
+    /// An agent whose model is given by `model_args` (e.g. `--model openai:x --base-url …`).
+    fn start_with_model(hotsh: &std::path::Path, model_args: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut child = Command::new(hotsh)
+            .arg("acp")
+            .args(model_args)
+            .env("HOTSH_LOG", "warn")
+            .env("TMPDIR", dir.path())
+            .env("HOTSH_DATA_DIR", dir.path().join("data"))
+            .env_remove("HOTSH_API_KEY")
+            .current_dir(dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("hotsh starts");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut agent = Self { child, stdin, stdout, next_id: 1, _dir: dir, session: Value::Null };
+        agent.ask("initialize", json!({"protocolVersion": 1, "clientCapabilities": {"_meta": {"terminal_output": true}}}));
+        let cwd = agent._dir.path().to_owned();
+        agent.session =
+            agent.ask("session/new", json!({"cwd": cwd, "mcpServers": []}))["result"]["sessionId"]
+                .clone();
+        agent
+    }
+
     fn start(hotsh: &std::path::Path, responses: Vec<Value>, config: &str) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         Self::start_in(dir, hotsh, responses, config, None)
@@ -643,4 +678,72 @@ impl LogText {
         ));
         self.text.push('\n');
     }
+}
+
+fn models(turns: usize, chunks: usize) {
+    use hotsh_tests::{FakeProvider, Reply, delta};
+    let hotsh = release_dir().join("hotsh");
+    let one_chunk = || {
+        Reply::Stream(vec![
+            delta(json!({"content": "ok"}), Some("stop")),
+            "data: [DONE]\n\n".into(),
+        ])
+    };
+    // Turn overhead: the same short turn through the loopback server and the script.
+    let provider = FakeProvider::start((0..=turns).map(|_| one_chunk()).collect());
+    let mut loopback = Agent::start_with_model(
+        &hotsh,
+        &["--model", "openai:bench", "--base-url", &provider.base_url],
+    );
+    let scripted_responses: Vec<Value> = (0..=turns).map(|_| json!({"text": "ok"})).collect();
+    let mut scripted = Agent::start(&hotsh, scripted_responses, "");
+    let time_turns = |agent: &mut Agent| {
+        agent.prompt_collecting("warm up");
+        let mut each = Vec::new();
+        for _ in 0..turns {
+            let started = Instant::now();
+            let (response, _) = agent.prompt_collecting("again");
+            assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+            each.push(ms(started.elapsed()));
+        }
+        median(each)
+    };
+    let over_loopback = time_turns(&mut loopback);
+    let over_script = time_turns(&mut scripted);
+
+    // Chunk delay: the server writes a chunk, the client waits for its update.
+    let (pieces, paced) = std::sync::mpsc::channel::<String>();
+    let provider =
+        FakeProvider::start(vec![Reply::Paced(std::sync::Arc::new(std::sync::Mutex::new(paced)))]);
+    let mut agent = Agent::start_with_model(
+        &hotsh,
+        &["--model", "openai:bench", "--base-url", &provider.base_url],
+    );
+    let session = agent.session.clone();
+    let line = json!({"jsonrpc": "2.0", "id": 9999, "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "stream"}]}});
+    writeln!(agent.stdin, "{line}").expect("write");
+    agent.stdin.flush().expect("flush");
+    let mut delays = Vec::new();
+    for i in 0..chunks {
+        let text = format!("chunk-{i} ");
+        let sent = Instant::now();
+        pieces.send(delta(json!({"content": text}), None)).expect("the server takes it");
+        agent.wait_notification(|m| m["params"]["update"]["content"]["text"] == text.as_str());
+        delays.push(ms(sent.elapsed()));
+    }
+    pieces.send(delta(json!({}), Some("stop"))).expect("stop");
+    pieces.send("data: [DONE]\n\n".into()).expect("done");
+    drop(pieces);
+    let mut sorted = delays.clone();
+    sorted.sort_by(f64::total_cmp);
+    let p99 = sorted[(sorted.len() * 99 / 100).min(sorted.len() - 1)];
+    println!("turn with a one-chunk answer, prompt to answer (median of {turns}):");
+    println!("  through the loopback server: {over_loopback:.2} ms");
+    println!("  through the scripted model:  {over_script:.2} ms");
+    println!("  the adapter's share:         {:.2} ms", over_loopback - over_script);
+    println!(
+        "chunk written by the server -> its session/update read by the client ({chunks} chunks):"
+    );
+    println!("  median {:.3} ms, p99 {p99:.3} ms", median(delays));
 }
