@@ -1,5 +1,5 @@
 //! The command line: `hotsh [acp]`, `hotsh run`, `hotsh dev`, `hotsh plugin check`,
-//! `hotsh install`.
+//! `hotsh install`, `hotsh replay`.
 
 use crate::config::ConfigFile;
 use crate::host::{Host, HostConfig};
@@ -68,6 +68,28 @@ enum Command {
         /// Extra arguments for `cargo build`, after `--`.
         #[arg(last = true)]
         cargo_args: Vec<String>,
+    },
+    /// Replay recorded arcs (`--record`, `hotsh sessions export`) against this hotsh and its
+    /// plugins, offline, and say which drifted from what they expect (exit status 1 if any).
+    Replay {
+        /// Arc files, or directories whose `*.arc` files are replayed.
+        #[arg(required = true, value_name = "ARC")]
+        arcs: Vec<PathBuf>,
+        /// A directory of plugins to replay with (repeatable); as for `hotsh acp`.
+        #[arg(long = "plugin-dir", value_name = "DIR")]
+        plugin_dirs: Vec<PathBuf>,
+        /// Replay with the `--plugin-dir` plugins only.
+        #[arg(long)]
+        no_default_plugins: bool,
+        /// Rewrite what drifted arcs expect with what the agent sent this time.
+        #[arg(long)]
+        bless: bool,
+        /// Write a JUnit XML report to FILE.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+        /// The longest one arc may take (default: the arc's `timeout_s`, else 60).
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<u64>,
     },
     /// Work with plugin files.
     Plugin {
@@ -145,6 +167,10 @@ struct AgentArgs {
     /// Append every model request, as one JSON line, to FILE.
     #[arg(long, value_name = "FILE")]
     model_transcript: Option<PathBuf>,
+    /// Record an arc of everything the client and the model send and receive, to replay it
+    /// later with `hotsh replay` (default: the configuration file's `record`).
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
     /// The configuration file (TOML). Default: `$XDG_CONFIG_HOME/hotsh/config.toml` (or
     /// `~/.config/hotsh/config.toml`), if it exists.
     #[arg(long, value_name = "FILE")]
@@ -181,6 +207,7 @@ impl AgentArgs {
             .map_err(anyhow::Error::msg)?;
         let mut config = HostConfig::new(models, plugin_dirs, file)?;
         config.model_transcript = self.model_transcript;
+        config.record = self.record.or(config.record);
         config.data_dir = crate::dirs::data_dir(self.data_dir.as_deref());
         Ok(config)
     }
@@ -224,6 +251,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 SessionsCommand::List { cwd } => crate::run_cli::list_sessions(&store, cwd),
                 SessionsCommand::Show { id } => crate::run_cli::show_session(&store, &id),
             };
+        }
+        Some(Command::Replay { arcs, plugin_dirs, no_default_plugins, bless, junit, timeout }) => {
+            init_logging("warn");
+            let agent = AgentArgs { plugin_dirs, no_default_plugins, ..AgentArgs::default() };
+            let options = crate::arc::ReplayOptions {
+                arcs: crate::arc::expand(&arcs)?,
+                plugin_dirs: agent.plugin_dirs()?,
+                bless,
+                junit,
+                timeout: timeout.map(std::time::Duration::from_secs),
+            };
+            return crate::arc::replay(&options);
         }
         Some(Command::Acp(args)) => Mode::Serve(args),
         None => Mode::Serve(cli.agent),

@@ -11,6 +11,7 @@
 //! spill_cap_mib = 256          # size limit of each output file
 //!
 //! model = "local"              # the model to use (see model/setup.rs for the precedence)
+//! record = "/tmp/session.arc"  # record an arc of everything (as --record)
 //!
 //! [models.local]               # a named model profile (OpenAI-compatible)
 //! base_url = "http://127.0.0.1:11434/v1"
@@ -35,6 +36,8 @@ pub(crate) struct ConfigFile {
     pub(crate) model: Option<String>,
     /// Named model profiles.
     pub(crate) models: std::collections::BTreeMap<String, ModelProfile>,
+    /// Record every session of the agent into this arc (as `--record`).
+    pub(crate) record: Option<PathBuf>,
 }
 
 /// A named OpenAI-compatible model.

@@ -31,6 +31,8 @@ pub(crate) struct HostConfig {
     pub(crate) env_drop: Vec<String>,
     /// The private directory of output files is made in here.
     pub(crate) temp_dir: PathBuf,
+    /// Record an arc here.
+    pub(crate) record: Option<PathBuf>,
     /// Where session logs live (`None`: nowhere; creating a session then fails).
     pub(crate) data_dir: Option<PathBuf>,
     /// Log a warning when no plugin provides a tool (`hotsh run` says so itself, as an error).
@@ -71,6 +73,7 @@ impl HostConfig {
             env_drop: file.env.drop,
             temp_dir: std::env::temp_dir(),
             data_dir: None,
+            record: file.record.clone(),
             warn_without_tools: true,
         })
     }
@@ -95,6 +98,8 @@ pub(crate) struct Host {
     store: SessionStore,
     /// The cards background tasks left open.
     task_cards: Arc<TaskCards>,
+    /// Records an arc, when asked to.
+    pub(crate) recorder: Option<Arc<crate::arc::Recorder>>,
 }
 
 /// Variables that hold model credentials; commands never see them (nor copies of their values).
@@ -152,6 +157,12 @@ impl Host {
             OutputRoot::unavailable()
         });
         let task_cards = Arc::new(TaskCards::new(Arc::clone(&executor)));
+        let recorder = config
+            .record
+            .as_deref()
+            .map(|path| crate::arc::Recorder::create(path, &config.plugin_dirs))
+            .transpose()?
+            .map(Arc::new);
         let host = Arc::new(Self {
             registry,
             executor,
@@ -163,6 +174,7 @@ impl Host {
             sessions: Mutex::default(),
             store: SessionStore::new(config.data_dir.clone()),
             task_cards,
+            recorder,
         });
         let weak = Arc::downgrade(&host);
         host.runtime.spawn(async move {
@@ -344,6 +356,7 @@ impl Host {
             runtime: self.runtime.clone(),
             output_dir: self.output_root.session_dir(&session.0),
             task_cards: Arc::clone(&self.task_cards),
+            recorder: self.recorder.clone(),
         }
     }
 
@@ -361,6 +374,12 @@ impl Host {
     /// Tells every session's client that a plugin was reloaded, rejected or unloaded.
     async fn plugin_changed(&self, change: &PluginChange) {
         let (title, detail, failed) = describe_change(change);
+        if let (Some(recorder), PluginChange::Loaded { plugin, replaced: Some(_) }) =
+            (&self.recorder, change)
+            && let Some(file) = plugin.path.file_name()
+        {
+            recorder.step(&serde_json::json!({"reload_plugin": file.to_string_lossy()}));
+        }
         let sessions: Vec<Arc<Session>> = lock(&self.sessions).values().cloned().collect();
         for session in sessions {
             session

@@ -1,6 +1,7 @@
 //! hotsh: a coding agent for the Agent Client Protocol. See ARCHITECTURE.md for the map.
 
 mod acp;
+mod arc;
 mod cli;
 mod config;
 mod dev;

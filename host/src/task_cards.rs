@@ -78,12 +78,16 @@ impl TaskCards {
         match &session {
             Some(session) => {
                 session.record(Fact::TaskEnded(end.clone())).await;
-                session.add_notice(crate::session::task_notice(
-                    &ended.id.0,
-                    &ended.command,
-                    &end,
-                    &ended.output_path,
-                ));
+                if self.executor.end_reported(&ended.id.0) {
+                    tracing::debug!(task = %ended.id, "the model saw the task end; no notice");
+                } else {
+                    session.add_notice(crate::session::task_notice(
+                        &ended.id.0,
+                        &ended.command,
+                        &end,
+                        &ended.output_path,
+                    ));
+                }
             }
             None => {
                 tracing::debug!(task = %ended.id, "task ended for a session that is gone; notice dropped")

@@ -41,6 +41,8 @@ pub(crate) struct Parts {
     /// Where this session's output files go.
     pub(crate) output_dir: std::path::PathBuf,
     pub(crate) task_cards: Arc<TaskCards>,
+    /// Records model exchanges into an arc, when asked to.
+    pub(crate) recorder: Option<Arc<crate::arc::Recorder>>,
 }
 
 /// A turn that could not go on: the model failed. The message is for the user.
@@ -103,6 +105,7 @@ async fn run_turn(
     prompt: Prompt,
     cancel: &CancellationToken,
 ) -> Result<StopReason, TurnFailed> {
+    session.drop_reported_notices(|task| parts.executor.end_reported(task));
     session.deliver_notices().await;
     session.record(Fact::Prompt(prompt)).await;
     // What the user asked is on disk before anything runs.
@@ -119,6 +122,8 @@ async fn run_turn(
         if cancel.is_cancelled() {
             return Ok(StopReason::Cancelled);
         }
+        // A task the model killed (or read after its end) needs no notice saying it ended.
+        session.drop_reported_notices(|task| parts.executor.end_reported(task));
         session.deliver_notices().await;
         let snapshot = parts.registry.snapshot();
         let request = ModelRequest {
@@ -207,11 +212,18 @@ async fn ask_model(
     tokio::pin!(respond);
     let mut answer = Completed::default();
     let mut outcome = None;
+    // What the model streamed, for an arc.
+    let mut streamed = Vec::new();
     loop {
         tokio::select! {
             biased;
-            () = cancel.cancelled() => return Answer::Cancelled,
-            event = received.recv() => match event {
+            () = cancel.cancelled() => {
+                if let Some(recorder) = &parts.recorder {
+                    recorder.model(&session.id.0, request, &streamed, crate::arc::Ending::Cancelled);
+                }
+                return Answer::Cancelled;
+            }
+            event = received.recv() => match event.inspect(|e| if parts.recorder.is_some() { streamed.push(e.clone()) }) {
                 Some(ModelEvent::Text(chunk)) => {
                     answer.text.push_str(&chunk);
                     session.emit(SessionEvent::AgentText { text: chunk }).await;
@@ -233,6 +245,13 @@ async fn ask_model(
         Some(result) => result,
         None => respond.await,
     };
+    if let Some(recorder) = &parts.recorder {
+        let ending = match &result {
+            Ok(()) => crate::arc::Ending::Complete,
+            Err(error) => crate::arc::Ending::Failed(error.to_string()),
+        };
+        recorder.model(&session.id.0, request, &streamed, ending);
+    }
     match result {
         Ok(()) => Answer::Complete(answer),
         Err(error) => {

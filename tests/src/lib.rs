@@ -351,6 +351,8 @@ pub struct AgentOptions {
     pub run_as: Option<(u32, u32)>,
     /// Start hotsh with this soft limit on open files.
     pub soft_open_files: Option<u32>,
+    /// Record an arc to this file (`--record`).
+    pub record: Option<PathBuf>,
 }
 
 impl AgentOptions {
@@ -368,6 +370,7 @@ impl AgentOptions {
             model_args: None,
             run_as: None,
             soft_open_files: None,
+            record: None,
         }
     }
 
@@ -385,6 +388,7 @@ impl AgentOptions {
             model_args: None,
             run_as: None,
             soft_open_files: None,
+            record: None,
         }
     }
 }
@@ -474,6 +478,9 @@ impl Agent {
             }
             if !options.default_plugins {
                 command.arg("--no-default-plugins");
+            }
+            if let Some(record) = &options.record {
+                command.arg("--record").arg(record);
             }
             if let Some(config) = &options.config {
                 let path = dir.path().join("config.toml");

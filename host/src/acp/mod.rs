@@ -434,7 +434,7 @@ impl EventSink for AcpSink {
 /// [`claim_stdout`]) until the client closes stdin.
 pub(crate) async fn serve_stdio(host: Arc<Host>, stdout: std::fs::File) -> anyhow::Result<()> {
     let stdin = std::io::BufReader::with_capacity(64 << 10, std::io::stdin());
-    let (transport, writer) = transport::lines(stdin, stdout);
+    let (transport, writer) = transport::lines(stdin, stdout, host.recorder.clone());
     let served = agent(host)
         .connect_to(transport)
         .await

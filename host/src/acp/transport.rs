@@ -43,6 +43,7 @@ pub(crate) fn claim_stdout() -> std::io::Result<File> {
 pub(crate) fn lines(
     input: impl BufRead + Send + 'static,
     output: File,
+    tap: Option<std::sync::Arc<crate::arc::Recorder>>,
 ) -> (
     agent_client_protocol::Lines<
         impl futures::Sink<String, Error = std::io::Error> + Send + 'static,
@@ -51,9 +52,10 @@ pub(crate) fn lines(
     std::thread::JoinHandle<()>,
 ) {
     let (incoming_tx, incoming_rx) = tokio::sync::mpsc::channel::<std::io::Result<String>>(64);
+    let client_tap = tap.clone();
     std::thread::Builder::new()
         .name("acp-stdin".into())
-        .spawn(move || read_lines(input, &incoming_tx))
+        .spawn(move || read_lines(input, &incoming_tx, client_tap.as_deref()))
         .ok();
     let incoming = futures::stream::unfold(incoming_rx, |mut rx| async move {
         rx.recv().await.map(|line| (line, rx))
@@ -65,11 +67,17 @@ pub(crate) fn lines(
             // Lines are gathered while more are waiting and written together: a replay of
             // thousands of updates is a few writes, not thousands.
             let mut output = std::io::BufWriter::with_capacity(256 << 10, output);
+            let write = |output: &mut std::io::BufWriter<File>, line: &str| {
+                if let Some(tap) = &tap {
+                    tap.agent(line);
+                }
+                write_line(output, line)
+            };
             while let Some(line) = outgoing_rx.blocking_recv() {
-                let mut written = write_line(&mut output, &line);
+                let mut written = write(&mut output, &line);
                 while written.is_ok() {
                     match outgoing_rx.try_recv() {
-                        Ok(line) => written = write_line(&mut output, &line),
+                        Ok(line) => written = write(&mut output, &line),
                         Err(_) => break,
                     }
                 }
@@ -95,7 +103,11 @@ fn write_line(output: &mut impl std::io::Write, line: &str) -> std::io::Result<(
 }
 
 /// Reads lines until end of file, sending each (sanitised) to the transport.
-fn read_lines(mut input: impl BufRead, lines: &tokio::sync::mpsc::Sender<std::io::Result<String>>) {
+fn read_lines(
+    mut input: impl BufRead,
+    lines: &tokio::sync::mpsc::Sender<std::io::Result<String>>,
+    tap: Option<&crate::arc::Recorder>,
+) {
     loop {
         let line = match read_line(&mut input, MAX_LINE) {
             Ok(Some(RawLine::Complete(bytes))) => Ok(sanitize(bytes)),
@@ -106,6 +118,9 @@ fn read_lines(mut input: impl BufRead, lines: &tokio::sync::mpsc::Sender<std::io
             Ok(None) => return,
             Err(error) => Err(error),
         };
+        if let (Some(tap), Ok(line)) = (tap, &line) {
+            tap.client(line);
+        }
         let failed = line.is_err();
         if lines.blocking_send(line).is_err() || failed {
             return;

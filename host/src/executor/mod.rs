@@ -467,6 +467,19 @@ impl Executor {
         })
     }
 
+    /// A tool's answer told the model that task `id` ended (see [`Self::end_reported`]).
+    pub(crate) fn mark_end_reported(&self, id: &str) {
+        if let Ok(task) = self.task(id) {
+            task.end_reported.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether the model already learnt from a tool's answer that task `id` ended; its ended
+    /// notice would only repeat that.
+    pub(crate) fn end_reported(&self, id: &str) -> bool {
+        self.task(id).is_ok_and(|task| task.end_reported.load(Ordering::SeqCst))
+    }
+
     /// The owner token recorded at start.
     pub(crate) fn owner_of(&self, id: &str) -> Result<Option<String>, TaskError> {
         Ok(self.task(id)?.owner.clone())

@@ -84,6 +84,9 @@ pub(crate) struct Task {
     status: watch::Sender<TaskStatus>,
     /// The host asked for the task to be killed.
     pub(crate) kill_requested: std::sync::atomic::AtomicBool,
+    /// A tool's answer already told the model how the task ended (a kill, a read after the
+    /// end): no notice is needed.
+    pub(crate) end_reported: std::sync::atomic::AtomicBool,
 }
 
 impl Task {
@@ -105,6 +108,7 @@ impl Task {
             output_path,
             status: watch::Sender::new(TaskStatus::RUNNING),
             kill_requested: std::sync::atomic::AtomicBool::new(false),
+            end_reported: std::sync::atomic::AtomicBool::new(false),
         }
     }
 

@@ -8,7 +8,7 @@
 //! the environment and the configuration file name.
 
 mod openai;
-mod script;
+pub(crate) mod script;
 pub(crate) mod setup;
 
 pub(crate) use openai::{ApiKey, OpenAiModel, OpenAiSpec};

@@ -13,7 +13,11 @@
 //! opens). Instead of `responses`, a script may give `sessions`, a list of response lists:
 //! the Nth session to ask the model plays the Nth list.
 //!
-//! `text` (and `reasoning`) is a string, or a list of strings streamed as separate chunks, as a
+//! A response may also give `usage` (`{prompt_tokens, completion_tokens, total_tokens}`), a
+//! `finish_reason`, an `error` (the model fails with that message), or `cancelled: true` (the
+//! model streams its chunks, then waits until the turn is cancelled): arcs replay recorded
+//! answers this way. `text` (and `reasoning`) is a string, or a list of strings streamed as
+//! separate chunks, as a
 //! real model streams them. `arguments` is an object, or a string holding the raw JSON text a
 //! model produced (which may
 //! be malformed on purpose). A tool call may carry an `id`; otherwise one is made up.
@@ -46,6 +50,17 @@ struct ScriptedResponse {
     text: Option<Chunks>,
     #[serde(default)]
     tool_calls: Vec<ScriptedToolCall>,
+    /// Token counts to report (a recorded answer's).
+    #[serde(default)]
+    usage: Option<super::Usage>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+    /// The model failed with this message (a recorded failure).
+    #[serde(default)]
+    error: Option<String>,
+    /// The turn was cancelled while the model answered: after the chunks, wait to be dropped.
+    #[serde(default)]
+    cancelled: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -95,6 +110,11 @@ pub(crate) struct ScriptModel {
     plays: Plays,
     /// Per session: which list it plays and the next response in it.
     cursors: Mutex<HashMap<String, (usize, usize)>>,
+}
+
+/// Whether `response` is one a script can play (an arc's model answers are checked this way).
+pub(crate) fn check_response(response: &serde_json::Value) -> Result<(), String> {
+    ScriptedResponse::deserialize(response).map(drop).map_err(|e| e.to_string())
 }
 
 impl ScriptModel {
@@ -149,6 +169,18 @@ impl Model for ScriptModel {
             }
             for chunk in response.text.iter().flat_map(Chunks::each) {
                 let _ = events.send(ModelEvent::Text(chunk.clone()));
+            }
+            if let Some(usage) = response.usage {
+                let _ = events.send(ModelEvent::Usage(usage));
+            }
+            if let Some(reason) = &response.finish_reason {
+                let _ = events.send(ModelEvent::Finished(reason.clone()));
+            }
+            if let Some(error) = &response.error {
+                return Err(ModelError::Provider(error.clone()));
+            }
+            if response.cancelled {
+                std::future::pending::<()>().await;
             }
             for (position, call) in response.tool_calls.iter().enumerate() {
                 let arguments = match &call.arguments {

@@ -166,7 +166,12 @@ impl CallServices {
 
     fn read_task_output(&self, task_id: RStr<'_>) -> RResult<abi::TaskOutput, RString> {
         match self.executor.read_output(task_id.as_str()) {
-            Ok(read) => RResult::ROk(to_abi_read(read)),
+            Ok(read) => {
+                if !read.status.is_running() {
+                    self.executor.mark_end_reported(task_id.as_str());
+                }
+                RResult::ROk(to_abi_read(read))
+            }
             Err(error) => RResult::RErr(error.to_string().into()),
         }
     }
@@ -176,6 +181,9 @@ impl CallServices {
         let id = task_id.as_str().to_owned();
         match self.on_runtime(async move { executor.kill(&id).await }) {
             Ok(Ok(Killed { killed, status })) => {
+                if !status.is_running() {
+                    self.executor.mark_end_reported(task_id.as_str());
+                }
                 RResult::ROk(abi::KillOutcome { killed, status: to_abi_status(status) })
             }
             Ok(Err(error)) => RResult::RErr(error.to_string().into()),

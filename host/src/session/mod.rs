@@ -349,6 +349,11 @@ impl Session {
         lock(&self.state).notices.push(notice);
     }
 
+    /// Drops the pending notices of tasks `reported` says the model already knows ended.
+    pub(crate) fn drop_reported_notices(&self, reported: impl Fn(&str) -> bool) {
+        lock(&self.state).notices.retain(|n| !n.task_id.as_deref().is_some_and(&reported));
+    }
+
     /// Drops notices not delivered yet (the session is closing).
     pub(crate) fn drop_notices(&self) {
         lock(&self.state).notices.clear();

@@ -1,0 +1,162 @@
+//! Reading an arc file: its header and entries, each with its line number; every error names
+//! the arc and the line.
+
+use serde::Deserialize;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// The first line of an arc.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Header {
+    pub(crate) arc: u64,
+    /// Keys whose values are not compared.
+    #[serde(default)]
+    pub(crate) any: Vec<String>,
+    /// A directory next to the arc, copied fresh as the first session's working directory.
+    #[serde(default)]
+    pub(crate) fixture: Option<String>,
+    /// The longest the whole replay may take, in seconds.
+    #[serde(default)]
+    pub(crate) timeout_s: Option<u64>,
+    /// The plugin directories of the recording agent (their paths read as `<plugins>`).
+    #[serde(default)]
+    pub(crate) plugin_dirs: Vec<String>,
+}
+
+/// One line after the header.
+#[derive(Debug, Clone)]
+pub(crate) enum Entry {
+    Client(Value),
+    Agent(Value),
+    Model(ModelExchange),
+    Step(Step),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ModelExchange {
+    pub(crate) session: String,
+    #[serde(default)]
+    pub(crate) request: Option<Value>,
+    pub(crate) response: Value,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub(crate) enum Step {
+    /// A new build of this plugin file lands in the plugin directory.
+    ReloadPlugin(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Line {
+    #[serde(default)]
+    client: Option<Value>,
+    #[serde(default)]
+    agent: Option<Value>,
+    #[serde(default)]
+    model: Option<ModelExchange>,
+    #[serde(default)]
+    step: Option<Step>,
+}
+
+/// A parsed arc.
+#[derive(Debug)]
+pub(crate) struct ArcFile {
+    pub(crate) path: PathBuf,
+    pub(crate) header: Header,
+    /// The header line as written (kept by `--bless`).
+    pub(crate) header_line: String,
+    /// Each entry with its line number (1-based) and its text as written.
+    pub(crate) entries: Vec<(usize, Entry, String)>,
+}
+
+impl ArcFile {
+    pub(crate) fn read(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| anyhow::anyhow!("{}: cannot read the arc: {error}", path.display()))?;
+        Self::parse(path, &text)
+    }
+
+    pub(crate) fn parse(path: &Path, text: &str) -> anyhow::Result<Self> {
+        let at = |line: usize, what: String| anyhow::anyhow!("{}:{line}: {what}", path.display());
+        let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
+        let (_, header_line) = lines
+            .by_ref()
+            .find(|(_, l)| !l.trim().is_empty())
+            .ok_or_else(|| at(1, "the arc is empty (no header line)".into()))?;
+        let header: Header = serde_json::from_str(header_line)
+            .map_err(|e| at(1, format!("not an arc header ({{\"arc\":1,…}}): {e}")))?;
+        if header.arc > super::FORMAT || header.arc == 0 {
+            return Err(at(
+                1,
+                format!(
+                    "arc format {} is not one this hotsh reads (it reads format {} and older); \
+                     replay it with a newer hotsh",
+                    header.arc,
+                    super::FORMAT
+                ),
+            ));
+        }
+        let mut entries = Vec::new();
+        for (number, line) in lines {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let parsed: Line =
+                serde_json::from_str(line).map_err(|e| at(number, format!("not valid: {e}")))?;
+            let entry = match parsed {
+                Line { client: Some(m), agent: None, model: None, step: None } => Entry::Client(m),
+                Line { client: None, agent: Some(m), model: None, step: None } => Entry::Agent(m),
+                Line { client: None, agent: None, model: Some(m), step: None } => {
+                    crate::model::script::check_response(&m.response)
+                        .map_err(|e| at(number, format!("the model response is not valid: {e}")))?;
+                    Entry::Model(m)
+                }
+                Line { client: None, agent: None, model: None, step: Some(s) } => Entry::Step(s),
+                _ => {
+                    return Err(at(
+                        number,
+                        "a line must have exactly one of `client`, `agent`, `model` and `step`"
+                            .into(),
+                    ));
+                }
+            };
+            entries.push((number, entry, line.to_owned()));
+        }
+        Ok(Self { path: path.to_owned(), header, header_line: header_line.to_owned(), entries })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(text: &str) -> String {
+        ArcFile::parse(Path::new("x.arc"), text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_the_arc_and_the_line() {
+        assert!(error("").starts_with("x.arc:1: the arc is empty"));
+        assert!(error("{\"arc\":2}").contains("x.arc:1: arc format 2 is not one this hotsh reads"));
+        assert!(error("{\"arc\":1}\n{\"client\":{}}\n{oops").starts_with("x.arc:3: not valid"));
+        assert!(error("{\"arc\":1}\n{\"client\":{},\"agent\":{}}").starts_with("x.arc:2: a line"));
+        let bad_model = "{\"arc\":1}\n{\"model\":{\"session\":\"s\",\"response\":{\"txt\":\"a\"}}}";
+        assert!(error(bad_model).starts_with("x.arc:2: the model response is not valid"));
+    }
+
+    #[test]
+    fn entries_keep_their_lines() {
+        let arc = ArcFile::parse(
+            Path::new("x.arc"),
+            "{\"arc\":1,\"any\":[\"k\"]}\n\n{\"client\":{\"id\":0}}\n{\"step\":{\"reload_plugin\":\"libp.so\"}}\n",
+        )
+        .unwrap();
+        assert_eq!(arc.header.any, ["k"]);
+        assert_eq!(arc.entries.iter().map(|(n, _, _)| *n).collect::<Vec<_>>(), [3, 4]);
+        assert!(matches!(&arc.entries[1].1, Entry::Step(Step::ReloadPlugin(f)) if f == "libp.so"));
+    }
+}

@@ -1,0 +1,81 @@
+//! Arcs: a session recorded once, replayed offline forever.
+//!
+//! An arc is a [JSON Lines](https://jsonlines.org) file (`.arc`), one message per line, keys
+//! in a stable (sorted) order so that a change shows as a small diff.
+//!
+//! # Lines
+//!
+//! The first line is the header:
+//!
+//! ```json
+//! {"arc":1,"any":["duration_ms"],"fixture":"my-fixture","timeout_s":60,"plugin_dirs":["/home/me/tool/target/debug"]}
+//! ```
+//!
+//! - `arc`: the format version ([`FORMAT`]).
+//! - `fixture` (optional): a directory next to the arc, copied fresh for each replay as the
+//!   working directory of the arc's first session (others get an empty directory).
+//! - `any` (optional): keys whose values are not compared (output that is legitimately not
+//!   reproducible). Always ignored besides: `duration_ms`, `configOptions` and `agentInfo`
+//!   (they depend on the machine's models and on hotsh's version).
+//! - `timeout_s` (optional, default 60): the longest the whole replay may take.
+//! - `plugin_dirs` (written by the recorder): where the recording agent's plugins were; those
+//!   paths read as `<plugins>`, as the replay's plugin directory does.
+//!
+//! Then, in the order they happened, one of:
+//!
+//! - `{"client": MESSAGE}`: a JSON-RPC message the client sent (played on replay);
+//! - `{"agent": MESSAGE}`: a JSON-RPC message the agent sent the client (expected on replay);
+//! - `{"model": {"session": ID, "request": REQUEST, "response": RESPONSE}}`: one model
+//!   exchange: what the agent sent the model (`request`: system prompt, messages, tools;
+//!   expected on replay, when present) and what the model answered (`response`, played on
+//!   replay by the scripted model: `reasoning` and `text` as lists of streamed chunks,
+//!   `tool_calls`, `usage`, `finish_reason`, `error`, or `cancelled`: the turn was cancelled
+//!   while the model answered, so on replay the model streams what it had and then waits);
+//! - `{"step": {"reload_plugin": FILE}}`: an action of the replay itself: a new build of the
+//!   plugin file FILE (of the replay's plugin directory) lands, as after `cargo build`.
+//!
+//! # Comparing
+//!
+//! Before comparing, both sides are normalised: the working directories become `<cwd>`,
+//! session ids `<session-N>` (in order of appearance), output directories `<output>`, the
+//! `any` values `<any>`, the date and kernel of the system prompt `<date>` and `<kernel>`;
+//! consecutive output of one terminal is joined, and of a run of content updates of one
+//! card only the last is kept (how output is cut into updates depends on timing). Messages
+//! are compared card by card (the updates of one tool call in order) and, for everything
+//! else, in order: a background task's card may close before or after the next message.
+
+mod file;
+mod normalize;
+mod record;
+mod replay;
+
+pub(crate) use record::{Ending, Recorder};
+pub(crate) use replay::{ReplayOptions, run as replay};
+
+/// The arc format version written, and the newest read.
+pub(crate) const FORMAT: u64 = 1;
+
+/// Keys never compared: they depend on the machine's models and on hotsh's version.
+pub(crate) const ALWAYS_ANY: &[&str] = &["duration_ms", "configOptions", "agentInfo"];
+
+/// The arc files named: files as given, directories by their `*.arc` files (sorted).
+pub(crate) fn expand(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    use anyhow::Context as _;
+    let mut arcs = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let mut found: Vec<_> = std::fs::read_dir(path)
+                .with_context(|| format!("cannot read {}", path.display()))?
+                .filter_map(Result::ok)
+                .map(|entry| entry.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "arc") && p.is_file())
+                .collect();
+            anyhow::ensure!(!found.is_empty(), "{} has no .arc files", path.display());
+            found.sort();
+            arcs.extend(found);
+        } else {
+            arcs.push(path.clone());
+        }
+    }
+    Ok(arcs)
+}

@@ -1,0 +1,772 @@
+//! Replaying arcs (`hotsh replay`): each arc against a fresh agent (this executable, serving
+//! ACP) with the arc's model answers scripted, its client messages played in order, and what
+//! the agent sends compared with what the arc expects.
+//!
+//! Playing is paced by the arc: a client message (or a step) is sent once every agent message
+//! the arc has before it has arrived (counted per card, after normalising), so a cancel comes
+//! while the command it cancels runs, and a prompt after the previous turn's answer. Nothing
+//! waits on a clock except the arc's timeout.
+
+use super::file::{ArcFile, Entry, Step};
+use super::normalize::{Groups, Normalizer};
+use anyhow::Context as _;
+use serde_json::{Value, json};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitCode, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+/// The most of one diff a report shows.
+const MAX_DIFF_LINES: usize = 200;
+
+/// How long an arc may take when its header does not say.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What `hotsh replay` was asked to do.
+#[derive(Debug)]
+pub(crate) struct ReplayOptions {
+    pub(crate) arcs: Vec<PathBuf>,
+    /// Where the plugins to replay with are, in precedence order.
+    pub(crate) plugin_dirs: Vec<PathBuf>,
+    /// Rewrite the expectations of arcs that drifted.
+    pub(crate) bless: bool,
+    /// Write a JUnit XML report here.
+    pub(crate) junit: Option<PathBuf>,
+    /// Overrides every arc's timeout.
+    pub(crate) timeout: Option<Duration>,
+}
+
+/// How one arc's replay ended.
+#[derive(Debug)]
+enum Outcome {
+    Passed,
+    /// It drifted and its expectations were rewritten.
+    Blessed,
+    /// It drifted, could not be read, timed out, or the agent failed: the report says which.
+    Failed(String),
+}
+
+/// Replays every arc (several at once) and prints one line per arc and a summary. Exit status
+/// 1 when any failed.
+pub(crate) fn run(options: &ReplayOptions) -> anyhow::Result<ExitCode> {
+    let plugins = plugin_files(&options.plugin_dirs)?;
+    let started = Instant::now();
+    let workers = std::thread::available_parallelism()
+        .map_or(2, std::num::NonZero::get)
+        .min(options.arcs.len())
+        .max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(arc) = options.arcs.get(index) else { break };
+                    let began = Instant::now();
+                    let outcome = replay_one(arc, &plugins, options)
+                        .unwrap_or_else(|error| Outcome::Failed(format!("{error:#}")));
+                    let took = began.elapsed();
+                    print_outcome(arc, &outcome, took);
+                    crate::sync::lock(&results).push((index, outcome, took));
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    results.sort_by_key(|(index, _, _)| *index);
+    let count = |f: fn(&Outcome) -> bool| results.iter().filter(|(_, o, _)| f(o)).count();
+    let (passed, failed, blessed) = (
+        count(|o| matches!(o, Outcome::Passed)),
+        count(|o| matches!(o, Outcome::Failed(_))),
+        count(|o| matches!(o, Outcome::Blessed)),
+    );
+    println!(
+        "{} arcs: {passed} passed, {failed} failed, {blessed} blessed ({:.2} s)",
+        results.len(),
+        started.elapsed().as_secs_f64()
+    );
+    if let Some(path) = &options.junit {
+        write_junit(path, &options.arcs, &results)?;
+    }
+    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn print_outcome(arc: &Path, outcome: &Outcome, took: Duration) {
+    let took = took.as_secs_f64();
+    let text = match outcome {
+        Outcome::Passed => format!("ok      {} ({took:.2} s)\n", arc.display()),
+        Outcome::Blessed => format!("blessed {} ({took:.2} s)\n", arc.display()),
+        Outcome::Failed(report) => {
+            format!("FAILED  {} ({took:.2} s)\n{}\n", arc.display(), report.trim_end())
+        }
+    };
+    // One write per arc: parallel replays do not interleave their reports.
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes());
+    let _ = stdout.flush();
+}
+
+fn write_junit(
+    path: &Path,
+    arcs: &[PathBuf],
+    results: &[(usize, Outcome, Duration)],
+) -> anyhow::Result<()> {
+    use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+    let mut suite = TestSuite::new("arcs");
+    for (index, outcome, took) in results {
+        let status = match outcome {
+            Outcome::Passed | Outcome::Blessed => TestCaseStatus::success(),
+            Outcome::Failed(report) => {
+                let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                status.set_message(report.lines().next().unwrap_or("failed"));
+                status.set_description(report.as_str());
+                status
+            }
+        };
+        let mut case = TestCase::new(arcs[*index].display().to_string(), status);
+        case.set_classname("hotsh.replay").set_time(*took);
+        suite.add_test_case(case);
+    }
+    let mut report = Report::new("hotsh replay");
+    report.add_test_suite(suite);
+    let file = std::fs::File::create(path)
+        .with_context(|| format!("cannot create the JUnit report {}", path.display()))?;
+    report
+        .serialize(file)
+        .with_context(|| format!("cannot write the JUnit report {}", path.display()))
+}
+
+/// The plugin files of `dirs`, by file name; a name in an earlier directory wins.
+fn plugin_files(dirs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = Vec::new();
+    for dir in dirs {
+        if !dir.is_dir() {
+            continue;
+        }
+        for file in crate::plugins::candidate_files(dir) {
+            if !files.iter().any(|f| f.file_name() == file.file_name()) {
+                files.push(file);
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// The replay of one arc: its files, its agent, and what came back.
+struct Replay<'a> {
+    arc: &'a ArcFile,
+    dir: tempfile::TempDir,
+    /// Every agent message of the arc, normalised, with its line.
+    expected: Vec<(Value, usize)>,
+    expect_side: Normalizer,
+    /// The replay's normaliser; session ids are added as the agent makes them.
+    actual_side: Normalizer,
+    /// Rewrites the arc's client messages for this replay (cwds, session ids).
+    to_replay: Normalizer,
+    /// Maps the replay's paths and ids back to the arc's (for `--bless`).
+    to_arc: Normalizer,
+    /// The arc's session ids and their placeholders, in order of appearance.
+    sessions: Vec<(String, String)>,
+    received: Vec<Value>,
+    /// What was sent and received, in order.
+    journal: Vec<Journal>,
+    lines: Receiver<Option<String>>,
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    exited: bool,
+    /// What went wrong besides drift (reported with it).
+    problems: Vec<String>,
+    deadline: Instant,
+    timeout: Duration,
+}
+
+enum Journal {
+    Sent(usize),
+    Received(usize),
+}
+
+/// Why a replay stopped before the arc's end.
+enum Stop {
+    /// The arc's timeout passed while this arc line's message was awaited.
+    TimedOut(usize),
+    /// The agent exited while this arc line's message was awaited.
+    Exited(usize),
+}
+
+fn replay_one(
+    path: &Path,
+    plugins: &[PathBuf],
+    options: &ReplayOptions,
+) -> anyhow::Result<Outcome> {
+    let arc = ArcFile::read(path)?;
+    let mut replay = Replay::start(&arc, plugins, options)?;
+    let stop = replay.play(plugins);
+    replay.finish();
+    replay.judge(stop, options.bless)
+}
+
+impl<'a> Replay<'a> {
+    fn start(
+        arc: &'a ArcFile,
+        plugins: &[PathBuf],
+        options: &ReplayOptions,
+    ) -> anyhow::Result<Self> {
+        let name = arc.path.display();
+        let dir = tempfile::Builder::new()
+            .prefix("hotsh-replay-")
+            .tempdir()
+            .with_context(|| format!("{name}: cannot make a directory to replay in"))?;
+        let root = dir.path();
+        for sub in ["plugins", "data", "config", "tmp"] {
+            std::fs::create_dir(root.join(sub))?;
+        }
+        for plugin in plugins {
+            let file_name = plugin.file_name().unwrap_or_default();
+            std::fs::copy(plugin, root.join("plugins").join(file_name))
+                .with_context(|| format!("cannot copy the plugin {}", plugin.display()))?;
+        }
+        let mut expect_side = Normalizer::new(arc.header.any.iter().cloned());
+        let mut actual_side = expect_side.clone();
+        let mut to_replay = Normalizer::default();
+        let mut to_arc = Normalizer::default();
+        // Working directories: the first the arc names is the fixture's copy.
+        let mut cwds: Vec<String> = Vec::new();
+        for (_, entry, _) in &arc.entries {
+            if let Entry::Client(message) = entry
+                && let Some(cwd) = message["params"]["cwd"].as_str()
+                && !cwds.iter().any(|c| c == cwd)
+            {
+                cwds.push(cwd.to_owned());
+            }
+        }
+        for (position, recorded) in cwds.iter().enumerate() {
+            let work = root.join(format!("work-{}", position + 1));
+            match (&arc.header.fixture, position) {
+                (Some(fixture), 0) => {
+                    let from = arc.path.parent().unwrap_or(Path::new(".")).join(fixture);
+                    copy_tree(&from, &work).with_context(|| {
+                        format!("{name}:1: cannot copy the fixture {}", from.display())
+                    })?;
+                }
+                _ => std::fs::create_dir(&work)?,
+            }
+            let work = work.to_string_lossy().into_owned();
+            let token =
+                if position == 0 { "<cwd>".into() } else { format!("<cwd-{}>", position + 1) };
+            expect_side.literal(recorded, &token);
+            actual_side.literal(&work, &token);
+            to_replay.literal(recorded, &work);
+            to_arc.literal(&work, recorded);
+        }
+        let replay_plugins = root.join("plugins").to_string_lossy().into_owned();
+        to_arc.literal(&root.to_string_lossy(), "<replay>");
+        for recorded in &arc.header.plugin_dirs {
+            expect_side.literal(recorded, "<plugins>");
+        }
+        actual_side.literal(&replay_plugins, "<plugins>");
+        if let Some(recorded) = arc.header.plugin_dirs.first() {
+            to_arc.literal(&replay_plugins, recorded);
+        }
+        // Session ids, in the order the agent's answers give them.
+        let mut sessions: Vec<(String, String)> = Vec::new();
+        for (_, entry, _) in &arc.entries {
+            if let Entry::Agent(message) = entry
+                && let Some(id) = message["result"]["sessionId"].as_str()
+                && !sessions.iter().any(|(s, _)| s == id)
+            {
+                let token = format!("<session-{}>", sessions.len() + 1);
+                expect_side.literal(id, &token);
+                sessions.push((id.to_owned(), token));
+            }
+        }
+        let expected = arc
+            .entries
+            .iter()
+            .filter_map(|(line, entry, _)| match entry {
+                Entry::Agent(message) => Some((expect_side.apply(message), *line)),
+                _ => None,
+            })
+            .collect();
+        // The model side: each session's answers, sessions in the order they first ask.
+        let mut answers: Vec<(String, Vec<Value>)> = Vec::new();
+        for (_, entry, _) in &arc.entries {
+            if let Entry::Model(exchange) = entry {
+                match answers.iter_mut().find(|(s, _)| *s == exchange.session) {
+                    Some((_, list)) => list.push(exchange.response.clone()),
+                    None => {
+                        answers.push((exchange.session.clone(), vec![exchange.response.clone()]))
+                    }
+                }
+            }
+        }
+        let script = root.join("script.json");
+        let lists: Vec<&Vec<Value>> = answers.iter().map(|(_, list)| list).collect();
+        std::fs::write(&script, serde_json::to_vec(&json!({ "sessions": lists }))?)?;
+        let stderr = std::fs::File::create(root.join("agent.stderr"))?;
+        let mut child = std::process::Command::new(
+            std::env::current_exe().context("cannot find this executable")?,
+        )
+        .arg("acp")
+        .arg("--no-default-plugins")
+        .arg("--plugin-dir")
+        .arg(root.join("plugins"))
+        .arg("--model")
+        .arg(format!("script:{}", script.display()))
+        .arg("--data-dir")
+        .arg(root.join("data"))
+        .arg("--record")
+        .arg(root.join("replayed.arc"))
+        .current_dir(root)
+        .env("XDG_CONFIG_HOME", root.join("config"))
+        .env("TMPDIR", root.join("tmp"))
+        .env("HOTSH_LOG", "warn")
+        .env_remove("HOTSH_MODEL")
+        .env_remove("HOTSH_BASE_URL")
+        .env_remove("HOTSH_DATA_DIR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .context("cannot start the agent to replay against")?;
+        let stdout = child.stdout.take().context("the agent has no stdout")?;
+        let stdin = child.stdin.take();
+        let (sender, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead as _;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if sender.send(Some(line)).is_err() {
+                    return;
+                }
+            }
+            let _ = sender.send(None);
+        });
+        let timeout = options
+            .timeout
+            .or(arc.header.timeout_s.map(Duration::from_secs))
+            .unwrap_or(DEFAULT_TIMEOUT);
+        Ok(Self {
+            arc,
+            dir,
+            expected,
+            expect_side,
+            actual_side,
+            to_replay,
+            to_arc,
+            sessions,
+            received: Vec::new(),
+            journal: Vec::new(),
+            lines,
+            child,
+            stdin,
+            exited: false,
+            problems: Vec::new(),
+            deadline: Instant::now() + timeout,
+            timeout,
+        })
+    }
+
+    /// Plays the arc's client messages and steps, each once the agent messages before it came.
+    fn play(&mut self, plugins: &[PathBuf]) -> Option<Stop> {
+        for index in 0..self.arc.entries.len() {
+            let (line, entry, _) = &self.arc.entries[index];
+            let line = *line;
+            match entry {
+                Entry::Client(message) => {
+                    if let Err(stop) = self.wait_until(line) {
+                        return Some(stop);
+                    }
+                    let message = self.to_replay.apply_literals(message);
+                    self.journal.push(Journal::Sent(index));
+                    self.send(&message);
+                }
+                Entry::Step(Step::ReloadPlugin(file)) => {
+                    if let Err(stop) = self.wait_until(line) {
+                        return Some(stop);
+                    }
+                    self.journal.push(Journal::Sent(index));
+                    if let Err(error) = self.reload(plugins, file, index) {
+                        self.problems.push(format!(
+                            "{}:{line}: cannot replay the plugin reload: {error:#}",
+                            self.arc.path.display()
+                        ));
+                    }
+                }
+                Entry::Agent(_) | Entry::Model(_) => {}
+            }
+        }
+        self.wait_until(usize::MAX).err()
+    }
+
+    /// Waits until every expected message before arc line `line` has its match.
+    fn wait_until(&mut self, line: usize) -> Result<(), Stop> {
+        let prefix = Groups::of(
+            self.expected.iter().filter(|(_, l)| *l < line).map(|(m, l)| (m.clone(), Some(*l))),
+        );
+        loop {
+            let actual = self.actual_groups();
+            let Some(missing) = actual.first_missing(&prefix) else { return Ok(()) };
+            let awaited = missing.line.unwrap_or(0);
+            if self.exited {
+                return Err(Stop::Exited(awaited));
+            }
+            match self.lines.recv_timeout(self.deadline.saturating_duration_since(Instant::now())) {
+                Ok(Some(line)) => {
+                    self.receive(&line);
+                    // Take whatever else is waiting before comparing again.
+                    while let Ok(Some(line)) = self.lines.try_recv() {
+                        self.receive(&line);
+                    }
+                }
+                Ok(None) | Err(RecvTimeoutError::Disconnected) => self.exited = true,
+                Err(RecvTimeoutError::Timeout) => return Err(Stop::TimedOut(awaited)),
+            }
+        }
+    }
+
+    fn receive(&mut self, line: &str) {
+        let message: Value =
+            serde_json::from_str(line).unwrap_or_else(|_| Value::String(line.to_owned()));
+        // A session the agent made: the arc's id for it is in the arc's answer of the same id.
+        if let (Some(actual), Some(id)) =
+            (message["result"]["sessionId"].as_str(), message.get("id"))
+        {
+            let recorded = self.arc.entries.iter().find_map(|(_, entry, _)| match entry {
+                Entry::Agent(m) if m.get("id") == Some(id) => m["result"]["sessionId"].as_str(),
+                _ => None,
+            });
+            let token = recorded
+                .and_then(|r| self.sessions.iter().find(|(s, _)| s == r))
+                .map(|(_, token)| token.clone())
+                .unwrap_or_else(|| format!("<new-session-{actual}>"));
+            self.actual_side.literal(actual, &token);
+            if let Some(recorded) = recorded {
+                self.to_replay.literal(recorded, actual);
+                self.to_arc.literal(actual, recorded);
+            }
+        }
+        self.journal.push(Journal::Received(self.received.len()));
+        self.received.push(message);
+    }
+
+    fn actual_groups(&self) -> Groups {
+        Groups::of(self.received.iter().map(|m| (self.actual_side.apply(m), None)))
+    }
+
+    fn send(&mut self, message: &Value) {
+        let Some(stdin) = &mut self.stdin else { return };
+        let mut line = message.to_string();
+        line.push('\n');
+        if stdin.write_all(line.as_bytes()).and_then(|()| stdin.flush()).is_err() {
+            self.exited = true;
+        }
+    }
+
+    /// A new build of `file` lands. The replay has one build of each plugin, so the new one is
+    /// that library with bytes appended after its end (the loader ignores them; the agent
+    /// sees different content), written as a new file the way a linker writes one.
+    fn reload(&self, plugins: &[PathBuf], file: &str, step: usize) -> anyhow::Result<()> {
+        let source = plugins
+            .iter()
+            .find(|p| p.file_name().is_some_and(|n| n == file))
+            .with_context(|| format!("no plugin file {file} to reload"))?;
+        let dir = self.dir.path().join("plugins");
+        let staged = dir.join(format!(".{file}.new"));
+        let mut bytes = std::fs::read(source)?;
+        bytes.extend_from_slice(format!("\0hotsh replay: rebuild {step}\0").as_bytes());
+        std::fs::write(&staged, bytes)?;
+        std::fs::rename(&staged, dir.join(file))?;
+        Ok(())
+    }
+
+    /// Ends the agent's input, takes what it still sends, and waits for it to exit.
+    fn finish(&mut self) {
+        drop(self.stdin.take());
+        while !self.exited {
+            match self.lines.recv_timeout(self.deadline.saturating_duration_since(Instant::now())) {
+                Ok(Some(line)) => self.receive(&line),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        let until = Instant::now().max(self.deadline) + Duration::from_secs(5);
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(_)) | Err(_) => return,
+                Ok(None) if Instant::now() >= until => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    return;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    }
+
+    /// Compares, reports, and blesses.
+    fn judge(self, stop: Option<Stop>, bless: bool) -> anyhow::Result<Outcome> {
+        let name = self.arc.path.display().to_string();
+        let replayed = match std::fs::read_to_string(self.dir.path().join("replayed.arc")) {
+            Ok(text) => ArcFile::parse(Path::new("replayed.arc"), &text).ok(),
+            Err(_) => None,
+        };
+        let replayed_models: Vec<super::file::ModelExchange> = replayed
+            .iter()
+            .flat_map(|r| r.entries.iter())
+            .filter_map(|(_, e, _)| match e {
+                Entry::Model(m) => Some(m.clone()),
+                _ => None,
+            })
+            .collect();
+        if let Some(ran_out) = replayed_models.iter().find(|m| {
+            m.response["error"].as_str().is_some_and(|e| e.contains("has no more responses"))
+        }) {
+            let last = self
+                .arc
+                .entries
+                .iter()
+                .rev()
+                .find(|(_, e, _)| matches!(e, Entry::Model(_)))
+                .map_or(1, |(l, _, _)| *l);
+            let session = self.actual_side.apply(&json!(ran_out.session));
+            anyhow::bail!(
+                "{name}:{last}: the model side ran out before the agent was done: session {} \
+                 asked the model once more than the arc answers (its last answer is at line \
+                 {last} or before)",
+                session.as_str().unwrap_or_default()
+            );
+        }
+        let expected = Groups::of(self.expected.iter().map(|(m, l)| (m.clone(), Some(*l))));
+        let actual = self.actual_groups();
+        let mut report = String::new();
+        for problem in &self.problems {
+            report.push_str(problem);
+            report.push('\n');
+        }
+        match &stop {
+            Some(Stop::TimedOut(line)) => report.push_str(&format!(
+                "{name}:{line}: timed out after {:.0} s waiting for the agent message of line {line}\n",
+                self.timeout.as_secs_f64()
+            )),
+            Some(Stop::Exited(line)) => report.push_str(&format!(
+                "{name}:{line}: the agent exited while the message of line {line} was awaited\n{}",
+                self.stderr_tail()
+            )),
+            None => {}
+        }
+        let (expected_text, lines) = expected.render();
+        let (actual_text, _) = actual.render();
+        let mut drifted = expected_text != actual_text;
+        if drifted {
+            report.push_str(&diff_report(
+                &name,
+                "what the agent sent the client",
+                &expected_text,
+                &actual_text,
+                &lines,
+            ));
+        }
+        let (expected_requests, request_lines) = self.expected_requests();
+        if !request_lines.is_empty() {
+            let actual_requests = self.render_requests(&replayed_models);
+            if expected_requests != actual_requests {
+                drifted = true;
+                report.push_str(&diff_report(
+                    &name,
+                    "what the agent sent the model",
+                    &expected_requests,
+                    &actual_requests,
+                    &request_lines,
+                ));
+            }
+        }
+        if report.is_empty() {
+            return Ok(Outcome::Passed);
+        }
+        if bless && (drifted || matches!(stop, Some(Stop::TimedOut(_)))) {
+            self.bless(&replayed_models)?;
+            return Ok(Outcome::Blessed);
+        }
+        Ok(Outcome::Failed(report))
+    }
+
+    /// The arc's model requests (normalised), as text, and for each text line its arc line.
+    fn expected_requests(&self) -> (String, Vec<Option<usize>>) {
+        let mut text = String::new();
+        let mut lines = Vec::new();
+        for (line, entry, _) in &self.arc.entries {
+            if let Entry::Model(exchange) = entry
+                && let Some(request) = &exchange.request
+            {
+                let session = self.expect_side.apply(&json!(exchange.session));
+                push_request(
+                    &mut text,
+                    &mut lines,
+                    &session,
+                    &self.expect_side.apply(request),
+                    Some(*line),
+                );
+            }
+        }
+        (text, lines)
+    }
+
+    /// The replay's model requests, those the arc has an expectation for, as text.
+    fn render_requests(&self, replayed: &[super::file::ModelExchange]) -> String {
+        let mut text = String::new();
+        let mut lines = Vec::new();
+        let mut with_request = self.arc.entries.iter().filter_map(|(_, e, _)| match e {
+            Entry::Model(m) => Some(m.request.is_some()),
+            _ => None,
+        });
+        for exchange in replayed {
+            if with_request.next() == Some(false) {
+                continue;
+            }
+            if let Some(request) = &exchange.request {
+                let session = self.actual_side.apply(&json!(exchange.session));
+                let request = self.actual_side.apply(request);
+                push_request(&mut text, &mut lines, &session, &request, None);
+            }
+        }
+        text
+    }
+
+    fn stderr_tail(&self) -> String {
+        let text =
+            std::fs::read_to_string(self.dir.path().join("agent.stderr")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(20)..];
+        if tail.is_empty() {
+            return String::new();
+        }
+        format!("the agent's last log lines:\n{}\n", tail.join("\n"))
+    }
+
+    /// Rewrites the arc with what the agent sent this time, in the places it came.
+    fn bless(&self, replayed: &[super::file::ModelExchange]) -> anyhow::Result<()> {
+        let mut out = String::new();
+        out.push_str(&self.arc.header_line);
+        out.push('\n');
+        let mut requests = replayed.iter().map(|m| m.request.clone());
+        let mut write_model = |out: &mut String, exchange: &super::file::ModelExchange| {
+            let request = requests.next().flatten().map(|r| self.to_arc.apply_literals(&r));
+            let mut model = serde_json::Map::new();
+            model.insert("session".into(), json!(exchange.session));
+            if let Some(request) = request.or_else(|| exchange.request.clone()) {
+                model.insert("request".into(), request);
+            }
+            model.insert("response".into(), exchange.response.clone());
+            out.push_str(&json!({ "model": model }).to_string());
+            out.push('\n');
+        };
+        // Model answers before the first client message, then each after the message it
+        // followed in the arc.
+        let entries = &self.arc.entries;
+        let models_after = |index: Option<usize>| {
+            let start = index.map_or(0, |i| i + 1);
+            entries[start..]
+                .iter()
+                .take_while(|(_, e, _)| !matches!(e, Entry::Client(_) | Entry::Step(_)))
+                .filter_map(|(_, e, _)| match e {
+                    Entry::Model(m) => Some(m),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        for exchange in models_after(None) {
+            write_model(&mut out, exchange);
+        }
+        for item in &self.journal {
+            match item {
+                Journal::Sent(index) => {
+                    out.push_str(&entries[*index].2);
+                    out.push('\n');
+                    for exchange in models_after(Some(*index)) {
+                        write_model(&mut out, exchange);
+                    }
+                }
+                Journal::Received(index) => {
+                    let message = self.to_arc.apply_literals(&self.received[*index]);
+                    out.push_str(&json!({ "agent": message }).to_string());
+                    out.push('\n');
+                }
+            }
+        }
+        let staged = self.arc.path.with_extension("arc.blessing");
+        std::fs::write(&staged, out)
+            .with_context(|| format!("cannot write {}", staged.display()))?;
+        std::fs::rename(&staged, &self.arc.path)
+            .with_context(|| format!("cannot replace {}", self.arc.path.display()))?;
+        Ok(())
+    }
+}
+
+fn push_request(
+    text: &mut String,
+    lines: &mut Vec<Option<usize>>,
+    session: &Value,
+    request: &Value,
+    line: Option<usize>,
+) {
+    text.push_str(&format!("# request of {}\n", session.as_str().unwrap_or_default()));
+    lines.push(line);
+    for part in super::normalize::pretty(request).lines() {
+        text.push_str(part);
+        text.push('\n');
+        lines.push(line);
+    }
+}
+
+/// A unified diff of `expected` (the arc) against `actual` (the replay), naming the arc line of
+/// the first message that differs.
+fn diff_report(
+    name: &str,
+    what: &str,
+    expected: &str,
+    actual: &str,
+    lines: &[Option<usize>],
+) -> String {
+    let diff = similar::TextDiff::from_lines(expected, actual);
+    let first = diff
+        .ops()
+        .iter()
+        .find(|op| !matches!(op, similar::DiffOp::Equal { .. }))
+        .map(|op| op.old_range().start);
+    let line = first
+        .and_then(|at| lines.get(at).or(lines.last()).copied().flatten())
+        .map_or_else(String::new, |l| format!(":{l}"));
+    let mut unified = diff
+        .unified_diff()
+        .context_radius(4)
+        .header(&format!("{name} (expected)"), "replay (actual)")
+        .to_string();
+    let shown: Vec<&str> = unified.lines().collect();
+    if shown.len() > MAX_DIFF_LINES {
+        unified = format!(
+            "{}\n[… {} more lines of diff …]\n",
+            shown[..MAX_DIFF_LINES].join("\n"),
+            shown.len() - MAX_DIFF_LINES
+        );
+    }
+    format!("{name}{line}: {what} differs from the arc\n{unified}")
+}
+
+/// Copies a directory tree (files, directories, symbolic links).
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
