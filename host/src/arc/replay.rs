@@ -176,6 +176,8 @@ struct Replay<'a> {
     child: Child,
     stdin: Option<std::process::ChildStdin>,
     exited: bool,
+    /// The agent asked the model more often than the arc answers.
+    ran_out: bool,
     /// What went wrong besides drift (reported with it).
     problems: Vec<String>,
     deadline: Instant,
@@ -191,7 +193,8 @@ enum Journal {
 enum Stop {
     /// The arc's timeout passed while this arc line's message was awaited.
     TimedOut(usize),
-    /// The agent exited while this arc line's message was awaited.
+    /// The agent exited (or the model side ran out) while this arc line's message was
+    /// awaited.
     Exited(usize),
 }
 
@@ -362,6 +365,7 @@ impl<'a> Replay<'a> {
             child,
             stdin,
             exited: false,
+            ran_out: false,
             problems: Vec::new(),
             deadline: Instant::now() + timeout,
             timeout,
@@ -409,7 +413,7 @@ impl<'a> Replay<'a> {
             let actual = self.actual_groups();
             let Some(missing) = actual.first_missing(&prefix) else { return Ok(()) };
             let awaited = missing.line.unwrap_or(0);
-            if self.exited {
+            if self.exited || self.ran_out {
                 return Err(Stop::Exited(awaited));
             }
             match self.lines.recv_timeout(self.deadline.saturating_duration_since(Instant::now())) {
@@ -427,6 +431,11 @@ impl<'a> Replay<'a> {
     }
 
     fn receive(&mut self, line: &str) {
+        // The scripted model ran out of the arc's answers: what the arc expects next will
+        // not come.
+        if line.contains("has no more responses for this session") {
+            self.ran_out = true;
+        }
         let message: Value =
             serde_json::from_str(line).unwrap_or_else(|_| Value::String(line.to_owned()));
         // A session the agent made: the arc's id for it is in the arc's answer of the same id.
@@ -522,18 +531,20 @@ impl<'a> Replay<'a> {
         if let Some(ran_out) = replayed_models.iter().find(|m| {
             m.response["error"].as_str().is_some_and(|e| e.contains("has no more responses"))
         }) {
+            let recorded = self.to_arc.apply_literals(&json!(ran_out.session));
             let last = self
                 .arc
                 .entries
                 .iter()
                 .rev()
-                .find(|(_, e, _)| matches!(e, Entry::Model(_)))
+                .find(|(_, e, _)| {
+                    matches!(e, Entry::Model(m) if recorded.as_str() == Some(m.session.as_str()))
+                })
                 .map_or(1, |(l, _, _)| *l);
             let session = self.actual_side.apply(&json!(ran_out.session));
             anyhow::bail!(
                 "{name}:{last}: the model side ran out before the agent was done: session {} \
-                 asked the model once more than the arc answers (its last answer is at line \
-                 {last} or before)",
+                 asked the model once more after the arc's last answer for it (line {last})",
                 session.as_str().unwrap_or_default()
             );
         }

@@ -109,6 +109,7 @@ fn kill_running_kill_finished_unknown_and_malformed_ids() {
             {"name": "bash_output", "arguments": {"task": "bash-1"}}
         ]}),
         say("done"),
+        say("nothing new"),
     ];
     let mut agent = Agent::start(AgentOptions::script(responses));
     agent.initialize(true);
@@ -148,6 +149,14 @@ fn kill_running_kill_finished_unknown_and_malformed_ids() {
     });
     assert_eq!(closed["params"]["update"]["status"], "failed");
     assert_eq!(closed["params"]["update"]["rawOutput"]["signal"], "SIGTERM");
+    // The model killed it and was told so: no notice repeats it, in this turn or the next.
+    agent.prompt(&session, "anything new?");
+    let requests = agent.model_requests();
+    assert_eq!(requests.len(), 3);
+    for request in &requests {
+        let messages = request["messages"].as_array().unwrap();
+        assert!(messages.iter().all(|m| m["role"] != "notice"), "{messages:#?}");
+    }
 }
 
 #[test]

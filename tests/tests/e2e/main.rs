@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
+mod arcs;
 mod background;
 mod bad_input;
 mod cancel;

@@ -1,0 +1,319 @@
+//! Arcs: recording a session (`--record`), replaying arcs offline (`hotsh replay`), drift,
+//! `--bless`, and arcs that are broken, too new, short of model answers or hung.
+
+use hotsh_tests::{
+    Agent, AgentOptions, bash_call, hello_plugin, hotsh_binary, say, tool_bash_plugin, workspace,
+};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A directory holding the plugins the arcs of `tests/arcs` were recorded with.
+fn plugin_dir(scratch: &Path) -> PathBuf {
+    let dir = scratch.join("plugins");
+    std::fs::create_dir_all(&dir).unwrap();
+    for plugin in [tool_bash_plugin(), hello_plugin()] {
+        std::os::unix::fs::symlink(&plugin, dir.join(plugin.file_name().unwrap())).unwrap();
+    }
+    dir
+}
+
+/// Runs `hotsh replay ARGS` with those plugins only: (succeeded, stdout, stderr).
+fn replay(scratch: &Path, args: &[&str]) -> (bool, String, String) {
+    let output = Command::new(hotsh_binary())
+        .arg("replay")
+        .arg("--no-default-plugins")
+        .arg("--plugin-dir")
+        .arg(plugin_dir_once(scratch))
+        .args(args)
+        .output()
+        .expect("hotsh replay runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn plugin_dir_once(scratch: &Path) -> PathBuf {
+    let dir = scratch.join("plugins");
+    if dir.exists() { dir } else { plugin_dir(scratch) }
+}
+
+fn arcs_dir() -> PathBuf {
+    workspace().join("tests/arcs")
+}
+
+/// A copy of the repository's arc `name` in `scratch` (with the fixture it names).
+fn copy_arc(scratch: &Path, name: &str) -> PathBuf {
+    let target = scratch.join(name);
+    std::fs::copy(arcs_dir().join(name), &target).unwrap();
+    let fixture = scratch.join("project");
+    if !fixture.exists() {
+        std::fs::create_dir(&fixture).unwrap();
+        for entry in std::fs::read_dir(arcs_dir().join("project")).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), fixture.join(entry.file_name())).unwrap();
+        }
+    }
+    target
+}
+
+/// `text` with `from` replaced by `to` in the first line of kind `kind` (`agent`, `model`)
+/// that holds it.
+fn alter_line(text: &str, kind: &str, from: &str, to: &str) -> String {
+    let prefix = format!("{{\"{kind}\"");
+    let mut done = false;
+    let lines: Vec<String> = text
+        .lines()
+        .map(|line| {
+            if !done && line.starts_with(&prefix) && line.contains(from) {
+                done = true;
+                line.replacen(from, to, 1)
+            } else {
+                line.to_owned()
+            }
+        })
+        .collect();
+    assert!(done, "{from:?} is in a {kind} line");
+    lines.join("\n") + "\n"
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// The number of the first line of `text` containing `needle` (1-based).
+fn line_of(text: &str, needle: &str) -> usize {
+    text.lines().position(|l| l.contains(needle)).expect("the needle is in the arc") + 1
+}
+
+#[test]
+fn every_arc_in_the_repository_replays() {
+    let scratch = tempfile::tempdir().unwrap();
+    let junit = scratch.path().join("report.xml");
+    let arcs = std::fs::read_dir(arcs_dir())
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "arc"))
+        .count();
+    assert!(arcs >= 6, "the scenarios of tests/arcs are there");
+    let (ok, stdout, stderr) =
+        replay(scratch.path(), &[path_str(&arcs_dir()), "--junit", path_str(&junit)]);
+    assert!(ok, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("{arcs} arcs: {arcs} passed, 0 failed, 0 blessed")),
+        "{stdout}"
+    );
+    for name in ["chat", "exit-status", "cancel", "background", "reload", "no-terminal"] {
+        assert!(
+            stdout
+                .contains(&format!("ok      {}", arcs_dir().join(format!("{name}.arc")).display())),
+            "{stdout}"
+        );
+    }
+    let report = std::fs::read_to_string(&junit).unwrap();
+    assert!(report.contains(&format!("tests=\"{arcs}\" failures=\"0\"")), "{report}");
+    assert_eq!(report.matches("<testcase ").count(), arcs, "{report}");
+}
+
+#[test]
+fn replay_shows_drift_as_a_diff_and_bless_repairs_it() {
+    let scratch = tempfile::tempdir().unwrap();
+    let arc = copy_arc(scratch.path(), "chat.arc");
+    let original = std::fs::read_to_string(&arc).unwrap();
+    // One byte of what the agent is expected to send.
+    let altered = alter_line(&original, "agent", "How can I help?", "How can I halp?");
+    assert_ne!(altered, original);
+    std::fs::write(&arc, &altered).unwrap();
+    // The message streamed in two chunks is compared joined; the report names its first line.
+    let line = line_of(&altered, r#"{"type":"text","text":"Hello! "}"#);
+    assert_eq!(line + 1, line_of(&altered, "halp"));
+
+    let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
+    assert!(!ok, "{stdout}");
+    assert!(stdout.contains(&format!("FAILED  {}", arc.display())), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "{}:{line}: what the agent sent the client differs from the arc",
+            arc.display()
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("--- {} (expected)", arc.display())), "{stdout}");
+    assert!(stdout.contains("-        \"text\": \"Hello! How can I halp?\""), "{stdout}");
+    assert!(stdout.contains("+        \"text\": \"Hello! How can I help?\""), "{stdout}");
+    assert!(stdout.contains("1 arcs: 0 passed, 1 failed, 0 blessed"), "{stdout}");
+
+    let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc), "--bless"]);
+    assert!(ok, "{stdout}");
+    assert!(stdout.contains("1 arcs: 0 passed, 0 failed, 1 blessed"), "{stdout}");
+    let blessed = std::fs::read_to_string(&arc).unwrap();
+    assert!(blessed.contains("How can I help?") && !blessed.contains("halp"), "{blessed}");
+
+    let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
+    assert!(ok && stdout.contains("1 arcs: 1 passed, 0 failed, 0 blessed"), "{stdout}");
+}
+
+#[test]
+fn replay_compares_what_the_model_was_sent() {
+    let scratch = tempfile::tempdir().unwrap();
+    let arc = copy_arc(scratch.path(), "chat.arc");
+    let original = std::fs::read_to_string(&arc).unwrap();
+    // The arc says the model was sent another prompt than the agent sends it.
+    let altered = alter_line(&original, "model", r#""text":"hello"}"#, r#""text":"hullo"}"#);
+    assert_ne!(altered, original, "the model request holds the prompt");
+    std::fs::write(&arc, &altered).unwrap();
+    let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
+    assert!(!ok, "{stdout}");
+    let line = line_of(&altered, "hullo");
+    assert!(
+        stdout.contains(&format!(
+            "{}:{line}: what the agent sent the model differs from the arc",
+            arc.display()
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("-      \"text\": \"hullo\"")
+            && stdout.contains("+      \"text\": \"hello\""),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn broken_arcs_are_named_with_their_line_and_the_others_still_replay() {
+    let scratch = tempfile::tempdir().unwrap();
+    let good = copy_arc(scratch.path(), "chat.arc");
+    let text = std::fs::read_to_string(&good).unwrap();
+
+    let torn = scratch.path().join("torn.arc");
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.insert(2, "{\"client\": {\"jsonrpc\": \"2.0\", ");
+    std::fs::write(&torn, lines.join("\n")).unwrap();
+
+    let newer = scratch.path().join("newer.arc");
+    std::fs::write(&newer, text.replacen("{\"arc\":1", "{\"arc\":7", 1)).unwrap();
+
+    let two_lines = scratch.path().join("two-kinds.arc");
+    std::fs::write(&two_lines, "{\"arc\":1}\n{\"client\":{},\"agent\":{}}\n").unwrap();
+
+    let (ok, stdout, _) = replay(
+        scratch.path(),
+        &[path_str(&good), path_str(&torn), path_str(&newer), path_str(&two_lines)],
+    );
+    assert!(!ok, "{stdout}");
+    assert!(stdout.contains(&format!("{}:3: not valid", torn.display())), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "{}:1: arc format 7 is not one this hotsh reads (it reads format 1 and older)",
+            newer.display()
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "{}:2: a line must have exactly one of `client`, `agent`, `model` and `step`",
+            two_lines.display()
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("ok      {}", good.display())), "{stdout}");
+    assert!(stdout.contains("4 arcs: 1 passed, 3 failed, 0 blessed"), "{stdout}");
+}
+
+#[test]
+fn an_arc_whose_model_side_runs_out_says_so() {
+    let scratch = tempfile::tempdir().unwrap();
+    let arc = copy_arc(scratch.path(), "exit-status.arc");
+    let text = std::fs::read_to_string(&arc).unwrap();
+    // Drop the model's last answer: the agent asks once more than the arc answers.
+    let model_lines: Vec<usize> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("{\"model\""))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(model_lines.len(), 2);
+    let kept: Vec<&str> =
+        text.lines().enumerate().filter(|(i, _)| *i != model_lines[1]).map(|(_, l)| l).collect();
+    std::fs::write(&arc, kept.join("\n")).unwrap();
+    let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
+    assert!(!ok, "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "{}:{}: the model side ran out before the agent was done: session <session-1> asked \
+             the model once more after the arc's last answer for it (line {})",
+            arc.display(),
+            model_lines[0] + 1,
+            model_lines[0] + 1
+        )),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_hung_replay_stops_at_the_arc_timeout_naming_the_awaited_message() {
+    let scratch = tempfile::tempdir().unwrap();
+    let arc = copy_arc(scratch.path(), "chat.arc");
+    let text = std::fs::read_to_string(&arc).unwrap();
+    // The arc expects one more message than the agent will ever send, and gives it 2 s.
+    let never = json!({"agent": {"jsonrpc": "2.0", "method": "session/update", "params": {
+        "sessionId": "nobody", "update": {"sessionUpdate": "agent_message_chunk",
+        "content": {"type": "text", "text": "never sent"}}}}});
+    let hung = format!("{}\n{never}\n", text.trim_end()).replacen(
+        "{\"arc\":1",
+        "{\"arc\":1,\"timeout_s\":2",
+        1,
+    );
+    std::fs::write(&arc, &hung).unwrap();
+    let line = hung.lines().count();
+    let started = std::time::Instant::now();
+    let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
+    assert!(!ok, "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "{}:{line}: timed out after 2 s waiting for the agent message of line {line}",
+            arc.display()
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("+") || stdout.contains("never sent"),
+        "the diff shows what is missing: {stdout}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "the timeout stopped it");
+}
+
+#[test]
+fn a_session_recorded_with_record_replays_and_keeps_no_key() {
+    let scratch = tempfile::tempdir().unwrap();
+    let arc = scratch.path().join("recorded.arc");
+    let mut options =
+        AgentOptions::script(vec![bash_call("printf 'a\\nb\\n' | sort -r"), say("Sorted.")]);
+    options.plugins = vec![tool_bash_plugin(), hello_plugin()];
+    // From the configuration file, as Zed would launch it.
+    options.config = Some(format!("record = {:?}\n", arc.display().to_string()));
+    options.env.push(("DEEPSEEK_API_KEY".into(), "sk-recorded-never".into()));
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    assert_eq!(agent.prompt(&session, "sort a and b")["result"]["stopReason"], "end_turn");
+    agent.finish();
+
+    let text = std::fs::read_to_string(&arc).unwrap();
+    assert!(!text.contains("sk-recorded-never"), "no key in the arc");
+    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines[0]["arc"], 1);
+    let kinds: Vec<&str> =
+        lines[1..].iter().map(|l| l.as_object().unwrap().keys().next().unwrap().as_str()).collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "model").count(), 2, "{kinds:?}");
+    assert_eq!(kinds[0], "client");
+    assert_eq!(lines[1]["client"]["method"], "initialize");
+    let model = lines.iter().find(|l| l.get("model").is_some()).unwrap();
+    assert_eq!(model["model"]["session"], session.as_str());
+    assert_eq!(model["model"]["request"]["messages"][0]["text"], "sort a and b");
+    assert_eq!(model["model"]["response"]["tool_calls"][0]["name"], "bash");
+
+    let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
+    assert!(ok && stdout.contains("1 arcs: 1 passed"), "{stdout}");
+}
