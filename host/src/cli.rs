@@ -126,6 +126,21 @@ enum SessionsCommand {
         /// The session's id.
         id: String,
     },
+    /// Make an arc of a session (for `hotsh replay`): its prompts and model answers from the
+    /// log, and what this hotsh sends for them, taken from a replay.
+    Export {
+        /// The session's id.
+        id: String,
+        /// Where the arc goes.
+        #[arg(long, value_name = "FILE")]
+        arc: PathBuf,
+        /// A directory of plugins to replay with (repeatable); as for `hotsh acp`.
+        #[arg(long = "plugin-dir", value_name = "DIR")]
+        plugin_dirs: Vec<PathBuf>,
+        /// Replay with the `--plugin-dir` plugins only.
+        #[arg(long)]
+        no_default_plugins: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -250,6 +265,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             return match command {
                 SessionsCommand::List { cwd } => crate::run_cli::list_sessions(&store, cwd),
                 SessionsCommand::Show { id } => crate::run_cli::show_session(&store, &id),
+                SessionsCommand::Export { id, arc, plugin_dirs, no_default_plugins } => {
+                    let agent = AgentArgs {
+                        plugin_dirs,
+                        no_default_plugins,
+                        data_dir,
+                        ..AgentArgs::default()
+                    };
+                    crate::arc::export(&store, &id, &arc, &agent.plugin_dirs()?)
+                }
             };
         }
         Some(Command::Replay { arcs, plugin_dirs, no_default_plugins, bless, junit, timeout }) => {

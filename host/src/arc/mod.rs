@@ -44,11 +44,13 @@
 //! are compared card by card (the updates of one tool call in order) and, for everything
 //! else, in order: a background task's card may close before or after the next message.
 
+mod export;
 mod file;
 mod normalize;
 mod record;
 mod replay;
 
+pub(crate) use export::export;
 pub(crate) use record::{Ending, Recorder};
 pub(crate) use replay::{ReplayOptions, run as replay};
 

@@ -138,6 +138,21 @@ fn write_junit(
         .with_context(|| format!("cannot write the JUnit report {}", path.display()))
 }
 
+/// Replays the arc at `path` and writes what the agent sent into it (`hotsh sessions export`).
+pub(crate) fn fill(path: &Path, plugin_dirs: &[PathBuf]) -> anyhow::Result<()> {
+    let options = ReplayOptions {
+        arcs: vec![path.to_owned()],
+        plugin_dirs: plugin_dirs.to_vec(),
+        bless: true,
+        junit: None,
+        timeout: None,
+    };
+    match replay_one(path, &plugin_files(plugin_dirs)?, &options)? {
+        Outcome::Passed | Outcome::Blessed => Ok(()),
+        Outcome::Failed(report) => Err(anyhow::anyhow!("{report}")),
+    }
+}
+
 /// The plugin files of `dirs`, by file name; a name in an earlier directory wins.
 fn plugin_files(dirs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = Vec::new();
@@ -169,6 +184,8 @@ struct Replay<'a> {
     to_arc: Normalizer,
     /// The arc's session ids and their placeholders, in order of appearance.
     sessions: Vec<(String, String)>,
+    /// Session ids the arc's client messages use that no answer in the arc gives, in order.
+    unanswered_sessions: Vec<String>,
     received: Vec<Value>,
     /// What was sent and received, in order.
     journal: Vec<Journal>,
@@ -191,11 +208,36 @@ enum Journal {
 
 /// Why a replay stopped before the arc's end.
 enum Stop {
-    /// The arc's timeout passed while this arc line's message was awaited.
-    TimedOut(usize),
-    /// The agent exited (or the model side ran out) while this arc line's message was
-    /// awaited.
-    Exited(usize),
+    /// The arc's timeout passed while this was awaited.
+    TimedOut(Awaited),
+    /// The agent exited (or the model side ran out) while this was awaited.
+    Exited(Awaited),
+}
+
+/// What a replay waits for.
+#[derive(Debug, Clone, Copy)]
+enum Awaited {
+    /// The agent message the arc has at this line.
+    Message(usize),
+    /// The answer to the client request at this line.
+    Answer(usize),
+}
+
+impl Awaited {
+    fn line(self) -> usize {
+        match self {
+            Awaited::Message(line) | Awaited::Answer(line) => line,
+        }
+    }
+}
+
+impl std::fmt::Display for Awaited {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Awaited::Message(line) => write!(f, "the agent message of line {line}"),
+            Awaited::Answer(line) => write!(f, "the answer to the request of line {line}"),
+        }
+    }
 }
 
 fn replay_one(
@@ -284,6 +326,16 @@ impl<'a> Replay<'a> {
                 sessions.push((id.to_owned(), token));
             }
         }
+        let mut unanswered_sessions: Vec<String> = Vec::new();
+        for (_, entry, _) in &arc.entries {
+            if let Entry::Client(message) = entry
+                && let Some(id) = message["params"]["sessionId"].as_str()
+                && !sessions.iter().any(|(s, _)| s == id)
+                && !unanswered_sessions.iter().any(|s| s == id)
+            {
+                unanswered_sessions.push(id.to_owned());
+            }
+        }
         let expected = arc
             .entries
             .iter()
@@ -359,6 +411,7 @@ impl<'a> Replay<'a> {
             to_replay,
             to_arc,
             sessions,
+            unanswered_sessions,
             received: Vec::new(),
             journal: Vec::new(),
             lines,
@@ -404,15 +457,23 @@ impl<'a> Replay<'a> {
         self.wait_until(usize::MAX).err()
     }
 
-    /// Waits until every expected message before arc line `line` has its match.
+    /// Waits until every expected message before arc line `line` has its match, and every
+    /// client request before it its answer (unless the arc has that answer after `line`: a
+    /// prompt answered only once a later cancel came).
     fn wait_until(&mut self, line: usize) -> Result<(), Stop> {
         let prefix = Groups::of(
             self.expected.iter().filter(|(_, l)| *l < line).map(|(m, l)| (m.clone(), Some(*l))),
         );
+        let requests = self.requests_answered_before(line);
         loop {
             let actual = self.actual_groups();
-            let Some(missing) = actual.first_missing(&prefix) else { return Ok(()) };
-            let awaited = missing.line.unwrap_or(0);
+            let missing =
+                actual.first_missing(&prefix).map(|g| Awaited::Message(g.line.unwrap_or(0)));
+            let unanswered = requests
+                .iter()
+                .find(|(_, id)| !self.received.iter().any(|m| is_answer_to(m, id)))
+                .map(|(at, _)| Awaited::Answer(*at));
+            let Some(awaited) = missing.or(unanswered) else { return Ok(()) };
             if self.exited || self.ran_out {
                 return Err(Stop::Exited(awaited));
             }
@@ -430,6 +491,24 @@ impl<'a> Replay<'a> {
         }
     }
 
+    /// The client requests before arc line `line` (line, id) that must be answered before it.
+    fn requests_answered_before(&self, line: usize) -> Vec<(usize, Value)> {
+        let entries = &self.arc.entries;
+        entries
+            .iter()
+            .filter(|(at, _, _)| *at < line)
+            .filter_map(|(at, entry, _)| match entry {
+                Entry::Client(m) if m.get("method").is_some() => Some((*at, m.get("id")?.clone())),
+                _ => None,
+            })
+            .filter(|(_, id)| {
+                !entries.iter().any(|(at, entry, _)| {
+                    *at > line && matches!(entry, Entry::Agent(m) if is_answer_to(m, id))
+                })
+            })
+            .collect()
+    }
+
     fn receive(&mut self, line: &str) {
         // The scripted model ran out of the arc's answers: what the arc expects next will
         // not come.
@@ -442,10 +521,16 @@ impl<'a> Replay<'a> {
         if let (Some(actual), Some(id)) =
             (message["result"]["sessionId"].as_str(), message.get("id"))
         {
-            let recorded = self.arc.entries.iter().find_map(|(_, entry, _)| match entry {
+            let answered = self.arc.entries.iter().find_map(|(_, entry, _)| match entry {
                 Entry::Agent(m) if m.get("id") == Some(id) => m["result"]["sessionId"].as_str(),
                 _ => None,
             });
+            // An arc without the answer (made by `sessions export`): the next session its
+            // client messages name.
+            let recorded = answered.map(str::to_owned).or_else(|| {
+                (!self.unanswered_sessions.is_empty()).then(|| self.unanswered_sessions.remove(0))
+            });
+            let recorded = recorded.as_deref();
             let token = recorded
                 .and_then(|r| self.sessions.iter().find(|(s, _)| s == r))
                 .map(|(_, token)| token.clone())
@@ -556,12 +641,14 @@ impl<'a> Replay<'a> {
             report.push('\n');
         }
         match &stop {
-            Some(Stop::TimedOut(line)) => report.push_str(&format!(
-                "{name}:{line}: timed out after {:.0} s waiting for the agent message of line {line}\n",
+            Some(Stop::TimedOut(awaited)) => report.push_str(&format!(
+                "{name}:{}: timed out after {:.0} s waiting for {awaited}\n",
+                awaited.line(),
                 self.timeout.as_secs_f64()
             )),
-            Some(Stop::Exited(line)) => report.push_str(&format!(
-                "{name}:{line}: the agent exited while the message of line {line} was awaited\n{}",
+            Some(Stop::Exited(awaited)) => report.push_str(&format!(
+                "{name}:{}: the agent exited while waiting for {awaited}\n{}",
+                awaited.line(),
                 self.stderr_tail()
             )),
             None => {}
@@ -728,6 +815,11 @@ fn push_request(
         text.push('\n');
         lines.push(line);
     }
+}
+
+/// Whether `message` is the answer (result or error) to the request with this id.
+fn is_answer_to(message: &Value, id: &Value) -> bool {
+    message.get("method").is_none() && message.get("id") == Some(id)
 }
 
 /// A unified diff of `expected` (the arc) against `actual` (the replay), naming the arc line of

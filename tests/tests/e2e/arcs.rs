@@ -317,3 +317,71 @@ fn a_session_recorded_with_record_replays_and_keeps_no_key() {
     let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
     assert!(ok && stdout.contains("1 arcs: 1 passed"), "{stdout}");
 }
+
+#[test]
+fn a_logged_session_exports_as_an_arc_that_replays() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut options = AgentOptions::script(vec![
+        bash_call("echo one"),
+        say("Printed one."),
+        say("Nothing to run."),
+        bash_call("echo waiting; sleep 60"),
+    ]);
+    options.plugins = vec![tool_bash_plugin(), hello_plugin()];
+    let data_dir = scratch.path().join("data");
+    options.env.push(("HOTSH_DATA_DIR".into(), data_dir.display().to_string()));
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "print one");
+    agent.prompt(&session, "and now?");
+    // A third turn, cancelled: the log does not say where the cancel came.
+    let id = agent.start_prompt(&session, "wait");
+    agent.wait_for(|m| {
+        m["params"]["update"]["_meta"]["terminal_output"]["data"]
+            .as_str()
+            .is_some_and(|d| d.contains("waiting"))
+    });
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    assert_eq!(agent.response(id)["result"]["stopReason"], "cancelled");
+    agent.finish();
+
+    let arc = scratch.path().join("exported.arc");
+    let output = Command::new(hotsh_binary())
+        .args(["sessions", "export", &session, "--arc", path_str(&arc), "--no-default-plugins"])
+        .arg("--data-dir")
+        .arg(&data_dir)
+        .arg("--plugin-dir")
+        .arg(plugin_dir(scratch.path()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("the turn of prompt 3 was cancelled; the arc ends before it"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&format!("wrote {}", arc.display())), "{stderr}");
+
+    let text = std::fs::read_to_string(&arc).unwrap();
+    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let prompts: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["client"]["method"] == "session/prompt")
+        .map(|l| &l["client"]["params"]["prompt"][0]["text"])
+        .collect();
+    assert_eq!(prompts, [&json!("print one"), &json!("and now?")]);
+    let models: Vec<&Value> = lines.iter().filter_map(|l| l.get("model")).collect();
+    assert_eq!(models.len(), 3);
+    assert!(models.iter().all(|m| m["request"]["messages"].is_array()), "requests filled in");
+    // What the agent sends was filled in by a replay: the card of `echo one`, the replies.
+    assert!(text.contains(r#""data":"one\n""#), "{text}");
+    assert!(text.contains("Nothing to run."), "{text}");
+    assert_eq!(
+        lines.iter().filter(|l| l["agent"]["result"]["stopReason"] == "end_turn").count(),
+        2
+    );
+
+    let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
+    assert!(ok && stdout.contains("1 arcs: 1 passed"), "{stdout}");
+}
