@@ -135,7 +135,7 @@ mod tests {
     use super::*;
 
     fn error(text: &str) -> String {
-        ArcFile::parse(Path::new("x.arc"), text).unwrap_err().to_string()
+        ArcFile::parse(Path::new("x.arc"), text).expect_err("an error").to_string()
     }
 
     #[test]
@@ -154,7 +154,7 @@ mod tests {
             Path::new("x.arc"),
             "{\"arc\":1,\"any\":[\"k\"]}\n\n{\"client\":{\"id\":0}}\n{\"step\":{\"reload_plugin\":\"libp.so\"}}\n",
         )
-        .unwrap();
+        .expect("a valid arc");
         assert_eq!(arc.header.any, ["k"]);
         assert_eq!(arc.entries.iter().map(|(n, _, _)| *n).collect::<Vec<_>>(), [3, 4]);
         assert!(matches!(&arc.entries[1].1, Entry::Step(Step::ReloadPlugin(f)) if f == "libp.so"));

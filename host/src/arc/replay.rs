@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use serde_json::{Value, json};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ExitCode, Stdio};
+use std::process::{Child, ExitCode};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -82,11 +82,12 @@ pub(crate) fn run(options: &ReplayOptions) -> anyhow::Result<ExitCode> {
         count(|o| matches!(o, Outcome::Failed(_))),
         count(|o| matches!(o, Outcome::Blessed)),
     );
-    println!(
-        "{} arcs: {passed} passed, {failed} failed, {blessed} blessed ({:.2} s)",
+    let summary = format!(
+        "{} arcs: {passed} passed, {failed} failed, {blessed} blessed ({:.2} s)\n",
         results.len(),
         started.elapsed().as_secs_f64()
     );
+    let _ = std::io::stdout().lock().write_all(summary.as_bytes());
     if let Some(path) = &options.junit {
         write_junit(path, &options.arcs, &results)?;
     }
@@ -360,30 +361,31 @@ impl<'a> Replay<'a> {
         let lists: Vec<&Vec<Value>> = answers.iter().map(|(_, list)| list).collect();
         std::fs::write(&script, serde_json::to_vec(&json!({ "sessions": lists }))?)?;
         let stderr = std::fs::File::create(root.join("agent.stderr"))?;
-        let mut child = std::process::Command::new(
-            std::env::current_exe().context("cannot find this executable")?,
+        let args: Vec<std::ffi::OsString> = vec![
+            "acp".into(),
+            "--no-default-plugins".into(),
+            "--plugin-dir".into(),
+            root.join("plugins").into(),
+            "--model".into(),
+            format!("script:{}", script.display()).into(),
+            "--data-dir".into(),
+            root.join("data").into(),
+            "--record".into(),
+            root.join("replayed.arc").into(),
+        ];
+        // Never the user's configuration or model settings: the arc says what to play.
+        let env = [
+            ("XDG_CONFIG_HOME", root.join("config").into()),
+            ("TMPDIR", root.join("tmp").into()),
+            ("HOTSH_LOG", "warn".into()),
+        ];
+        let mut child = crate::executor::spawn_agent(
+            &args,
+            root,
+            &env,
+            &["HOTSH_MODEL", "HOTSH_BASE_URL", "HOTSH_DATA_DIR"],
+            stderr,
         )
-        .arg("acp")
-        .arg("--no-default-plugins")
-        .arg("--plugin-dir")
-        .arg(root.join("plugins"))
-        .arg("--model")
-        .arg(format!("script:{}", script.display()))
-        .arg("--data-dir")
-        .arg(root.join("data"))
-        .arg("--record")
-        .arg(root.join("replayed.arc"))
-        .current_dir(root)
-        .env("XDG_CONFIG_HOME", root.join("config"))
-        .env("TMPDIR", root.join("tmp"))
-        .env("HOTSH_LOG", "warn")
-        .env_remove("HOTSH_MODEL")
-        .env_remove("HOTSH_BASE_URL")
-        .env_remove("HOTSH_DATA_DIR")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()
         .context("cannot start the agent to replay against")?;
         let stdout = child.stdout.take().context("the agent has no stdout")?;
         let stdin = child.stdin.take();

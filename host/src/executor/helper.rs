@@ -95,3 +95,25 @@ pub(crate) fn spawn_tool(program: &Path, args: &[String], cwd: &Path) -> std::io
     #[expect(clippy::disallowed_methods, reason = "the executor is where processes start")]
     std::process::Command::new(program).args(args).current_dir(cwd).stdout(Stdio::piped()).spawn()
 }
+
+/// Starts this executable as an agent for `hotsh replay` to talk to: `args`, in `cwd`, with
+/// `env` set and `env_remove` unset, stdin and stdout piped, stderr to `stderr`.
+pub(crate) fn spawn_agent(
+    args: &[OsString],
+    cwd: &Path,
+    env: &[(&str, OsString)],
+    env_remove: &[&str],
+    stderr: std::fs::File,
+) -> std::io::Result<Child> {
+    let mut command = std::process::Command::new("/proc/self/exe");
+    command.args(args).current_dir(cwd);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    for key in env_remove {
+        command.env_remove(key);
+    }
+    command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(stderr);
+    #[expect(clippy::disallowed_methods, reason = "the executor is where processes start")]
+    command.spawn()
+}

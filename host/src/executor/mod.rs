@@ -22,7 +22,7 @@ mod task;
 
 pub(crate) use capture::{CaptureLimits, SpillSummary};
 pub(crate) use env::EnvPolicy;
-pub(crate) use helper::{run_helper, spawn_tool};
+pub(crate) use helper::{run_helper, spawn_agent, spawn_tool};
 pub(crate) use live::{Drained, LiveOutput};
 pub(crate) use output_root::OutputRoot;
 pub(crate) use process::ProcessHandle;

@@ -29,7 +29,7 @@ fn main() {
         if wanted.is_empty() || wanted.iter().any(|w| w == name) {
             let path = dir.join(format!("{name}.arc"));
             scenario(&path);
-            println!("recorded {}", path.display());
+            eprintln!("recorded {}", path.display());
         }
     }
 }
@@ -125,7 +125,7 @@ fn background(arc: &Path) {
 
 /// A plugin is rebuilt between two turns; the new build serves the second.
 fn reload(arc: &Path) {
-    let mut options = recording(
+    let options = recording(
         arc,
         vec![
             json!({"tool_calls": [{"name": "hello", "arguments": {"name": "arc"}}]}),

@@ -19,6 +19,7 @@ fn plugin_dir(scratch: &Path) -> PathBuf {
 }
 
 /// Runs `hotsh replay ARGS` with those plugins only: (succeeded, stdout, stderr).
+#[allow(clippy::disallowed_methods, reason = "runs hotsh replay")]
 fn replay(scratch: &Path, args: &[&str]) -> (bool, String, String) {
     let output = Command::new(hotsh_binary())
         .arg("replay")
@@ -319,6 +320,7 @@ fn a_session_recorded_with_record_replays_and_keeps_no_key() {
 }
 
 #[test]
+#[allow(clippy::disallowed_methods, reason = "runs hotsh sessions export")]
 fn a_logged_session_exports_as_an_arc_that_replays() {
     let scratch = tempfile::tempdir().unwrap();
     let mut options = AgentOptions::script(vec![
