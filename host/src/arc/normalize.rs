@@ -182,8 +182,9 @@ impl Groups {
     }
 }
 
-/// A message as indented JSON, with every string of several lines as a list of its lines (a
-/// change in a system prompt or a command's output shows as one changed line).
+/// A message as indented JSON, keys sorted (builds of hotsh may order them differently), with
+/// every string of several lines as a list of its lines (a change in a system prompt or a
+/// command's output shows as one changed line).
 pub(crate) fn pretty(message: &Value) -> String {
     fn split(value: &Value) -> Value {
         match value {
@@ -192,7 +193,9 @@ pub(crate) fn pretty(message: &Value) -> String {
             }
             Value::Array(items) => Value::Array(items.iter().map(split).collect()),
             Value::Object(map) => {
-                Value::Object(map.iter().map(|(k, v)| (k.clone(), split(v))).collect())
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_by_key(|(k, _)| *k);
+                Value::Object(entries.into_iter().map(|(k, v)| (k.clone(), split(v))).collect())
             }
             other => other.clone(),
         }

@@ -70,9 +70,10 @@ fn main() {
         Some("reload") => reload(number(&args, 1, 30)),
         Some("sessions") => sessions(number(&args, 1, 10_000), number(&args, 2, 5)),
         Some("models") => models(number(&args, 1, 50), number(&args, 2, 300)),
+        Some("arcs") => arcs(number(&args, 1, 5)),
         _ => {
             eprintln!(
-                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS])"
+                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS])"
             );
             std::process::exit(2);
         }
@@ -381,6 +382,50 @@ fn reload(reloads: usize) {
         rss_after as f64 / 1024.0
     );
     agent.finish();
+}
+
+/// `hotsh replay tests/arcs` with the release build, RUNS times: the time of each arc (as
+/// replay reports it, arcs replaying two at a time) and of the whole set.
+fn arcs(runs: usize) {
+    let release = release_dir();
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+        .args(["build", "--release", "-p", "hotsh-plugin-hello"])
+        .current_dir(hotsh_tests::workspace())
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "release build of the hello plugin failed");
+    let dir = tempfile::tempdir().expect("temp dir");
+    for plugin in ["libhotsh_tool_bash.so", "libhotsh_plugin_hello.so"] {
+        std::os::unix::fs::symlink(release.join(plugin), dir.path().join(plugin)).expect("link");
+    }
+    let arcs = hotsh_tests::workspace().join("tests/arcs");
+    let mut per_arc: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    let mut totals = Vec::new();
+    for run in 0..runs {
+        let started = Instant::now();
+        let output = Command::new(release.join("hotsh"))
+            .args(["replay", "--no-default-plugins", "--plugin-dir"])
+            .arg(dir.path())
+            .arg(&arcs)
+            .output()
+            .expect("hotsh replay runs");
+        let total = ms(started.elapsed());
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "replay failed:\n{stdout}");
+        for line in stdout.lines().filter(|l| l.starts_with("ok ")) {
+            // `ok      PATH (0.41 s)`
+            let (path, took) = line["ok".len()..].trim().rsplit_once(" (").expect("a timing");
+            let seconds: f64 = took.trim_end_matches(" s)").parse().expect("seconds");
+            let name = path.rsplit('/').next().unwrap_or(path).to_owned();
+            per_arc.entry(name).or_default().push(seconds * 1000.0);
+        }
+        println!("run {}: whole set {total:.0} ms", run + 1);
+        totals.push(total);
+    }
+    for (name, times) in per_arc {
+        println!("{name}: median {:.0} ms", median(times));
+    }
+    println!("whole tests/arcs set: median {:.0} ms over {runs} runs", median(totals));
 }
 
 /// Builds the release binary and plugin; returns the directory holding them.
