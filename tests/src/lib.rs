@@ -663,6 +663,15 @@ impl Agent {
         self.received[index].clone()
     }
 
+    /// Waits for terminal output (Zed's `terminal_output`) containing `needle`.
+    pub fn wait_for_terminal_output(&mut self, needle: &str) -> Value {
+        self.wait_for(|m| {
+            m["params"]["update"]["_meta"]["terminal_output"]["data"]
+                .as_str()
+                .is_some_and(|d| d.contains(needle))
+        })
+    }
+
     /// Waits for the response to request `id`.
     pub fn response(&mut self, id: u64) -> Value {
         self.wait_for(|m| m.get("id") == Some(&json!(id)) && m.get("method").is_none())

@@ -91,11 +91,7 @@ fn cancel(arc: &Path) {
     agent.initialize(true);
     let session = agent.new_session();
     let id = agent.start_prompt(&session, "wait a minute");
-    agent.wait_for(|m| {
-        m["params"]["update"]["_meta"]["terminal_output"]["data"]
-            .as_str()
-            .is_some_and(|d| d.contains("started"))
-    });
+    agent.wait_for_terminal_output("started");
     agent.notify("session/cancel", json!({"sessionId": session}));
     agent.response(id);
     agent.prompt(&session, "are you there?");

@@ -84,6 +84,12 @@ fn path_str(path: &Path) -> &str {
     path.to_str().unwrap()
 }
 
+/// Asserts that replay's output has `line` in it.
+#[track_caller]
+fn assert_reported(stdout: &str, line: &str) {
+    assert!(stdout.contains(line), "{line:?} is not in the output:\n{stdout}");
+}
+
 /// The number of the first line of `text` containing `needle` (1-based).
 fn line_of(text: &str, needle: &str) -> usize {
     text.lines().position(|l| l.contains(needle)).expect("the needle is in the arc") + 1
@@ -133,12 +139,9 @@ fn replay_shows_drift_as_a_diff_and_bless_repairs_it() {
     let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
     assert!(!ok, "{stdout}");
     assert!(stdout.contains(&format!("FAILED  {}", arc.display())), "{stdout}");
-    assert!(
-        stdout.contains(&format!(
-            "{}:{line}: what the agent sent the client differs from the arc",
-            arc.display()
-        )),
-        "{stdout}"
+    assert_reported(
+        &stdout,
+        &format!("{}:{line}: what the agent sent the client differs from the arc", arc.display()),
     );
     assert!(stdout.contains(&format!("--- {} (expected)", arc.display())), "{stdout}");
     assert!(stdout.contains("-        \"text\": \"Hello! How can I halp?\""), "{stdout}");
@@ -167,12 +170,9 @@ fn replay_compares_what_the_model_was_sent() {
     let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
     assert!(!ok, "{stdout}");
     let line = line_of(&altered, "hullo");
-    assert!(
-        stdout.contains(&format!(
-            "{}:{line}: what the agent sent the model differs from the arc",
-            arc.display()
-        )),
-        "{stdout}"
+    assert_reported(
+        &stdout,
+        &format!("{}:{line}: what the agent sent the model differs from the arc", arc.display()),
     );
     assert!(
         stdout.contains("-      \"text\": \"hullo\"")
@@ -204,19 +204,19 @@ fn broken_arcs_are_named_with_their_line_and_the_others_still_replay() {
     );
     assert!(!ok, "{stdout}");
     assert!(stdout.contains(&format!("{}:3: not valid", torn.display())), "{stdout}");
-    assert!(
-        stdout.contains(&format!(
+    assert_reported(
+        &stdout,
+        &format!(
             "{}:1: arc format 7 is not one this hotsh reads (it reads format 1 and older)",
             newer.display()
-        )),
-        "{stdout}"
+        ),
     );
-    assert!(
-        stdout.contains(&format!(
+    assert_reported(
+        &stdout,
+        &format!(
             "{}:2: a line must have exactly one of `client`, `agent`, `model` and `step`",
             two_lines.display()
-        )),
-        "{stdout}"
+        ),
     );
     assert!(stdout.contains(&format!("ok      {}", good.display())), "{stdout}");
     assert!(stdout.contains("4 arcs: 1 passed, 3 failed, 0 blessed"), "{stdout}");
@@ -240,15 +240,15 @@ fn an_arc_whose_model_side_runs_out_says_so() {
     std::fs::write(&arc, kept.join("\n")).unwrap();
     let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
     assert!(!ok, "{stdout}");
-    assert!(
-        stdout.contains(&format!(
+    assert_reported(
+        &stdout,
+        &format!(
             "{}:{}: the model side ran out before the agent was done: session <session-1> asked \
              the model once more after the arc's last answer for it (line {})",
             arc.display(),
             model_lines[0] + 1,
             model_lines[0] + 1
-        )),
-        "{stdout}"
+        ),
     );
 }
 
@@ -271,12 +271,12 @@ fn a_hung_replay_stops_at_the_arc_timeout_naming_the_awaited_message() {
     let started = std::time::Instant::now();
     let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
     assert!(!ok, "{stdout}");
-    assert!(
-        stdout.contains(&format!(
+    assert_reported(
+        &stdout,
+        &format!(
             "{}:{line}: timed out after 2 s waiting for the agent message of line {line}",
             arc.display()
-        )),
-        "{stdout}"
+        ),
     );
     assert!(
         stdout.contains("+") || stdout.contains("never sent"),
@@ -339,11 +339,7 @@ fn a_logged_session_exports_as_an_arc_that_replays() {
     agent.prompt(&session, "and now?");
     // A third turn, cancelled: the log does not say where the cancel came.
     let id = agent.start_prompt(&session, "wait");
-    agent.wait_for(|m| {
-        m["params"]["update"]["_meta"]["terminal_output"]["data"]
-            .as_str()
-            .is_some_and(|d| d.contains("waiting"))
-    });
+    agent.wait_for_terminal_output("waiting");
     agent.notify("session/cancel", json!({"sessionId": session}));
     assert_eq!(agent.response(id)["result"]["stopReason"], "cancelled");
     agent.finish();
