@@ -1,7 +1,7 @@
 //! Arcs: a session recorded once, replayed offline forever.
 //!
 //! An arc is a [JSON Lines](https://jsonlines.org) file (`.arc`), one message per line, keys
-//! in a stable (sorted) order so that a change shows as a small diff.
+//! in sorted order (stable across builds) so that a change shows as a small diff.
 //!
 //! # Lines
 //!

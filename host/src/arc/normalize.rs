@@ -182,8 +182,7 @@ impl Groups {
     }
 }
 
-/// A message as indented JSON, keys sorted (builds of hotsh may order them differently), with
-/// every string of several lines as a list of its lines (a change in a system prompt or a
+/// A message as indented JSON, keys sorted, with every string of several lines as a list of its lines (a change in a system prompt or a
 /// command's output shows as one changed line).
 pub(crate) fn pretty(message: &Value) -> String {
     fn split(value: &Value) -> Value {
@@ -193,14 +192,26 @@ pub(crate) fn pretty(message: &Value) -> String {
             }
             Value::Array(items) => Value::Array(items.iter().map(split).collect()),
             Value::Object(map) => {
-                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-                entries.sort_by_key(|(k, _)| *k);
-                Value::Object(entries.into_iter().map(|(k, v)| (k.clone(), split(v))).collect())
+                Value::Object(map.iter().map(|(k, v)| (k.clone(), split(v))).collect())
             }
             other => other.clone(),
         }
     }
-    serde_json::to_string_pretty(&split(message)).unwrap_or_else(|_| message.to_string())
+    serde_json::to_string_pretty(&split(&sorted(message))).unwrap_or_else(|_| message.to_string())
+}
+
+/// `value` with the keys of every object in sorted order (how arcs are written and compared:
+/// builds of hotsh may order them differently).
+pub(crate) fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by_key(|(k, _)| *k);
+            Value::Object(entries.into_iter().map(|(k, v)| (k.clone(), sorted(v))).collect())
+        }
+        other => other.clone(),
+    }
 }
 
 /// `card SESSION CALL` for a tool call's updates, `messages` for the rest.

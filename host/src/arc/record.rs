@@ -110,7 +110,7 @@ impl Recorder {
     }
 
     fn write(&self, line: &Value) {
-        let Ok(mut bytes) = serde_json::to_vec(line) else { return };
+        let Ok(mut bytes) = serde_json::to_vec(&super::normalize::sorted(line)) else { return };
         bytes.push(b'\n');
         let mut file = lock(&self.file);
         if let Err(error) = file.write_all(&bytes) {

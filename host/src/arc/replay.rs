@@ -8,7 +8,7 @@
 //! waits on a clock except the arc's timeout.
 
 use super::file::{ArcFile, Entry, Step};
-use super::normalize::{Groups, Normalizer};
+use super::normalize::{Groups, Normalizer, sorted};
 use anyhow::Context as _;
 use serde_json::{Value, json};
 use std::io::Write as _;
@@ -758,7 +758,7 @@ impl<'a> Replay<'a> {
                 model.insert("request".into(), request);
             }
             model.insert("response".into(), exchange.response.clone());
-            out.push_str(&json!({ "model": model }).to_string());
+            out.push_str(&sorted(&json!({ "model": model })).to_string());
             out.push('\n');
         };
         // Model answers before the first client message, then each after the message it
@@ -789,7 +789,7 @@ impl<'a> Replay<'a> {
                 }
                 Journal::Received(index) => {
                     let message = self.to_arc.apply_literals(&self.received[*index]);
-                    out.push_str(&json!({ "agent": message }).to_string());
+                    out.push_str(&sorted(&json!({ "agent": message })).to_string());
                     out.push('\n');
                 }
             }

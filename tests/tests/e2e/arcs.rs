@@ -133,7 +133,7 @@ fn replay_shows_drift_as_a_diff_and_bless_repairs_it() {
     assert_ne!(altered, original);
     std::fs::write(&arc, &altered).unwrap();
     // The message streamed in two chunks is compared joined; the report names its first line.
-    let line = line_of(&altered, r#"{"type":"text","text":"Hello! "}"#);
+    let line = line_of(&altered, r#"{"text":"Hello! ","type":"text"}"#);
     assert_eq!(line + 1, line_of(&altered, "halp"));
 
     let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
