@@ -29,12 +29,38 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    /// Creates (or replaces) the arc at `path` and writes its header.
+    /// Creates the arc at `path` and writes its header. An existing file is never replaced
+    /// (it may be the recording of an earlier run): the arc then goes to `NAME-2.arc`,
+    /// `NAME-3.arc`, … beside it, the first that does not exist.
     pub(crate) fn create(path: &Path, plugin_dirs: &[std::path::PathBuf]) -> anyhow::Result<Self> {
         use anyhow::Context as _;
-        let file = std::fs::File::create(path)
-            .with_context(|| format!("cannot create the arc {}", path.display()))?;
-        let recorder = Self { file: Mutex::new(file), path: path.to_owned() };
+        let mut chosen = path.to_owned();
+        let mut number = 1;
+        let file = loop {
+            match std::fs::OpenOptions::new().write(true).create_new(true).open(&chosen) {
+                Ok(file) => break file,
+                Err(error)
+                    if error.kind() == std::io::ErrorKind::AlreadyExists && number < 10_000 =>
+                {
+                    number += 1;
+                    chosen = numbered(path, number);
+                }
+                Err(error) => {
+                    return Err(error)
+                        .with_context(|| format!("cannot create the arc {}", chosen.display()));
+                }
+            }
+        };
+        if chosen != path {
+            tracing::warn!(
+                exists = %path.display(),
+                arc = %chosen.display(),
+                "the arc file exists already; recording to a new file beside it"
+            );
+        } else {
+            tracing::info!(arc = %chosen.display(), "recording an arc");
+        }
+        let recorder = Self { file: Mutex::new(file), path: chosen };
         let plugin_dirs: Vec<String> =
             plugin_dirs.iter().map(|d| d.to_string_lossy().into_owned()).collect();
         recorder.write(&json!({"arc": super::FORMAT, "plugin_dirs": plugin_dirs}));
@@ -116,5 +142,34 @@ impl Recorder {
         if let Err(error) = file.write_all(&bytes) {
             tracing::warn!(path = %self.path.display(), %error, "cannot write the arc");
         }
+    }
+}
+
+/// `dir/NAME-N.EXT` for `dir/NAME.EXT`.
+fn numbered(path: &Path, number: u32) -> std::path::PathBuf {
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = match path.extension() {
+        Some(extension) => format!("{stem}-{number}.{}", extension.to_string_lossy()),
+        None => format!("{stem}-{number}"),
+    };
+    path.with_file_name(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_existing_arc_is_kept_and_the_next_gets_a_number() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join("greet.arc");
+        std::fs::write(&path, "earlier recording\n").expect("write");
+        let second = Recorder::create(&path, &[]).expect("a recorder");
+        let third = Recorder::create(&path, &[]).expect("a recorder");
+        assert_eq!(second.path, dir.path().join("greet-2.arc"));
+        assert_eq!(third.path, dir.path().join("greet-3.arc"));
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "earlier recording\n");
+        let header = std::fs::read_to_string(&second.path).expect("read");
+        assert_eq!(header, "{\"arc\":1,\"plugin_dirs\":[]}\n");
     }
 }

@@ -28,6 +28,8 @@ fn main() {
     for (name, scenario) in SCENARIOS {
         if wanted.is_empty() || wanted.iter().any(|w| w == name) {
             let path = dir.join(format!("{name}.arc"));
+            // hotsh never replaces an arc: the old recording goes first.
+            let _ = std::fs::remove_file(&path);
             scenario(&path);
             eprintln!("recorded {}", path.display());
         }

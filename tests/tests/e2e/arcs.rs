@@ -290,13 +290,21 @@ fn a_session_recorded_with_record_replays_and_keeps_no_key() {
     // From the configuration file, as Zed would launch it.
     options.config = Some(format!("record = {:?}\n", arc.display().to_string()));
     options.env.push(("DEEPSEEK_API_KEY".into(), "sk-recorded-never".into()));
-    let mut agent = Agent::start(options);
+    let mut agent = Agent::start(options.clone());
     agent.initialize(true);
     let session = agent.new_session();
     assert_eq!(agent.prompt(&session, "sort a and b")["result"]["stopReason"], "end_turn");
     agent.finish();
-
     let text = std::fs::read_to_string(&arc).unwrap();
+
+    // The next agent started with the same configuration keeps that recording.
+    let mut next = Agent::start(options);
+    next.initialize(true);
+    next.finish();
+    assert_eq!(std::fs::read_to_string(&arc).unwrap(), text);
+    let second = std::fs::read_to_string(scratch.path().join("recorded-2.arc")).unwrap();
+    assert!(second.starts_with("{\"arc\":1,") && second.contains("initialize"), "{second}");
+
     assert!(!text.contains("sk-recorded-never"), "no key in the arc");
     let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines[0]["arc"], 1);
