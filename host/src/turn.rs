@@ -568,12 +568,14 @@ async fn flush_or_warn(session: &Session) {
     }
 }
 
-/// Forwards a call's live output to the client, at most once per coalescing window.
+/// Forwards a call's live output to the client, at most once per coalescing window; the last
+/// of it goes as soon as the command ends (the card closes right after).
 async fn forward_output(live: Arc<LiveOutput>, session: Arc<Session>, call_id: ToolCallId) {
     loop {
         live.changed().await;
-        if !live.is_closed() {
-            tokio::time::sleep(COALESCE_WINDOW).await;
+        tokio::select! {
+            () = tokio::time::sleep(COALESCE_WINDOW) => {}
+            () = live.closed() => {}
         }
         match live.drain() {
             Drained::Text(text) if text.is_empty() => {}

@@ -26,6 +26,8 @@ pub(crate) struct LiveOutput {
     cap: usize,
     pending: Mutex<Pending>,
     ready: Notify,
+    /// Woken (all waiters) when the output closes.
+    ended: Notify,
 }
 
 /// What a drain hands the forwarder.
@@ -41,7 +43,12 @@ pub(crate) enum Drained {
 impl LiveOutput {
     /// `cap` bounds the bytes waiting between two drains; older bytes give way to newer ones.
     pub(crate) fn new(cap: usize) -> Self {
-        Self { cap, pending: Mutex::new(Pending::default()), ready: Notify::new() }
+        Self {
+            cap,
+            pending: Mutex::new(Pending::default()),
+            ready: Notify::new(),
+            ended: Notify::new(),
+        }
     }
 
     pub(crate) fn push(&self, bytes: &[u8]) {
@@ -63,6 +70,20 @@ impl LiveOutput {
     pub(crate) fn close(&self) {
         self.lock().closed = true;
         self.ready.notify_one();
+        self.ended.notify_waiters();
+    }
+
+    /// Waits until the output is closed (the command ended): what is pending then is the last
+    /// of it, and need not wait for a coalescing window.
+    pub(crate) async fn closed(&self) {
+        let ended = self.ended.notified();
+        tokio::pin!(ended);
+        // Registered before the check: a close between the two still wakes us.
+        ended.as_mut().enable();
+        if self.is_closed() {
+            return;
+        }
+        ended.await;
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -131,6 +152,23 @@ pub(crate) fn complete_utf8_prefix(bytes: &[u8]) -> usize {
 mod tests {
     use super::*;
 
+    #[test]
+    fn closed_wakes_its_waiter_when_the_output_closes() {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
+        let live = std::sync::Arc::new(LiveOutput::new(16));
+        runtime.block_on(async {
+            let waiter = {
+                let live = std::sync::Arc::clone(&live);
+                tokio::spawn(async move { live.closed().await })
+            };
+            tokio::task::yield_now().await;
+            assert!(!waiter.is_finished(), "open output keeps the waiter waiting");
+            live.close();
+            waiter.await.expect("the waiter ends");
+            // Closed already: returns at once.
+            live.closed().await;
+        });
+    }
     #[test]
     fn split_multibyte_character_waits_for_its_end() {
         let live = LiveOutput::new(1024);

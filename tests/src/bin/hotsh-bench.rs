@@ -71,9 +71,10 @@ fn main() {
         Some("sessions") => sessions(number(&args, 1, 10_000), number(&args, 2, 5)),
         Some("models") => models(number(&args, 1, 50), number(&args, 2, 300)),
         Some("arcs") => arcs(number(&args, 1, 5)),
+        Some("card") => card(number(&args, 1, 20)),
         _ => {
             eprintln!(
-                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS])"
+                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS] | card [TURNS])"
             );
             std::process::exit(2);
         }
@@ -296,6 +297,54 @@ fn overhead(calls: usize, runs: usize) {
         "median of {runs} runs: {tool:.2} ms through the tool path vs {bash:.2} ms direct: {:.2} ms of overhead per command",
         tool - bash
     );
+}
+
+/// Scripted turns running `echo x; uname -s` (a command with output): prompt to the card's
+/// closing update, and prompt to the answer.
+fn card(turns: usize) {
+    let hotsh = release_dir().join("hotsh");
+    let mut responses = Vec::new();
+    for _ in 0..=turns {
+        responses.push(
+            json!({"tool_calls": [{"name": "bash", "arguments": {"command": "echo x; uname -s"}}]}),
+        );
+        responses.push(json!({"text": "done"}));
+    }
+    let mut agent = Agent::start(&hotsh, responses, "");
+    agent.prompt("warm up");
+    let (mut closed, mut answered) = (Vec::new(), Vec::new());
+    for turn in 1..=turns {
+        let id = agent.next_id;
+        agent.next_id += 1;
+        let session = agent.session.clone();
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
+            "params": {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}});
+        let started = Instant::now();
+        writeln!(agent.stdin, "{line}").expect("write");
+        agent.stdin.flush().expect("flush");
+        let mut card_closed = None;
+        loop {
+            let message = agent.read_message();
+            let update = &message["params"]["update"];
+            if update["sessionUpdate"] == "tool_call_update" && update["status"] == "completed" {
+                card_closed = Some(ms(started.elapsed()));
+            }
+            if message["id"] == id && message.get("method").is_none() {
+                break;
+            }
+        }
+        let answer = ms(started.elapsed());
+        let card = card_closed.expect("the card closed");
+        println!("turn {turn}: card closed after {card:.2} ms, answer after {answer:.2} ms");
+        closed.push(card);
+        answered.push(answer);
+    }
+    println!(
+        "median of {turns} turns: card closed {:.2} ms, answer {:.2} ms after the prompt",
+        median(closed),
+        median(answered)
+    );
+    agent.finish();
 }
 
 fn tasks(count: usize, runs: usize) {
