@@ -173,7 +173,7 @@ pub(crate) struct Executor {
     env: Vec<(OsString, OsString)>,
     /// The shim's program: this very executable.
     shim_program: PathBuf,
-    /// Read end of the lifeline, handed to every shim as fd 3. The write end is only ever
+    /// Read end of the lifeline, inherited by every shim (its number is an argument). The write end is only ever
     /// held by this process (close-on-exec), so its death is every shim's end of file.
     lifeline_read: OwnedFd,
     _lifeline_write: OwnedFd,
@@ -235,12 +235,19 @@ impl Executor {
             return Err(RunError::BadWorkdir(workdir.to_owned()));
         }
         let mut shim = Command::new(&self.shim_program);
-        shim.args(shim::arguments(self.config.kill_grace, &self.config.shell, command))
-            .current_dir(workdir)
-            .env_clear()
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .process_group(0);
+        // No `pre_exec`: std then starts the shim with posix_spawn (a vfork, not a copy of the
+        // host's page tables); the lifeline is inherited under its own number.
+        shim.args(shim::arguments(
+            self.config.kill_grace,
+            self.lifeline_read.as_raw_fd(),
+            &self.config.shell,
+            command,
+        ))
+        .current_dir(workdir)
+        .env_clear()
+        .envs(self.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .process_group(0);
         let merged = match output {
             Output::Separate => {
                 shim.stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -256,16 +263,6 @@ impl Executor {
                 Some(reader)
             }
         };
-        let lifeline = self.lifeline_read.as_raw_fd();
-        // SAFETY: dup2 is async-signal-safe; the fd stays open for the executor's lifetime.
-        unsafe {
-            shim.pre_exec(move || {
-                if libc::dup2(lifeline, shim::LIFELINE_FD) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
         #[expect(clippy::disallowed_methods, reason = "the executor is where processes start")]
         let mut child = process::spawn_own(|| shim.spawn(), Child::id).map_err(RunError::Spawn)?;
         // The parent's copies of the merged pipe's write end are gone with `shim`.
@@ -543,12 +540,17 @@ impl Executor {
     }
 }
 
-/// The close-on-exec pipe whose write end only the host holds.
+/// The pipe whose write end only the host holds. The read end is inherited by the processes
+/// the host starts (shims watch it; the plugin checker ignores it); the write end is
+/// close-on-exec, so end of file there means the host is gone.
 fn lifeline() -> std::io::Result<(OwnedFd, OwnedFd)> {
     use std::os::fd::FromRawFd as _;
     let mut fds = [0; 2];
-    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes; fcntl on a descriptor it
+    // just made.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0
+        || unsafe { libc::fcntl(fds[0], libc::F_SETFD, 0) } != 0
+    {
         return Err(std::io::Error::last_os_error());
     }
     // SAFETY: pipe2 just created these descriptors and nothing else owns them.

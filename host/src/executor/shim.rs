@@ -1,4 +1,5 @@
-//! The process between the host and a command: `hotsh __shim GRACE_MS SHELL COMMAND`.
+//! The process between the host and a command: `hotsh __shim GRACE_MS LIFELINE_FD SHELL
+//! COMMAND`.
 //!
 //! It exists so that no process of a command outlives the host, however the host ends (even
 //! SIGKILL), and so that stopping a command stops all of it (DESIGN §6):
@@ -6,7 +7,7 @@
 //! - It becomes a *child subreaper*: every process the command orphans (a `&` job whose shell
 //!   exited, a `setsid` daemon that double-forked) is re-parented to the shim, not to init.
 //! - It runs the command as `SHELL -c COMMAND` in a process group of its own.
-//! - It watches fd 3, the read end of a pipe whose write end only the host holds. End of file
+//! - It watches LIFELINE_FD, the read end of a pipe whose write end only the host holds. End of file
 //!   there means the host is gone: the shim kills everything and exits.
 //! - SIGTERM (or SIGINT, SIGHUP) from the host means "stop the command": SIGTERM to the group and
 //!   every other descendant it can see, SIGKILL after GRACE_MS.
@@ -21,22 +22,23 @@ use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-/// The fd the host hands the lifeline on.
-pub(crate) const LIFELINE_FD: i32 = 3;
 /// The hidden subcommand.
 pub(crate) const SUBCOMMAND: &str = "__shim";
 
 /// Entry point; never returns.
 pub(crate) fn main(args: &[OsString]) -> ! {
-    let [grace_ms, shell, command] = args else {
-        eprintln!("hotsh __shim: usage: hotsh __shim GRACE_MS SHELL COMMAND");
+    let [grace_ms, lifeline, shell, command] = args else {
+        eprintln!("hotsh __shim: usage: hotsh __shim GRACE_MS LIFELINE_FD SHELL COMMAND");
         std::process::exit(2);
+    };
+    let Some(lifeline) = lifeline.to_str().and_then(|fd| fd.parse::<i32>().ok()) else {
+        fail("the lifeline is not a descriptor number");
     };
     let grace =
         Duration::from_millis(grace_ms.to_str().and_then(|g| g.parse().ok()).unwrap_or(2000));
     // SAFETY: plain libc calls on this single-threaded process; arguments are valid.
     let subreaper = unsafe {
-        libc::fcntl(LIFELINE_FD, libc::F_SETFD, libc::FD_CLOEXEC);
+        libc::fcntl(lifeline, libc::F_SETFD, libc::FD_CLOEXEC);
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     };
     if subreaper != 0 {
@@ -86,7 +88,7 @@ pub(crate) fn main(args: &[OsString]) -> ! {
             at.saturating_duration_since(Instant::now()).as_millis().min(i32::MAX as u128) as i32
         });
         let mut fds = [
-            libc::pollfd { fd: LIFELINE_FD, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: lifeline, events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: signals.fd, events: libc::POLLIN, revents: 0 },
         ];
         // SAFETY: `fds` is a valid array of two pollfd.
@@ -289,10 +291,16 @@ impl SignalFd {
 }
 
 /// The argument vector that starts a shim for `command`.
-pub(crate) fn arguments(grace: Duration, shell: &std::path::Path, command: &str) -> Vec<OsString> {
+pub(crate) fn arguments(
+    grace: Duration,
+    lifeline: i32,
+    shell: &std::path::Path,
+    command: &str,
+) -> Vec<OsString> {
     vec![
         SUBCOMMAND.into(),
         grace.as_millis().to_string().into(),
+        lifeline.to_string().into(),
         shell.as_os_str().to_owned(),
         command.into(),
     ]
