@@ -25,8 +25,8 @@ pub use abi_stable::std_types::{ROption, RResult, RStr, RString, RVec};
 pub use v1::{
     Card, CardStatus, CommandOutcome, CommandSpec, FinalCard, GenericCard, HostRef, HostServices,
     HostServices_TO, KillOutcome, LogLevel, Manifest, Plugin, PluginModule, PluginModuleRef,
-    PromptSection, TaskOutput, TaskStarted, TaskState, TaskStatus, TerminalCard, TerminalExit,
-    ToolCall, ToolKind, ToolOutput, ToolSpec,
+    PromptSection, SandboxFacts, SandboxMode, SandboxRequest, TaskOutput, TaskStarted, TaskState,
+    TaskStatus, TerminalCard, TerminalExit, ToolCall, ToolKind, ToolOutput, ToolSpec, ToolsContext,
 };
 
 /// The interface version a plugin built against this crate speaks.
@@ -51,18 +51,20 @@ macro_rules! export_plugin {
             use $crate::__private::{RResult, RString, RVec, guard};
             use $crate::v1::{
                 Card, FinalCard, HostRef, Manifest, PluginModule, PluginModuleRef, PromptSection,
-                ToolCall, ToolOutput, ToolSpec,
+                ToolCall, ToolOutput, ToolSpec, ToolsContext,
             };
 
             extern "C" fn manifest() -> RResult<Manifest, RString> {
                 guard("manifest", || Ok(<$plugin as $crate::Plugin>::manifest()))
             }
-            extern "C" fn tools() -> RResult<RVec<ToolSpec>, RString> {
-                guard("tools", || Ok(<$plugin as $crate::Plugin>::tools().into()))
+            extern "C" fn tools(context: &ToolsContext) -> RResult<RVec<ToolSpec>, RString> {
+                guard("tools", || Ok(<$plugin as $crate::Plugin>::tools_in(context).into()))
             }
-            extern "C" fn prompt_sections() -> RResult<RVec<PromptSection>, RString> {
+            extern "C" fn prompt_sections(
+                context: &ToolsContext,
+            ) -> RResult<RVec<PromptSection>, RString> {
                 guard("prompt_sections", || {
-                    Ok(<$plugin as $crate::Plugin>::prompt_sections().into())
+                    Ok(<$plugin as $crate::Plugin>::prompt_sections_in(context).into())
                 })
             }
             extern "C" fn invoke(

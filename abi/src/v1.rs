@@ -183,6 +183,54 @@ pub enum CardStatus {
     Running,
 }
 
+/// What the host tells a plugin when it asks for its tools and prompt sections.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct ToolsContext {
+    /// The executor confines commands to sandbox modes: a tool that runs commands may offer
+    /// escalation ([`CommandSpec::sandbox_permissions`]) and explain denials.
+    pub sandboxed: bool,
+}
+
+/// The sandbox modes, narrowest first (the order is part of the contract).
+#[repr(u8)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SandboxMode {
+    /// No writes anywhere, no network.
+    ReadOnly,
+    /// Writes only under the session's cwd and `$TMPDIR` (the cwd's `.git` stays read-only);
+    /// no network unless the host's configuration allows it.
+    WorkspaceWrite,
+    /// Unconfined.
+    DangerFullAccess,
+}
+
+impl SandboxMode {
+    /// `read-only`, `workspace-write`, `danger-full-access`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::ReadOnly => "read-only",
+            SandboxMode::WorkspaceWrite => "workspace-write",
+            SandboxMode::DangerFullAccess => "danger-full-access",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite, SandboxMode::DangerFullAccess]
+            .into_iter()
+            .find(|mode| mode.as_str() == text)
+    }
+}
+
+/// A wider mode for one command, which the host grants only if the user allows it.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct SandboxRequest {
+    pub mode: SandboxMode,
+    /// Why, in the model's words; shown to the user with the exact command.
+    pub justification: RString,
+}
+
 /// A command for the host's bash executor.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
@@ -194,6 +242,25 @@ pub struct CommandSpec {
     /// `None` means the executor's default (120 s); values above its maximum (600 s) are
     /// lowered to the maximum, and the outcome reports the timeout that applied.
     pub timeout_ms: ROption<u64>,
+    /// Run this one command under a wider mode, if the user allows it. The host asks before
+    /// anything runs; a refusal is an error and nothing executes.
+    pub sandbox_permissions: ROption<SandboxRequest>,
+}
+
+/// How the sandbox treated a command.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct SandboxFacts {
+    /// The mode the command ran under.
+    pub mode: SandboxMode,
+    /// `bwrap`, `landlock`, or `off`.
+    pub backend: RString,
+    /// `full`, `partial: <what is not enforced>`, or `none` (unconfined).
+    pub enforcement: RString,
+    /// The failure looks like the sandbox refusing something: `file`, `network` or `syscall`.
+    pub denial: ROption<RString>,
+    /// A wider mode could be asked for (and would cure the denial): the tool may say so.
+    pub escalation_available: bool,
 }
 
 /// How a foreground command ended. A non-zero exit, a timeout or an abort are outcomes, not
@@ -223,6 +290,7 @@ pub struct CommandOutcome {
     /// Bytes the command wrote to stdout and stderr.
     pub total_bytes: u64,
     pub duration_ms: u64,
+    pub sandbox: SandboxFacts,
 }
 
 /// A background task as the host reports it.
@@ -333,8 +401,8 @@ pub type HostBox = HostServices_TO<'static, RBox<()>>;
 #[sabi(kind(Prefix(prefix_ref = PluginModuleRef)))]
 pub struct PluginModule {
     pub manifest: extern "C" fn() -> RResult<Manifest, RString>,
-    pub tools: extern "C" fn() -> RResult<RVec<ToolSpec>, RString>,
-    pub prompt_sections: extern "C" fn() -> RResult<RVec<PromptSection>, RString>,
+    pub tools: extern "C" fn(&ToolsContext) -> RResult<RVec<ToolSpec>, RString>,
+    pub prompt_sections: extern "C" fn(&ToolsContext) -> RResult<RVec<PromptSection>, RString>,
     pub invoke: extern "C" fn(&ToolCall, HostRef<'_>) -> RResult<ToolOutput, RString>,
     pub present_call: extern "C" fn(&ToolCall) -> RResult<Card, RString>,
     #[sabi(last_prefix_field)]
@@ -357,6 +425,16 @@ pub trait Plugin {
     fn tools() -> Vec<ToolSpec>;
     fn prompt_sections() -> Vec<PromptSection> {
         Vec::new()
+    }
+    /// The tools as offered by a host in `context`; by default [`Plugin::tools`].
+    fn tools_in(context: &ToolsContext) -> Vec<ToolSpec> {
+        let _ = context;
+        Self::tools()
+    }
+    /// The prompt sections in `context`; by default [`Plugin::prompt_sections`].
+    fn prompt_sections_in(context: &ToolsContext) -> Vec<PromptSection> {
+        let _ = context;
+        Self::prompt_sections()
     }
     /// Runs one call. `Err` is a tool error the model reads (bad arguments, a failure of the
     /// machinery); a command that ran and failed is an `Ok` describing the failure.

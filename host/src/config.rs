@@ -13,6 +13,12 @@
 //! model = "local"              # the model to use (see model/setup.rs for the precedence)
 //! record = "/tmp/session.arc"  # record an arc of everything (as --record)
 //!
+//! [sandbox]
+//! mode = "workspace-write"     # sessions' mode until they choose one (read-only,
+//!                              # workspace-write, danger-full-access)
+//! backend = "auto"             # auto (bwrap if installed, else landlock), bwrap, landlock, none
+//! network = false              # whether workspace-write commands reach the network
+//!
 //! [models.local]               # a named model profile (OpenAI-compatible)
 //! base_url = "http://127.0.0.1:11434/v1"
 //! model = "qwen2.5-coder"
@@ -38,6 +44,7 @@ pub(crate) struct ConfigFile {
     pub(crate) models: std::collections::BTreeMap<String, ModelProfile>,
     /// Record every session of the agent into this arc (as `--record`).
     pub(crate) record: Option<PathBuf>,
+    pub(crate) sandbox: crate::sandbox::SandboxConfig,
 }
 
 /// A named OpenAI-compatible model.

@@ -6,6 +6,7 @@ use crate::executor::{EnvPolicy, Executor, ExecutorConfig, OutputRoot};
 use crate::model::setup::ModelChoices;
 use crate::model::{self, Model, Transcript};
 use crate::plugins::{PluginChange, Registry, watch_plugin_dirs};
+use crate::sandbox::Sandbox;
 use crate::session::fold::{Folded, OpenTask};
 use crate::session::store::{SessionStore, StoreError};
 use crate::session::{
@@ -37,6 +38,7 @@ pub(crate) struct HostConfig {
     pub(crate) data_dir: Option<PathBuf>,
     /// Log a warning when no plugin provides a tool (`hotsh run` says so itself, as an error).
     pub(crate) warn_without_tools: bool,
+    pub(crate) sandbox: crate::sandbox::SandboxConfig,
 }
 
 impl HostConfig {
@@ -75,6 +77,7 @@ impl HostConfig {
             data_dir: None,
             record: file.record.clone(),
             warn_without_tools: true,
+            sandbox: file.sandbox,
         })
     }
 }
@@ -88,6 +91,7 @@ const MAX_SPILL_CAP_MIB: u64 = 1 << 20;
 pub(crate) struct Host {
     pub(crate) registry: Arc<Registry>,
     executor: Arc<Executor>,
+    pub(crate) sandbox: Arc<Sandbox>,
     /// The models a session can use, by name; the first is the default.
     models: Vec<(String, String, Arc<dyn Model>)>,
     takes_images: bool,
@@ -133,6 +137,9 @@ impl Host {
             drop: config.env_drop.clone(),
         };
         let (executor, mut completions) = Executor::new(config.executor.clone(), &env_policy)?;
+        let sandbox = Arc::new(Sandbox::detect(&config.sandbox));
+        tracing::info!("{}", sandbox.describe());
+        crate::plugins::set_sandboxed(sandbox.offered());
         let registry = Arc::new(Registry::new(config.plugin_dirs.clone()));
         let runtime = tokio::runtime::Handle::current();
         // Watch first, then scan: a build that lands during the scan is not missed.
@@ -166,6 +173,7 @@ impl Host {
         let host = Arc::new(Self {
             registry,
             executor,
+            sandbox,
             models,
             takes_images,
             transcript,
@@ -351,6 +359,7 @@ impl Host {
         crate::turn::Parts {
             registry: Arc::clone(&self.registry),
             executor: Arc::clone(&self.executor),
+            sandbox: Arc::clone(&self.sandbox),
             model: self.model_of(session),
             transcript: self.transcript.clone(),
             runtime: self.runtime.clone(),

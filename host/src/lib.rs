@@ -13,6 +13,7 @@ mod model;
 mod plugins;
 mod prompt;
 mod run_cli;
+mod sandbox;
 mod session;
 mod sync;
 mod task_cards;

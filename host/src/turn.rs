@@ -5,7 +5,9 @@ use crate::executor::Executor;
 use crate::executor::{Drained, LiveOutput};
 use crate::model::{Model, ModelError, Transcript};
 use crate::model::{ModelEvent, ModelRequest, ModelToolCall};
-use crate::plugins::{CallServices, LoadedPlugin, PluginCall, PluginOutput, Registry, Snapshot};
+use crate::plugins::{
+    CallSandbox, CallServices, LoadedPlugin, PluginCall, PluginOutput, Registry, Snapshot,
+};
 use crate::prompt::HostSections;
 use crate::session::{
     CallStatus, Card, Fact, GenericCard, Prompt, Session, SessionEvent, StopReason, TerminalCard,
@@ -34,6 +36,7 @@ const INVOKE_LIMIT: Duration = Duration::from_secs(15 * 60);
 pub(crate) struct Parts {
     pub(crate) registry: Arc<Registry>,
     pub(crate) executor: Arc<Executor>,
+    pub(crate) sandbox: Arc<crate::sandbox::Sandbox>,
     pub(crate) model: Arc<dyn Model>,
     pub(crate) transcript: Option<Arc<Transcript>>,
     /// The host's runtime, where plugin calls' host services run their work.
@@ -129,7 +132,7 @@ async fn run_turn(
         let request = ModelRequest {
             system: system_prompt(&host_sections, &snapshot),
             messages: session.messages(),
-            tools: snapshot.tool_definitions(),
+            tools: offered_tools(parts, session, &snapshot),
         };
         if let Some(transcript) = &parts.transcript {
             transcript.record(&request).await;
@@ -261,6 +264,20 @@ async fn ask_model(
     }
 }
 
+/// The tools the model is offered: all of them, except that plan mode offers `bash` only
+/// while a backend can confine commands to read-only (otherwise none could run).
+fn offered_tools(
+    parts: &Parts,
+    session: &Session,
+    snapshot: &Snapshot,
+) -> Vec<crate::model::ToolDefinition> {
+    let mut tools = snapshot.tool_definitions();
+    if session.planning() && !parts.sandbox.confines() {
+        tools.retain(|tool| tool.name != "bash");
+    }
+    tools
+}
+
 /// Runs one tool call with its card; returns the text for the model and whether it is an error.
 async fn execute_call(
     parts: &Parts,
@@ -324,6 +341,12 @@ async fn execute_call(
         task_output_dir: output_dir,
         started: std::sync::Mutex::default(),
         last_end: std::sync::Mutex::default(),
+        sandbox: CallSandbox {
+            sandbox: Arc::clone(&parts.sandbox),
+            session: Some(Arc::clone(session)),
+            call_id: call_id.0.clone(),
+            cwd: session.cwd.clone(),
+        },
     });
     let result = invoke(&plugin, plugin_call.clone(), Arc::clone(&services), cancel).await;
     live.close();

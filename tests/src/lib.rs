@@ -267,10 +267,15 @@ pub fn fixture_target_dir() -> PathBuf {
     target_dir().join("fixtures")
 }
 
+/// The version of hotsh-abi in this checkout.
+pub const ABI_VERSION: &str = "0.2.0";
+/// Another minor version of it (which abi_stable refuses).
+pub const OTHER_ABI_VERSION: &str = "0.3.0";
+
 /// A copy of hotsh-abi with one change, for builds that must be rejected.
 fn changed_interface(interface: Interface) -> PathBuf {
     let dir = target_dir().join("fixture-src").join(format!("abi-{interface:?}"));
-    let version = if interface == Interface::OtherMinor { "0.2.0" } else { "0.1.0" };
+    let version = if interface == Interface::OtherMinor { OTHER_ABI_VERSION } else { ABI_VERSION };
     let manifest = format!(
         "[package]\nname = \"hotsh-abi\"\nversion = \"{version}\"\nedition = \"2024\"\n\n\
          [dependencies]\nabi_stable = {{ version = \"0.11.3\", default-features = false }}\n\

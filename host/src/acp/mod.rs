@@ -11,8 +11,12 @@ mod transport;
 pub(crate) use transport::claim_stdout;
 
 use crate::host::Host;
+use crate::sandbox::Mode;
 use crate::session::store::StoreError;
-use crate::session::{EventSink, Fact, SessionEvent, SessionId};
+use crate::session::{
+    DEFAULT_MODE, EscalationAnswer, EscalationAsk, EventSink, Fact, PLAN_MODE, SessionEvent,
+    SessionId,
+};
 use crate::sync::lock;
 use crate::turn;
 use agent_client_protocol::v1::ConnectionTo;
@@ -25,7 +29,7 @@ use agent_client_protocol::v1::schema::{
     SessionCloseCapabilities, SessionConfigOption, SessionConfigOptionCategory,
     SessionConfigOptionValue, SessionConfigSelectOption, SessionInfo, SessionListCapabilities,
     SessionNotification, SessionResumeCapabilities, SetSessionConfigOptionRequest,
-    SetSessionConfigOptionResponse,
+    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
 use std::collections::HashMap;
@@ -70,6 +74,7 @@ impl Shared {
 pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
     let shared = Shared { host, features: Arc::new(ClientFeatures::default()) };
     let for_config = shared.clone();
+    let for_mode = shared.clone();
     let (for_init, for_new, for_load, for_resume, for_list, for_close, for_prompt, for_cancel) = (
         shared.clone(),
         shared.clone(),
@@ -125,7 +130,11 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                 session.attach(for_new.sink(cx, &session.id.0));
                 tracing::info!(session = %session.id, cwd = %session.cwd.display(), "session created");
                 let options = config_options(&for_new.host, &session);
-                responder.respond(NewSessionResponse::new(session.id.0.clone()).config_options(options))
+                responder.respond(
+                    NewSessionResponse::new(session.id.0.clone())
+                        .config_options(options)
+                        .modes(session_modes(&for_new.host, &session)),
+                )
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -163,7 +172,9 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                         "session loaded"
                     );
                     let options = config_options(&shared.host, &session);
-                    let _ = responder.respond(LoadSessionResponse::new().config_options(options));
+                    let modes = session_modes(&shared.host, &session);
+                    let _ = responder
+                        .respond(LoadSessionResponse::new().config_options(options).modes(modes));
                 });
                 Ok(())
             },
@@ -180,8 +191,10 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                             shared.host.settle_tasks_of_gone_agent(&session, &folded.open_tasks).await;
                             tracing::info!(session = %session.id, "session resumed");
                             let options = config_options(&shared.host, &session);
-                            let _ = responder
-                                .respond(ResumeSessionResponse::new().config_options(options));
+                            let modes = session_modes(&shared.host, &session);
+                            let _ = responder.respond(
+                                ResumeSessionResponse::new().config_options(options).modes(modes),
+                            );
                         }
                         Err(error) => {
                             let _ = responder.respond_with_error(store_error(&error));
@@ -271,6 +284,16 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
             },
             agent_client_protocol::on_receive_request!(),
         )
+        .on_receive_request(
+            async move |request: SetSessionModeRequest, responder, _cx| {
+                let shared = for_mode.clone();
+                tokio::spawn(async move {
+                    let _ = responder.respond_with_result(set_mode(&shared.host, request).await);
+                });
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
         .on_receive_notification(
             async move |notification: CancelNotification, _cx| {
                 let id = SessionId(notification.session_id.0.to_string());
@@ -308,11 +331,82 @@ fn config_options(host: &Host, session: &crate::session::Session) -> Vec<Session
             SessionConfigSelectOption::new(name.clone(), name).description(description)
         })
         .collect();
-    vec![
+    let mut options = vec![
         SessionConfigOption::select("model", "Model", current, choices)
             .category(SessionConfigOptionCategory::Model)
             .description("The model this session talks to".to_owned()),
-    ]
+    ];
+    if host.sandbox.offered() {
+        let current = session.sandbox_choice().unwrap_or(host.sandbox.default_mode);
+        let modes = Mode::ALL
+            .into_iter()
+            .map(|mode| {
+                SessionConfigSelectOption::new(mode.as_str(), mode.as_str())
+                    .description(mode.describe().to_owned())
+            })
+            .collect::<Vec<_>>();
+        options.push(
+            SessionConfigOption::select(SANDBOX_OPTION, "Sandbox", current.as_str(), modes)
+                .description(
+                    "What commands may touch; a command can still ask you for more, once"
+                        .to_owned(),
+                ),
+        );
+    }
+    options
+}
+
+/// The config option holding the session's sandbox mode.
+const SANDBOX_OPTION: &str = "sandbox_mode";
+
+/// The session modes Zed offers: `default`, and `plan` (commands read but change nothing).
+fn session_modes(
+    host: &Host,
+    session: &crate::session::Session,
+) -> agent_client_protocol::v1::schema::SessionModeState {
+    use agent_client_protocol::v1::schema::{SessionMode, SessionModeState};
+    let current = if session.planning() { PLAN_MODE } else { DEFAULT_MODE };
+    let plan = if host.sandbox.offered() {
+        "Plan: commands may read but not change anything, and ask for nothing wider"
+    } else {
+        "Plan: commands would be confined to read-only, but this agent cannot confine commands, so none run"
+    };
+    SessionModeState::new(
+        current,
+        vec![
+            SessionMode::new(DEFAULT_MODE, "Default")
+                .description("Commands run under the session's sandbox mode".to_owned()),
+            SessionMode::new(PLAN_MODE, "Plan").description(plan.to_owned()),
+        ],
+    )
+}
+
+/// `session/set_mode`: enters or leaves plan mode (logged); tells the client the mode now in
+/// force.
+async fn set_mode(
+    host: &Host,
+    request: SetSessionModeRequest,
+) -> Result<SetSessionModeResponse, Error> {
+    let id = SessionId(request.session_id.0.to_string());
+    let session =
+        host.session(&id).ok_or_else(|| invalid_params(format!("unknown session: {id}")))?;
+    let planning = match request.mode_id.0.as_ref() {
+        PLAN_MODE => true,
+        DEFAULT_MODE => false,
+        other => {
+            return Err(invalid_params(format!(
+                "unknown mode `{other}`; the modes are {DEFAULT_MODE} and {PLAN_MODE}"
+            )));
+        }
+    };
+    session.set_planning(planning).await;
+    if let Err(failure) = session.flush().await {
+        return Err(Error::new(ErrorCode::INTERNAL_ERROR, failure));
+    }
+    if let Some(sink) = session.sink() {
+        sink.mode_changed(request.mode_id.0.as_ref());
+    }
+    Ok(SetSessionModeResponse::new())
 }
 
 /// `session/set_config_option`: switches the session's model (logged, so it survives a
@@ -324,9 +418,28 @@ async fn set_config_option(
     let id = SessionId(request.session_id.0.to_string());
     let session =
         host.session(&id).ok_or_else(|| invalid_params(format!("unknown session: {id}")))?;
+    if request.config_id.0.as_ref() == SANDBOX_OPTION && host.sandbox.offered() {
+        let SessionConfigOptionValue::ValueId { value } = request.value else {
+            return Err(invalid_params(format!(
+                "the `{SANDBOX_OPTION}` option takes a mode's name"
+            )));
+        };
+        let Some(mode) = Mode::parse(&value.0) else {
+            return Err(invalid_params(format!(
+                "unknown sandbox mode `{}`; the modes are read-only, workspace-write and danger-full-access",
+                value.0
+            )));
+        };
+        session.choose_sandbox_mode(mode).await;
+        if let Err(failure) = session.flush().await {
+            return Err(Error::new(ErrorCode::INTERNAL_ERROR, failure));
+        }
+        return Ok(SetSessionConfigOptionResponse::new(config_options(host, &session)));
+    }
     if request.config_id.0.as_ref() != "model" {
+        let known = if host.sandbox.offered() { "`model` and `sandbox_mode`" } else { "`model`" };
         return Err(invalid_params(format!(
-            "unknown option `{}`; hotsh has `model`",
+            "unknown option `{}`; hotsh has {known}",
             request.config_id.0
         )));
     }
@@ -423,6 +536,44 @@ impl EventSink for AcpSink {
             to_acp::update_with_console(event, &mut lock(&self.consoles))
         };
         let Some(update) = update else { return };
+        self.send(update);
+    }
+
+    fn mode_changed(&self, mode: &str) {
+        use agent_client_protocol::v1::schema::{CurrentModeUpdate, SessionUpdate};
+        self.send(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode.to_owned())));
+    }
+
+    fn ask_escalation(
+        &self,
+        ask: EscalationAsk,
+    ) -> futures::future::BoxFuture<'static, EscalationAnswer> {
+        let request = to_acp::escalation_request(&self.session_id.0, &ask);
+        let cx = self.cx.clone();
+        Box::pin(async move {
+            use agent_client_protocol::v1::schema::RequestPermissionOutcome;
+            match cx.send_request(request).block_task().await {
+                Ok(response) => match response.outcome {
+                    RequestPermissionOutcome::Selected(selected)
+                        if selected.option_id.0.as_ref() == to_acp::ALLOW_ONCE =>
+                    {
+                        EscalationAnswer::AllowedOnce
+                    }
+                    RequestPermissionOutcome::Selected(_) => EscalationAnswer::Rejected,
+                    RequestPermissionOutcome::Cancelled => EscalationAnswer::Cancelled,
+                    _ => EscalationAnswer::Cancelled,
+                },
+                Err(error) => {
+                    tracing::info!(%error, "the client could not ask for permission");
+                    EscalationAnswer::Unavailable
+                }
+            }
+        })
+    }
+}
+
+impl AcpSink {
+    fn send(&self, update: agent_client_protocol::v1::schema::SessionUpdate) {
         let notification = SessionNotification::new(self.session_id.0.clone(), update);
         if let Err(error) = self.cx.send_notification(notification) {
             tracing::debug!(%error, "cannot send session/update (client gone?)");

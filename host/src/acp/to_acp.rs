@@ -243,6 +243,35 @@ pub(super) fn fenced_console(text: &str) -> String {
     format!("{fence}console\n{body}\n{fence}")
 }
 
+/// The option id that allows an escalation (once).
+pub(super) const ALLOW_ONCE: &str = "allow-once";
+const REJECT: &str = "reject";
+
+/// `session/request_permission` for a command that wants a wider sandbox mode: attached to
+/// the command's card, showing the exact command, where it runs and why.
+pub(super) fn escalation_request(
+    session_id: &str,
+    ask: &crate::session::EscalationAsk,
+) -> agent_client_protocol::v1::schema::RequestPermissionRequest {
+    use agent_client_protocol::v1::schema::{
+        PermissionOption, PermissionOptionKind, RequestPermissionRequest,
+    };
+    let title = format!("Run under {}: {}", ask.mode, ask.command);
+    let body = format!(
+        "The agent asks to run this command under **{}** instead of {}, this once:\n\n```sh\n{}\n```\n\nin `{}`\n\nWhy: {}",
+        ask.mode, ask.standing, ask.command, ask.workdir, ask.justification
+    );
+    let fields = ToolCallUpdateFields::new().title(title).content(text_content(body));
+    RequestPermissionRequest::new(
+        session_id.to_owned(),
+        ToolCallUpdate::new(ask.call_id.clone(), fields),
+        vec![
+            PermissionOption::new(ALLOW_ONCE, "Allow once", PermissionOptionKind::AllowOnce),
+            PermissionOption::new(REJECT, "Reject", PermissionOptionKind::RejectOnce),
+        ],
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

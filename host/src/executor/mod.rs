@@ -28,6 +28,7 @@ pub(crate) use output_root::OutputRoot;
 pub(crate) use process::ProcessHandle;
 pub(crate) use task::{TaskEnded, TaskId, TaskRead, TaskState, TaskStatus};
 
+use crate::sandbox::Policy;
 use crate::sync::lock;
 use capture::{OutputCapture, SpillFile, Stream};
 use std::collections::HashMap;
@@ -98,6 +99,8 @@ pub(crate) struct RunRequest {
     pub(crate) timeout: Option<Duration>,
     /// Where the full output goes if it does not fit the model's view.
     pub(crate) spill_path: PathBuf,
+    /// The confinement the shim applies; `None` runs unconfined.
+    pub(crate) policy: Option<Policy>,
 }
 
 /// How a foreground command ended. Non-zero exits, timeouts and aborts are outcomes, not errors.
@@ -125,6 +128,8 @@ pub(crate) struct StartRequest {
     pub(crate) owner: Option<String>,
     /// Directory for the task's output file (`<task id>.log`).
     pub(crate) output_dir: PathBuf,
+    /// The confinement the shim applies; `None` runs unconfined.
+    pub(crate) policy: Option<Policy>,
 }
 
 /// A background task that was just started.
@@ -226,6 +231,7 @@ impl Executor {
         &self,
         command: &str,
         workdir: &Path,
+        policy: Option<&Policy>,
         output: Output,
     ) -> Result<(Child, ProcessHandle, Pipes), RunError> {
         if self.disposed.load(Ordering::SeqCst) {
@@ -240,6 +246,7 @@ impl Executor {
         shim.args(shim::arguments(
             self.config.kill_grace,
             self.lifeline_read.as_raw_fd(),
+            policy,
             &self.config.shell,
             command,
         ))
@@ -290,8 +297,12 @@ impl Executor {
         let timeout =
             request.timeout.unwrap_or(self.config.default_timeout).min(self.config.max_timeout);
         let started_at = Instant::now();
-        let (mut child, process, pipes) =
-            self.spawn(&request.command, &request.workdir, Output::Separate)?;
+        let (mut child, process, pipes) = self.spawn(
+            &request.command,
+            &request.workdir,
+            request.policy.as_ref(),
+            Output::Separate,
+        )?;
         let mut capture = OutputCapture::new(self.config.capture, request.spill_path);
 
         // The pump borrows the capture; the block ends both borrows before `finish`.
@@ -373,8 +384,12 @@ impl Executor {
         if running >= limit {
             return Err(RunError::TooManyTasks { running, limit });
         }
-        let (mut child, process, pipes) =
-            self.spawn(&request.command, &request.workdir, Output::Merged)?;
+        let (mut child, process, pipes) = self.spawn(
+            &request.command,
+            &request.workdir,
+            request.policy.as_ref(),
+            Output::Merged,
+        )?;
         let id = TaskId(format!("bash-{}", self.next_task.fetch_add(1, Ordering::SeqCst)));
         let output_path = request.output_dir.join(format!("{id}.log"));
         let mut output = SpillFile::eager(output_path.clone(), self.config.capture.spill_cap);

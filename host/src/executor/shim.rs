@@ -1,5 +1,5 @@
-//! The process between the host and a command: `hotsh __shim GRACE_MS LIFELINE_FD SHELL
-//! COMMAND`.
+//! The process between the host and a command: `hotsh __shim GRACE_MS LIFELINE_FD POLICY
+//! SHELL COMMAND` (POLICY is `-` or the sandbox policy as JSON).
 //!
 //! It exists so that no process of a command outlives the host, however the host ends (even
 //! SIGKILL), and so that stopping a command stops all of it (DESIGN §6):
@@ -14,9 +14,14 @@
 //! - When the shell exits, whatever is left (group members, orphans) is killed, every child is
 //!   reaped, and the shim exits the way the shell did (same code, or the same signal).
 //!
+//! - Under a sandbox policy it confines itself before it starts the shell (Landlock, seccomp,
+//!   a read-only `.git`), or starts the shell inside bubblewrap (`sandbox/confine.rs`); if the
+//!   policy cannot be enforced it runs nothing and exits 125.
+//!
 //! It is plain blocking code on one thread (poll on the lifeline and a signalfd); it runs before
 //! any runtime is started.
 
+use crate::sandbox::{Policy, confine};
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;
@@ -27,9 +32,17 @@ pub(crate) const SUBCOMMAND: &str = "__shim";
 
 /// Entry point; never returns.
 pub(crate) fn main(args: &[OsString]) -> ! {
-    let [grace_ms, lifeline, shell, command] = args else {
-        eprintln!("hotsh __shim: usage: hotsh __shim GRACE_MS LIFELINE_FD SHELL COMMAND");
+    let [grace_ms, lifeline, policy, shell, command] = args else {
+        eprintln!("hotsh __shim: usage: hotsh __shim GRACE_MS LIFELINE_FD POLICY SHELL COMMAND");
         std::process::exit(2);
+    };
+    let policy: Option<Policy> = match policy.to_str() {
+        Some("-") => None,
+        Some(json) => match serde_json::from_str(json) {
+            Ok(policy) => Some(policy),
+            Err(error) => fail(&format!("the sandbox policy is not valid: {error}")),
+        },
+        None => fail("the sandbox policy is not UTF-8"),
     };
     let Some(lifeline) = lifeline.to_str().and_then(|fd| fd.parse::<i32>().ok()) else {
         fail("the lifeline is not a descriptor number");
@@ -49,8 +62,15 @@ pub(crate) fn main(args: &[OsString]) -> ! {
         Ok(fd) => fd,
         Err(error) => fail(&format!("cannot watch signals: {error}")),
     };
-    let mut shell_command = std::process::Command::new(shell);
-    shell_command.arg("-c").arg(command).stdin(Stdio::null());
+    if let Some(policy) = policy.as_ref().filter(|p| p.bwrap.is_none())
+        && let Err(error) = confine::restrict_self(policy)
+    {
+        // Fail closed: the command asked for confinement it would not get.
+        fail(&format!("the sandbox cannot be enforced, so the command was not run: {error}"));
+    }
+    let argv = confine::shell_argv(policy.as_ref(), std::path::Path::new(shell), command);
+    let mut shell_command = std::process::Command::new(&argv[0]);
+    shell_command.args(&argv[1..]).stdin(Stdio::null());
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         shell_command.pre_exec(|| {
@@ -294,13 +314,17 @@ impl SignalFd {
 pub(crate) fn arguments(
     grace: Duration,
     lifeline: i32,
+    policy: Option<&Policy>,
     shell: &std::path::Path,
     command: &str,
 ) -> Vec<OsString> {
+    let policy =
+        policy.and_then(|p| serde_json::to_string(p).ok()).unwrap_or_else(|| "-".to_owned());
     vec![
         SUBCOMMAND.into(),
         grace.as_millis().to_string().into(),
         lifeline.to_string().into(),
+        policy.into(),
         shell.as_os_str().to_owned(),
         command.into(),
     ]

@@ -5,15 +5,17 @@
 //! generation it started on, whatever is loaded meanwhile.
 
 mod check;
+mod gate;
 mod loader;
 mod services;
 mod v1;
 mod watcher;
 
 pub(crate) use check::{CheckFailure, Description};
+pub(crate) use gate::CallSandbox;
 pub(crate) use loader::{LoadedPlugin, Rejection};
 pub(crate) use services::CallServices;
-pub(crate) use v1::{PluginCall, PluginOutput};
+pub(crate) use v1::{PluginCall, PluginOutput, set_sandboxed};
 pub(crate) use watcher::watch_plugin_dirs;
 
 use crate::model::ToolDefinition;

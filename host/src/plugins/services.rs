@@ -5,6 +5,7 @@
 //! work to the host's runtime (processes are never spawned from a blocking-pool thread, see
 //! DESIGN §6) and waits for the answer.
 
+use super::gate::{CallSandbox, Gate};
 use crate::executor::{
     Executor, Killed, LiveOutput, RunOutcome, RunRequest, StartRequest, TaskRead, TaskState,
     TaskStatus,
@@ -36,6 +37,8 @@ pub(crate) struct CallServices {
     pub(crate) started: std::sync::Mutex<Vec<StartedTask>>,
     /// Why the last command this call ran ended, when it did not simply exit 0.
     pub(crate) last_end: std::sync::Mutex<Option<String>>,
+    /// How this call's commands are confined.
+    pub(crate) sandbox: CallSandbox,
 }
 
 /// A background task a call started.
@@ -104,15 +107,27 @@ fn guarded<T>(service: &str, body: impl FnOnce() -> RResult<T, RString>) -> RRes
 }
 
 impl CallServices {
+    /// The sandbox decision for `spec` (asking the user when it wants a wider mode).
+    fn gate(&self, spec: &abi::CommandSpec) -> Result<Gate, RString> {
+        let (sandbox, spec, cancel) = (self.sandbox.clone(), spec.clone(), self.cancel.clone());
+        self.on_runtime(async move { sandbox.gate(&spec, &cancel).await })?.map_err(RString::from)
+    }
+
     fn run_command(&self, spec: abi::CommandSpec) -> RResult<abi::CommandOutcome, RString> {
+        let gate = match self.gate(&spec) {
+            Ok(gate) => gate,
+            Err(refused) => return RResult::RErr(refused),
+        };
         let run = self.runs.fetch_add(1, Ordering::Relaxed) + 1;
         let mut spill_path = self.spill_stem.clone().into_os_string();
         spill_path.push(format!("-{run}.log"));
+        let workdir = PathBuf::from(spec.workdir.as_str());
         let request = RunRequest {
             command: spec.command.into_string(),
-            workdir: PathBuf::from(spec.workdir.as_str()),
+            workdir: workdir.clone(),
             timeout: spec.timeout_ms.into_option().map(Duration::from_millis),
             spill_path: spill_path.into(),
+            policy: gate.policy.clone(),
         };
         let executor = Arc::clone(&self.executor);
         let live = Arc::clone(&self.live);
@@ -120,7 +135,8 @@ impl CallServices {
         match self.on_runtime(async move { executor.run(request, &live, &cancel).await }) {
             Ok(Ok(outcome)) => {
                 *lock(&self.last_end) = end_reason(&outcome);
-                RResult::ROk(to_abi_outcome(outcome))
+                let facts = gate.facts(&outcome, &workdir);
+                RResult::ROk(to_abi_outcome(outcome, facts))
             }
             Ok(Err(error)) => RResult::RErr(error.to_string().into()),
             Err(error) => RResult::RErr(error),
@@ -139,12 +155,17 @@ impl CallServices {
     }
 
     fn start_task(&self, spec: abi::CommandSpec) -> RResult<abi::TaskStarted, RString> {
+        let gate = match self.gate(&spec) {
+            Ok(gate) => gate,
+            Err(refused) => return RResult::RErr(refused),
+        };
         let command = spec.command.into_string();
         let request = StartRequest {
             command: command.clone(),
             workdir: PathBuf::from(spec.workdir.as_str()),
             owner: Some(self.session_id.clone()),
             output_dir: self.task_output_dir.clone(),
+            policy: gate.policy,
         };
         let executor = Arc::clone(&self.executor);
         match self.on_runtime(async move { executor.start(request) }) {
@@ -240,7 +261,7 @@ fn to_abi_read(read: TaskRead) -> abi::TaskOutput {
     }
 }
 
-fn to_abi_outcome(outcome: RunOutcome) -> abi::CommandOutcome {
+fn to_abi_outcome(outcome: RunOutcome, sandbox: abi::SandboxFacts) -> abi::CommandOutcome {
     abi::CommandOutcome {
         exit_code: outcome.exit_code.into(),
         signal: outcome.signal.map(RString::from).into(),
@@ -257,6 +278,7 @@ fn to_abi_outcome(outcome: RunOutcome) -> abi::CommandOutcome {
         spill_bytes: outcome.spill.as_ref().map_or(0, |s| s.bytes),
         total_bytes: outcome.total_bytes,
         duration_ms: outcome.duration.as_millis() as u64,
+        sandbox,
     }
 }
 
@@ -288,6 +310,12 @@ mod tests {
                 task_output_dir: PathBuf::from("/dev/null/tasks"),
                 started: std::sync::Mutex::default(),
                 last_end: std::sync::Mutex::default(),
+                sandbox: CallSandbox {
+                    sandbox: Arc::new(crate::sandbox::Sandbox::detect(&Default::default())),
+                    session: None,
+                    call_id: "call-1".to_owned(),
+                    cwd: PathBuf::from("/"),
+                },
             }
         });
         // Called from inside the runtime, the service's `block_on` panics.
@@ -295,6 +323,7 @@ mod tests {
             command: "true".into(),
             workdir: "/".into(),
             timeout_ms: ROption::RNone,
+            sandbox_permissions: ROption::RNone,
         };
         let result = runtime.block_on(async { services.run(spec) });
         match result {

@@ -35,6 +35,10 @@ pub(crate) struct Folded {
     pub(crate) title: Option<String>,
     /// The model the session chose last, if it chose one.
     pub(crate) model: Option<String>,
+    /// The session's sandbox override, if it set one.
+    pub(crate) sandbox_mode: Option<crate::sandbox::Mode>,
+    /// The session's ACP mode (`default` unless it chose `plan`).
+    pub(crate) session_mode: Option<String>,
 }
 
 /// Folds the records of one log; the first must be its `session` record.
@@ -48,6 +52,8 @@ pub(crate) fn fold(records: Vec<Record>) -> Result<Folded, String> {
     let mut next_call = 1;
     let mut title = None;
     let mut model = None;
+    let mut sandbox_mode = None;
+    let mut session_mode = None;
     let mut started: BTreeMap<String, OpenTask> = BTreeMap::new();
     let mut ended_notices: Vec<(String, PendingNotice)> = Vec::new();
     let mut noticed: HashSet<String> = HashSet::new();
@@ -106,6 +112,8 @@ pub(crate) fn fold(records: Vec<Record>) -> Result<Folded, String> {
                 noticed.insert(task_id.clone());
             }
             Record::Fact(Fact::ModelChosen { model: chosen }) => model = Some(chosen),
+            Record::Fact(Fact::SandboxMode { mode }) => sandbox_mode = mode,
+            Record::Fact(Fact::SessionMode { mode }) => session_mode = Some(mode),
             Record::Fact(_) => {}
         }
     }
@@ -121,7 +129,18 @@ pub(crate) fn fold(records: Vec<Record>) -> Result<Folded, String> {
             task
         })
         .collect();
-    Ok(Folded { meta, history, view, next_call, pending_notices, open_tasks, title, model })
+    Ok(Folded {
+        meta,
+        history,
+        view,
+        next_call,
+        pending_notices,
+        open_tasks,
+        title,
+        model,
+        sandbox_mode,
+        session_mode,
+    })
 }
 
 /// Adds `event` to a view, joining it to the previous event when both are chunks of the same

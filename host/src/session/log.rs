@@ -62,6 +62,13 @@
 //!   tool call `call_id`.
 //! - `model_chosen` `{model}`: the session switched to this model (a name as `--model`
 //!   takes it); the last one counts.
+//! - `sandbox_mode` `{mode}`: the session's sandbox override (`read-only`, `workspace-write`,
+//!   `danger-full-access`); the last one counts.
+//! - `session_mode` `{mode}`: `default` or `plan`; the last one counts. Independent of the
+//!   override: leaving plan finds the override as it was.
+//! - `escalation` `{call_id, command, justification, mode, answer}`: a command asked for a
+//!   wider mode; `answer` is `allowed`, `rejected`, `cancelled`, `unavailable` or `refused`
+//!   (plan mode refused it at the gate).
 //! - `task_ended` `{task_id, state, exit_code, signal, with_agent}`: it ended (`state`
 //!   `exited` or `killed`); `with_agent` is true when the agent that ran it went away first
 //!   (recorded when the session is next loaded).
@@ -126,6 +133,23 @@ pub(crate) enum Fact {
     TaskEnded(TaskEnd),
     ModelChosen {
         model: String,
+    },
+    /// The session's sandbox override (last wins; `None` goes back to the default).
+    SandboxMode {
+        mode: Option<crate::sandbox::Mode>,
+    },
+    /// The session's ACP mode (`default` or `plan`; last wins).
+    SessionMode {
+        mode: String,
+    },
+    /// A command asked for a wider mode, and what came of it.
+    Escalation {
+        call_id: String,
+        command: String,
+        justification: String,
+        mode: crate::sandbox::Mode,
+        /// `allowed`, `rejected`, `cancelled`, `unavailable` or `refused` (at the gate).
+        answer: String,
     },
 }
 
@@ -447,6 +471,9 @@ impl Fact {
         "task_started",
         "task_ended",
         "model_chosen",
+        "sandbox_mode",
+        "session_mode",
+        "escalation",
     ];
 }
 

@@ -18,6 +18,7 @@ pub(crate) use log::{Fact, Prompt, Record, SessionMeta, TurnOutcome};
 pub(crate) use writer::LogWriter;
 
 use crate::model::Message;
+use crate::sandbox::Mode;
 use crate::sync::lock;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -201,6 +202,59 @@ pub(crate) struct TaskEnd {
 /// Where a session's events go.
 pub(crate) trait EventSink: Send + Sync {
     fn emit(&self, event: SessionEvent);
+
+    /// The session's mode changed (`default` or `plan`).
+    fn mode_changed(&self, mode: &str) {
+        let _ = mode;
+    }
+
+    /// Asks the user whether a command may run under a wider sandbox mode. A sink that cannot
+    /// ask answers `Unavailable`.
+    fn ask_escalation(
+        &self,
+        ask: EscalationAsk,
+    ) -> futures::future::BoxFuture<'static, EscalationAnswer> {
+        let _ = ask;
+        Box::pin(async { EscalationAnswer::Unavailable })
+    }
+}
+
+/// The ACP session mode ids.
+pub(crate) const DEFAULT_MODE: &str = "default";
+pub(crate) const PLAN_MODE: &str = "plan";
+
+/// A command that wants a wider sandbox mode, as the user is asked about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EscalationAsk {
+    pub(crate) call_id: String,
+    pub(crate) command: String,
+    pub(crate) workdir: String,
+    pub(crate) justification: String,
+    pub(crate) mode: Mode,
+    /// The mode the command would run under otherwise.
+    pub(crate) standing: Mode,
+}
+
+/// What the user said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EscalationAnswer {
+    AllowedOnce,
+    Rejected,
+    /// The request was cancelled (the turn was cancelled, or the client withdrew it).
+    Cancelled,
+    /// No client that can ask is attached.
+    Unavailable,
+}
+
+impl EscalationAnswer {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            EscalationAnswer::AllowedOnce => "allowed",
+            EscalationAnswer::Rejected => "rejected",
+            EscalationAnswer::Cancelled => "cancelled",
+            EscalationAnswer::Unavailable => "unavailable",
+        }
+    }
 }
 
 /// Why a turn ended.
@@ -242,6 +296,10 @@ struct State {
     logged_output: HashMap<ToolCallId, usize>,
     /// The model this session chose, when it chose one.
     model: Option<String>,
+    /// The sandbox mode this session chose, when it chose one.
+    sandbox_mode: Option<Mode>,
+    /// In plan mode (which caps commands at read-only).
+    planning: bool,
 }
 
 impl std::fmt::Debug for Session {
@@ -272,6 +330,8 @@ impl Session {
                 notices: folded.pending_notices.clone(),
                 logged_output: HashMap::new(),
                 model: folded.model.clone(),
+                sandbox_mode: folded.sandbox_mode,
+                planning: folded.session_mode.as_deref() == Some(PLAN_MODE),
             },
             None => State::default(),
         };
@@ -415,6 +475,67 @@ impl Session {
     pub(crate) async fn choose_model(&self, model: String) {
         lock(&self.state).model = Some(model.clone());
         self.record(Fact::ModelChosen { model }).await;
+    }
+
+    /// The sandbox mode this session chose, if it chose one.
+    pub(crate) fn sandbox_choice(&self) -> Option<Mode> {
+        lock(&self.state).sandbox_mode
+    }
+
+    /// Sets the session's sandbox override, in the log and here.
+    pub(crate) async fn choose_sandbox_mode(&self, mode: Mode) {
+        lock(&self.state).sandbox_mode = Some(mode);
+        self.record(Fact::SandboxMode { mode: Some(mode) }).await;
+    }
+
+    /// Whether the session is in plan mode.
+    pub(crate) fn planning(&self) -> bool {
+        lock(&self.state).planning
+    }
+
+    /// Enters or leaves plan mode, in the log and here. The sandbox override is a separate
+    /// fold: leaving plan finds it untouched.
+    pub(crate) async fn set_planning(&self, planning: bool) {
+        lock(&self.state).planning = planning;
+        let mode = if planning { PLAN_MODE } else { DEFAULT_MODE };
+        self.record(Fact::SessionMode { mode: mode.to_owned() }).await;
+    }
+
+    /// The cap of the session's mode: plan allows read-only commands at most.
+    pub(crate) fn sandbox_cap(&self) -> Option<Mode> {
+        self.planning().then_some(Mode::ReadOnly)
+    }
+
+    /// Asks the user (through the attached client) whether a command may run under a wider
+    /// mode, and logs the question and the answer.
+    pub(crate) async fn ask_escalation(
+        &self,
+        ask: EscalationAsk,
+        cancel: &CancellationToken,
+    ) -> EscalationAnswer {
+        let answer = match self.sink() {
+            // Dropping the question when the turn is cancelled withdraws it from the client.
+            Some(sink) => tokio::select! {
+                answer = sink.ask_escalation(ask.clone()) => answer,
+                () = cancel.cancelled() => EscalationAnswer::Cancelled,
+            },
+            None => EscalationAnswer::Unavailable,
+        };
+        self.record_escalation(&ask, answer.as_str()).await;
+        answer
+    }
+
+    /// Logs an escalation request and its outcome.
+    pub(crate) async fn record_escalation(&self, ask: &EscalationAsk, answer: &str) {
+        self.record(Fact::Escalation {
+            call_id: ask.call_id.clone(),
+            command: ask.command.clone(),
+            justification: ask.justification.clone(),
+            mode: ask.mode,
+            answer: answer.to_owned(),
+        })
+        .await;
+        let _ = self.flush().await;
     }
 
     pub(crate) fn messages(&self) -> Vec<Message> {

@@ -6,8 +6,8 @@ mod render;
 
 use hotsh_abi::{
     Card, CardStatus, CommandSpec, FinalCard, GenericCard, HostRef, Manifest, Plugin,
-    PromptSection, ROption, RResult, TerminalCard, TerminalExit, ToolCall, ToolKind, ToolOutput,
-    ToolSpec,
+    PromptSection, ROption, RResult, SandboxMode, SandboxRequest, TerminalCard, TerminalExit,
+    ToolCall, ToolKind, ToolOutput, ToolSpec, ToolsContext,
 };
 use render::{RawOutput, TaskReport};
 use serde::Deserialize;
@@ -24,6 +24,9 @@ struct BashArgs {
     workdir: Option<String>,
     #[serde(default)]
     run_in_background: bool,
+    /// A wider sandbox mode for this one command (asked of the user).
+    sandbox_permissions: Option<String>,
+    justification: Option<String>,
 }
 
 impl BashArgs {
@@ -35,7 +38,30 @@ impl BashArgs {
         if args.timeout == Some(0) {
             return Err("invalid arguments for `bash`: `timeout` must be at least 1 ms".to_owned());
         }
+        args.sandbox_request()?;
         Ok(args)
+    }
+
+    /// `sandbox_permissions` and `justification` come together or not at all.
+    fn sandbox_request(&self) -> Result<Option<SandboxRequest>, String> {
+        let justification = self.justification.as_deref().map(str::trim);
+        match (self.sandbox_permissions.as_deref(), justification) {
+            (None, None) => Ok(None),
+            (Some(_), None | Some("")) => Err(
+                "invalid arguments for `bash`: `sandbox_permissions` needs a `justification` the user reads before deciding"
+                    .to_owned(),
+            ),
+            (None, Some(_)) => Err(
+                "invalid arguments for `bash`: `justification` is only for a `sandbox_permissions` request"
+                    .to_owned(),
+            ),
+            (Some(mode), Some(justification)) => match SandboxMode::parse(mode) {
+                Some(SandboxMode::ReadOnly) | None => Err(format!(
+                    "invalid arguments for `bash`: `sandbox_permissions` must be `workspace-write` or `danger-full-access`, got `{mode}`"
+                )),
+                Some(mode) => Ok(Some(SandboxRequest { mode, justification: justification.into() })),
+            },
+        }
     }
 
     /// The directory the command runs in: `workdir` resolved against the session's cwd.
@@ -51,6 +77,7 @@ impl BashArgs {
             command: self.command.as_str().into(),
             workdir: self.workdir(call).into(),
             timeout_ms: self.timeout.into(),
+            sandbox_permissions: self.sandbox_request().ok().flatten().into(),
         }
     }
 }
@@ -108,6 +135,17 @@ For servers, watchers and anything that runs long, pass `run_in_background: true
 task id such as `bash-3` at once. `bash_output` returns only what the task printed since your \
 last read, and its status; `bash_kill` stops it. When a background task ends you are told in \
 a notice.";
+
+const SANDBOX_PROMPT: &str = "\
+## The sandbox
+
+Commands run in a sandbox. When one fails because the sandbox refused it, its result starts \
+with a marker such as `[sandbox: file access denied under <mode> mode]` or \
+`[sandbox: network access denied under <mode> mode]`; that is the boundary, not a bug to \
+work around. If the task really needs more, call `bash` again with the same command, \
+`sandbox_permissions` naming the mode it needs (`workspace-write` or `danger-full-access`) and \
+a one-sentence `justification`: the user sees both and decides. An allowed request covers \
+that one call only. A rejected one means do not retry it; find another way or ask the user.";
 
 /// The bash plugin.
 #[derive(Debug)]
@@ -171,8 +209,37 @@ impl Plugin for ToolBash {
         ]
     }
 
+    fn tools_in(context: &ToolsContext) -> Vec<ToolSpec> {
+        let mut tools = Self::tools();
+        if context.sandboxed
+            && let Some(bash) = tools.iter_mut().find(|t| t.name == "bash")
+        {
+            let mut schema: serde_json::Value =
+                serde_json::from_str(&bash.input_schema).unwrap_or_default();
+            schema["properties"]["sandbox_permissions"] = serde_json::json!({
+                "type": "string",
+                "enum": ["workspace-write", "danger-full-access"],
+                "description": "Only after the sandbox refused this command: the wider mode it needs, for this one call. The user is asked first. Requires `justification`."
+            });
+            schema["properties"]["justification"] = serde_json::json!({
+                "type": "string",
+                "description": "Why the command needs `sandbox_permissions`, in one sentence the user reads."
+            });
+            bash.input_schema = schema.to_string().into();
+        }
+        tools
+    }
+
     fn prompt_sections() -> Vec<PromptSection> {
         vec![PromptSection::new("tool:bash", 105, BASH_PROMPT)]
+    }
+
+    fn prompt_sections_in(context: &ToolsContext) -> Vec<PromptSection> {
+        let mut sections = Self::prompt_sections();
+        if context.sandboxed {
+            sections.push(PromptSection::new("sandbox", 110, SANDBOX_PROMPT));
+        }
+        sections
     }
 
     fn invoke(call: &ToolCall, host: &HostRef<'_>) -> Result<ToolOutput, String> {

@@ -14,6 +14,19 @@ pub(crate) struct RawOutput {
     pub(crate) truncated: bool,
     pub(crate) spill_path: Option<String>,
     pub(crate) duration_ms: u64,
+    /// Absent in results logged before the sandbox existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) sandbox: Option<SandboxRaw>,
+}
+
+/// The sandbox facts as the client receives them.
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub(crate) struct SandboxRaw {
+    pub(crate) mode: String,
+    pub(crate) backend: String,
+    pub(crate) enforcement: String,
+    pub(crate) denied: Option<String>,
+    pub(crate) escalation_available: bool,
 }
 
 pub(crate) fn raw_output(outcome: &CommandOutcome) -> serde_json::Value {
@@ -26,6 +39,13 @@ pub(crate) fn raw_output(outcome: &CommandOutcome) -> serde_json::Value {
         truncated: outcome.truncated,
         spill_path: outcome.spill_path.as_ref().map(|s| s.to_string()).into_option(),
         duration_ms: outcome.duration_ms,
+        sandbox: Some(SandboxRaw {
+            mode: outcome.sandbox.mode.as_str().to_owned(),
+            backend: outcome.sandbox.backend.to_string(),
+            enforcement: outcome.sandbox.enforcement.to_string(),
+            denied: outcome.sandbox.denial.as_ref().map(|d| d.to_string()).into_option(),
+            escalation_available: outcome.sandbox.escalation_available,
+        }),
     };
     serde_json::to_value(raw).unwrap_or(serde_json::Value::Null)
 }
@@ -41,6 +61,21 @@ pub(crate) fn model_text(outcome: &CommandOutcome) -> String {
     let stderr = outcome.stderr.trim_end_matches('\n');
     if !stderr.is_empty() {
         blocks.push(format!("[stderr]\n{stderr}"));
+    }
+    if let Some(denial) = outcome.sandbox.denial.as_ref().into_option() {
+        let what = match denial.as_str() {
+            "network" => "network access",
+            "syscall" => "a system call",
+            _ => "file access",
+        };
+        blocks
+            .push(format!("[sandbox: {what} denied under {} mode]", outcome.sandbox.mode.as_str()));
+        if outcome.sandbox.escalation_available {
+            blocks.push(
+                "[escalation available: if the task needs it, call bash again with `sandbox_permissions` and a `justification`; the user decides]"
+                    .to_owned(),
+            );
+        }
     }
     if outcome.timed_out {
         blocks.push(format!("[timed out after {}ms]", outcome.timeout_ms));
@@ -188,6 +223,13 @@ mod tests {
             spill_bytes: 0,
             total_bytes: (stdout.len() + stderr.len()) as u64,
             duration_ms: 3,
+            sandbox: hotsh_abi::SandboxFacts {
+                mode: hotsh_abi::SandboxMode::WorkspaceWrite,
+                backend: "landlock".into(),
+                enforcement: "full".into(),
+                denial: ROption::RNone,
+                escalation_available: false,
+            },
         }
     }
 
@@ -229,6 +271,33 @@ mod tests {
                 [timed out after 500ms]
                 [killed by signal: SIGTERM]
                 [output truncated; full output: /tmp/spill.log]"#]],
+        );
+    }
+
+    #[test]
+    fn the_sandbox_marker_comes_first_and_offers_escalation_only_when_available() {
+        let mut denied = outcome("", "touch: cannot touch '/etc/x': Permission denied\n", Some(1));
+        denied.sandbox.denial = ROption::RSome("file".into());
+        check(
+            &denied,
+            expect![[r#"
+                [stderr]
+                touch: cannot touch '/etc/x': Permission denied
+                [sandbox: file access denied under workspace-write mode]
+                [exit code: 1]"#]],
+        );
+        denied.sandbox.escalation_available = true;
+        denied.timed_out = true;
+        denied.timeout_ms = 9;
+        check(
+            &denied,
+            expect![[r#"
+                [stderr]
+                touch: cannot touch '/etc/x': Permission denied
+                [sandbox: file access denied under workspace-write mode]
+                [escalation available: if the task needs it, call bash again with `sandbox_permissions` and a `justification`; the user decides]
+                [timed out after 9ms]
+                [exit code: 1]"#]],
         );
     }
 

@@ -269,34 +269,48 @@ fn output(mib: usize, runs: usize) {
 
 fn overhead(calls: usize, runs: usize) {
     let hotsh = release_dir().join("hotsh");
-    let mut through_tool = Vec::new();
-    let mut direct = Vec::new();
-    for run in 1..=runs {
-        let tool_calls: Vec<Value> =
-            (0..calls).map(|_| json!({"name": "bash", "arguments": {"command": "true"}})).collect();
-        let responses = vec![json!({ "tool_calls": tool_calls }), json!({"text": "done"})];
-        let mut agent = Agent::start(&hotsh, responses, "");
-        let started = Instant::now();
-        agent.prompt("go");
-        let per_call = ms(started.elapsed()) / calls as f64;
-        agent.finish();
-        let started = Instant::now();
-        for _ in 0..calls {
-            let status = Command::new("bash").args(["-c", "true"]).status().expect("bash runs");
-            assert!(status.success());
-        }
-        let per_spawn = ms(started.elapsed()) / calls as f64;
-        println!(
-            "run {run}: {per_call:.2} ms per `true` through the tool path, {per_spawn:.2} ms per `bash -c true` spawned directly"
-        );
-        through_tool.push(per_call);
-        direct.push(per_spawn);
+    let mut setups = vec![
+        ("unconfined", "[sandbox]\nmode = \"danger-full-access\"\n"),
+        ("landlock", "[sandbox]\nbackend = \"landlock\"\n"),
+    ];
+    if Command::new("bwrap").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        setups.push(("bwrap", "[sandbox]\nbackend = \"bwrap\"\n"));
     }
-    let (tool, bash) = (median(through_tool), median(direct));
-    println!(
-        "median of {runs} runs: {tool:.2} ms through the tool path vs {bash:.2} ms direct: {:.2} ms of overhead per command",
-        tool - bash
-    );
+    let mut summary = Vec::new();
+    for (name, config) in setups {
+        let mut through_tool = Vec::new();
+        let mut direct = Vec::new();
+        for run in 1..=runs {
+            let tool_calls: Vec<Value> = (0..calls)
+                .map(|_| json!({"name": "bash", "arguments": {"command": "true"}}))
+                .collect();
+            let responses = vec![json!({ "tool_calls": tool_calls }), json!({"text": "done"})];
+            let mut agent = Agent::start(&hotsh, responses, config);
+            let started = Instant::now();
+            agent.prompt("go");
+            let per_call = ms(started.elapsed()) / calls as f64;
+            agent.finish();
+            let started = Instant::now();
+            for _ in 0..calls {
+                let status = Command::new("bash").args(["-c", "true"]).status().expect("bash runs");
+                assert!(status.success());
+            }
+            let per_spawn = ms(started.elapsed()) / calls as f64;
+            println!(
+                "{name} run {run}: {per_call:.2} ms per `true` through the tool path, {per_spawn:.2} ms per `bash -c true` spawned directly"
+            );
+            through_tool.push(per_call);
+            direct.push(per_spawn);
+        }
+        let (tool, bash) = (median(through_tool), median(direct));
+        summary.push(format!(
+            "{name}: median of {runs} runs: {tool:.2} ms through the tool path vs {bash:.2} ms direct: {:.2} ms of overhead per command",
+            tool - bash
+        ));
+    }
+    for line in summary {
+        println!("{line}");
+    }
 }
 
 /// Scripted turns running `echo x; uname -s` (a command with output): prompt to the card's

@@ -203,12 +203,19 @@ fn output_files_are_private_removed_on_exit_and_leftovers_of_dead_agents_swept()
     assert!(!root.exists(), "the output files outlived a clean exit");
 }
 
+/// Commands run unconfined: for tests of what a command can do to its own shim.
+pub(crate) const UNCONFINED: &str = "[sandbox]\nmode = \"danger-full-access\"\n";
+
 #[test]
 fn a_command_that_kills_its_own_shim_leaves_nothing_behind() {
     let marker = "sleep 1000.0812";
     // `$PPID` of the command's shell is its shim.
     let command = format!("{marker} & sleep 0.2; kill -9 $PPID; sleep 1000.0813");
-    let mut agent = Agent::start(AgentOptions::script(vec![bash_call(&command), say("ok")]));
+    let mut options = AgentOptions::script(vec![bash_call(&command), say("ok")]);
+    // Unconfined, so the command can reach its shim (under bwrap it would see only the
+    // sandbox's own init as its parent).
+    options.config = Some(UNCONFINED.to_owned());
+    let mut agent = Agent::start(options);
     agent.initialize(true);
     let session = agent.new_session();
     let response = agent.prompt(&session, "go");

@@ -15,4 +15,5 @@ mod panics;
 mod plugins;
 mod reload;
 mod run_cli;
+mod sandbox;
 mod sessions;

@@ -1,0 +1,221 @@
+//! Whether a failed command looks like it hit the sandbox, judged against the policy it ran
+//! under (DESIGN §7): a read-only file system error; "permission denied" / "operation not
+//! permitted" naming a path outside the writable roots (or inside a read-only one); a network
+//! error while the network was off; death by SIGSYS. A permission error on a path the policy
+//! allows is the file system's own answer, not a denial.
+
+use super::Policy;
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+/// What the sandbox refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Denial {
+    File,
+    Network,
+    Syscall,
+}
+
+impl Denial {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Denial::File => "file",
+            Denial::Network => "network",
+            Denial::Syscall => "syscall",
+        }
+    }
+}
+
+/// What a command left that the classifier reads.
+#[derive(Debug)]
+pub(crate) struct Evidence<'a> {
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) signal: Option<&'a str>,
+    pub(crate) output: [&'a str; 2],
+    pub(crate) workdir: &'a Path,
+}
+
+pub(crate) fn classify(policy: &Policy, evidence: &Evidence<'_>) -> Option<Denial> {
+    if evidence.signal == Some("SIGSYS") {
+        return Some(Denial::Syscall);
+    }
+    if evidence.exit_code == Some(0) && evidence.signal.is_none() {
+        return None;
+    }
+    let lines = evidence.output.iter().flat_map(|text| text.lines());
+    let mut network = false;
+    for line in lines {
+        if line.contains("Read-only file system") {
+            return Some(Denial::File);
+        }
+        let refused =
+            line.contains("Permission denied") || line.contains("Operation not permitted");
+        if !policy.network && looks_like_network_failure(line, refused) {
+            network = true;
+            continue;
+        }
+        if refused && paths_in(line).iter().any(|p| !writable(policy, &evidence.workdir.join(p))) {
+            return Some(Denial::File);
+        }
+    }
+    network.then_some(Denial::Network)
+}
+
+/// Whether `path` (absolute) is somewhere a command may write under `policy`.
+fn writable(policy: &Policy, path: &Path) -> bool {
+    let path = normalize(path);
+    if super::confine::WRITABLE_DEVICES.iter().any(|device| path == Path::new(device)) {
+        return true;
+    }
+    policy.writable.iter().any(|root| path.starts_with(root))
+        && !policy.read_only.iter().any(|ro| path.starts_with(ro))
+}
+
+/// `a/./b/../c` → `a/c`, without touching the file system (the path may not exist).
+fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    // The roots are canonical; resolve what exists of the path the same way.
+    let mut existing = out.as_path();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        let Some(parent) = existing.parent() else { return out };
+        if let Some(name) = existing.file_name() {
+            rest.push(name.to_owned());
+        }
+        existing = parent;
+    }
+    let mut resolved = std::fs::canonicalize(existing).unwrap_or_else(|_| existing.to_owned());
+    resolved.extend(rest.into_iter().rev());
+    resolved
+}
+
+/// The paths an error line names: quoted ones, and the `PATH:` before the error text.
+fn paths_in(line: &str) -> Vec<String> {
+    static QUOTED: LazyLock<regex::Regex> =
+        LazyLock::new(|| regex::Regex::new(r#"['‘"`]([^'’"`]+)['’"`]"#).expect("a valid pattern"));
+    static BEFORE: LazyLock<regex::Regex> = LazyLock::new(|| {
+        regex::Regex::new(r"([^ \t:'‘’]+): (?:Permission denied|Operation not permitted)")
+            .expect("a valid pattern")
+    });
+    let mut paths: Vec<String> = QUOTED
+        .captures_iter(line)
+        .chain(BEFORE.captures_iter(line))
+        .map(|c| c[1].to_owned())
+        .filter(|p| p.contains('/') || !p.contains(' '))
+        .collect();
+    paths.retain(|p| !p.is_empty() && !p.starts_with('-'));
+    paths
+}
+
+fn looks_like_network_failure(line: &str, refused: bool) -> bool {
+    const ERRORS: &[&str] = &[
+        "Network is unreachable",
+        "Temporary failure in name resolution",
+        "Could not resolve host",
+        "Name or service not known",
+        "No address associated with hostname",
+        "Cannot assign requested address",
+        "Connection refused",
+    ];
+    const SOCKET_WORDS: &[&str] = &[
+        "socket",
+        "connect",
+        "Socket",
+        "Connect",
+        "network",
+        "Errno 1]",
+        "/dev/tcp/",
+        "/dev/udp/",
+    ];
+    ERRORS.iter().any(|e| line.contains(e))
+        || (refused && SOCKET_WORDS.iter().any(|w| line.contains(w)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(dir: &Path) -> Policy {
+        Policy {
+            bwrap: None,
+            writable: vec![dir.to_owned()],
+            read_only: vec![dir.join(".git")],
+            network: false,
+        }
+    }
+
+    fn judge(policy: &Policy, workdir: &Path, stderr: &str) -> Option<Denial> {
+        classify(
+            policy,
+            &Evidence { exit_code: Some(1), signal: None, output: ["", stderr], workdir },
+        )
+    }
+
+    #[test]
+    fn permission_errors_count_only_outside_the_writable_roots() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = std::fs::canonicalize(dir.path()).expect("canonical");
+        let p = policy(&root);
+        assert_eq!(
+            judge(&p, &root, "bash: line 1: /etc/hotsh-x: Permission denied"),
+            Some(Denial::File)
+        );
+        assert_eq!(
+            judge(&p, &root, "touch: cannot touch '/usr/x': Permission denied"),
+            Some(Denial::File)
+        );
+        assert_eq!(
+            judge(&p, &root, "bash: line 1: ./.git/config: Permission denied"),
+            Some(Denial::File)
+        );
+        // Inside the writable root: the file system's own refusal (a 0444 file), not the sandbox.
+        assert_eq!(judge(&p, &root, "bash: line 1: mine.txt: Permission denied"), None);
+        assert_eq!(
+            judge(&p, &root, "sh: 1: cannot create out: Read-only file system"),
+            Some(Denial::File)
+        );
+        assert_eq!(judge(&p, &root, "some other failure"), None);
+    }
+
+    #[test]
+    fn network_errors_count_only_with_the_network_off() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut p = policy(dir.path());
+        let line = "curl: (6) Could not resolve host: example.com";
+        assert_eq!(judge(&p, dir.path(), line), Some(Denial::Network));
+        assert_eq!(
+            judge(&p, dir.path(), "bash: connect: Network is unreachable"),
+            Some(Denial::Network)
+        );
+        assert_eq!(
+            judge(&p, dir.path(), "bash: line 1: /dev/tcp/127.0.0.1/9: Operation not permitted"),
+            Some(Denial::Network)
+        );
+        p.network = true;
+        assert_eq!(judge(&p, dir.path(), line), None);
+    }
+
+    #[test]
+    fn sigsys_is_a_denial_and_success_never_is() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let p = policy(dir.path());
+        let evidence = |exit_code, signal| Evidence {
+            exit_code,
+            signal,
+            output: ["", "/etc/x: Permission denied"],
+            workdir: dir.path(),
+        };
+        assert_eq!(classify(&p, &evidence(None, Some("SIGSYS"))), Some(Denial::Syscall));
+        assert_eq!(classify(&p, &evidence(Some(0), None)), None);
+    }
+}

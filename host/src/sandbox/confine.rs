@@ -1,0 +1,234 @@
+//! Enforcement, run inside the shim (single-threaded, before it starts the shell): the
+//! landlock backend restricts the shim itself so that the shell inherits it; the bwrap backend
+//! only changes the shell's argument vector.
+
+use super::Policy;
+use std::ffi::{CString, OsString};
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::Path;
+
+/// The Landlock ABI version of the running kernel; `None` when Landlock is off.
+pub(crate) fn landlock_abi() -> Option<i32> {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_ulong = 1;
+    // SAFETY: the documented version query: no attribute pointer, size 0.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    (abi > 0).then_some(abi as i32)
+}
+
+/// Whether the shim will be able to make `.git` read-only: root (which may unshare a mount
+/// namespace directly), or a kernel that lets this user make a user namespace.
+pub(crate) fn mount_namespaces_available() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    let read = |path: &str| std::fs::read_to_string(path).ok().map(|s| s.trim().to_owned());
+    let max = read("/proc/sys/user/max_user_namespaces");
+    let unprivileged = read("/proc/sys/kernel/unprivileged_userns_clone");
+    let apparmor = read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
+    max.is_some_and(|m| m != "0")
+        && unprivileged.is_none_or(|u| u != "0")
+        && apparmor.is_none_or(|a| a != "1")
+}
+
+/// The shell's argument vector under `policy`: `SHELL -c COMMAND`, inside bwrap for that
+/// backend.
+pub(crate) fn shell_argv(
+    policy: Option<&Policy>,
+    shell: &Path,
+    command: &OsString,
+) -> Vec<OsString> {
+    let mut argv: Vec<OsString> = Vec::new();
+    if let Some(Policy { bwrap: Some(program), writable, read_only, network }) = policy {
+        argv.push(program.into());
+        let mut push =
+            |items: &[&std::ffi::OsStr]| argv.extend(items.iter().map(|i| i.to_os_string()));
+        push(&["--ro-bind".as_ref(), "/".as_ref(), "/".as_ref()]);
+        push(&["--dev".as_ref(), "/dev".as_ref(), "--proc".as_ref(), "/proc".as_ref()]);
+        for dir in writable {
+            push(&["--bind".as_ref(), dir.as_os_str(), dir.as_os_str()]);
+        }
+        for path in read_only {
+            push(&["--ro-bind".as_ref(), path.as_os_str(), path.as_os_str()]);
+        }
+        if !network {
+            push(&["--unshare-net".as_ref()]);
+        }
+        push(&["--unshare-pid".as_ref(), "--die-with-parent".as_ref(), "--".as_ref()]);
+    }
+    argv.push(shell.into());
+    argv.push("-c".into());
+    argv.push(command.clone());
+    argv
+}
+
+/// Restricts this process (and so every process it starts) to `policy`, for the landlock
+/// backend. Errors say what could not be enforced; the caller then runs nothing.
+pub(crate) fn restrict_self(policy: &Policy) -> Result<(), String> {
+    if !policy.read_only.is_empty() {
+        read_only_mounts(&policy.read_only)?;
+    }
+    landlock(policy)?;
+    if !policy.network {
+        network_filter()?;
+    }
+    Ok(())
+}
+
+/// Makes each path read-only in a mount namespace of this process's own (entered as root
+/// directly, otherwise through a user namespace mapping this user to itself).
+fn read_only_mounts(paths: &[std::path::PathBuf]) -> Result<(), String> {
+    // SAFETY: plain system calls on this single-threaded process.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
+        if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) } != 0 {
+            return Err(format!(
+                "cannot make a mount namespace to keep .git read-only: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let write = |file: &str, text: String| {
+            std::fs::write(file, text).map_err(|e| format!("cannot write {file}: {e}"))
+        };
+        write("/proc/self/setgroups", "deny".to_owned())?;
+        write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
+        write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
+    }
+    let root = c"/";
+    // SAFETY: valid C strings; changes only this process's new mount namespace.
+    if unsafe {
+        libc::mount(
+            std::ptr::null(),
+            root.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    } != 0
+    {
+        return Err(format!("cannot make mounts private: {}", std::io::Error::last_os_error()));
+    }
+    for path in paths {
+        let c_path = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| format!("{} contains a NUL byte", path.display()))?;
+        // SAFETY: valid C strings and a zeroed statvfs out-parameter.
+        let locked = unsafe {
+            let mut stat: libc::statvfs = std::mem::zeroed();
+            if libc::statvfs(c_path.as_ptr(), &mut stat) != 0 {
+                return Err(format!(
+                    "cannot stat {}: {}",
+                    path.display(),
+                    std::io::Error::last_os_error()
+                ));
+            }
+            // Flags a remount inside a user namespace must keep.
+            let mut flags = 0;
+            for (st, ms) in [
+                (libc::ST_NOSUID, libc::MS_NOSUID),
+                (libc::ST_NODEV, libc::MS_NODEV),
+                (libc::ST_NOEXEC, libc::MS_NOEXEC),
+                (libc::ST_NOATIME, libc::MS_NOATIME),
+                (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+                (libc::ST_RELATIME, libc::MS_RELATIME),
+            ] {
+                if stat.f_flag & st != 0 {
+                    flags |= ms;
+                }
+            }
+            flags
+        };
+        // SAFETY: valid C strings; a bind mount of a path onto itself, then read-only.
+        let bound = unsafe {
+            libc::mount(
+                c_path.as_ptr(),
+                c_path.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND | libc::MS_REC,
+                std::ptr::null(),
+            ) == 0
+                && libc::mount(
+                    std::ptr::null(),
+                    c_path.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | locked,
+                    std::ptr::null(),
+                ) == 0
+        };
+        if !bound {
+            return Err(format!(
+                "cannot make {} read-only: {}",
+                path.display(),
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Device files every command may write (a shell redirecting to /dev/null is not a write to
+/// the file system).
+pub(super) const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+
+fn landlock(policy: &Policy) -> Result<(), String> {
+    use landlock::{
+        ABI, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
+        RulesetStatus, Scope, path_beneath_rules,
+    };
+    let abi = ABI::V6;
+    let error = |e: landlock::RulesetError| format!("Landlock refused the rules: {e}");
+    let status = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_write(abi))
+        .map_err(error)?
+        .scope(Scope::Signal | Scope::AbstractUnixSocket)
+        .map_err(error)?
+        .create()
+        .map_err(error)?
+        .add_rules(path_beneath_rules(&policy.writable, AccessFs::from_write(abi)))
+        .map_err(error)?
+        .add_rules(path_beneath_rules(WRITABLE_DEVICES, AccessFs::from_write(abi)))
+        .map_err(error)?
+        .restrict_self()
+        .map_err(error)?;
+    if status.ruleset == RulesetStatus::NotEnforced {
+        return Err("Landlock is not enabled in this kernel".to_owned());
+    }
+    Ok(())
+}
+
+/// seccomp: `socket()` of any family but `AF_UNIX` fails with EPERM, and so does io_uring
+/// (which could open sockets without `socket()`).
+fn network_filter() -> Result<(), String> {
+    use seccompiler::{
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule,
+    };
+    let error = |e: seccompiler::BackendError| format!("cannot build the network filter: {e}");
+    let not_unix = SeccompRule::new(vec![
+        SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, libc::AF_UNIX as u64)
+            .map_err(error)?,
+    ])
+    .map_err(error)?;
+    let rules = [(libc::SYS_socket, vec![not_unix]), (libc::SYS_io_uring_setup, vec![])]
+        .into_iter()
+        .collect();
+    let arch = std::env::consts::ARCH
+        .try_into()
+        .map_err(|e| format!("no seccomp filter for this architecture: {e}"))?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(error)?;
+    let program: BpfProgram = filter.try_into().map_err(|e: seccompiler::BackendError| error(e))?;
+    seccompiler::apply_filter(&program).map_err(|e| format!("cannot apply the network filter: {e}"))
+}

@@ -1,0 +1,361 @@
+//! The sandbox (DESIGN §7): the modes on their ladder, the backend that enforces them on this
+//! machine, the policy one command runs under, and the facts its result carries.
+//!
+//! The host decides; the shim enforces (`confine.rs`, applied inside the shim before it starts
+//! the shell). Two backends:
+//!
+//! - **bwrap** (bubblewrap, when installed): the shell runs as `bwrap --ro-bind / / … --
+//!   SHELL -c COMMAND`, the writable roots bound read-write, `.git` bound read-only again, new
+//!   network and PID namespaces, `--die-with-parent`.
+//! - **landlock** (needs nothing installed): the shim restricts itself with Landlock (write
+//!   access only beneath the writable roots; signals to processes outside the sandbox refused)
+//!   and a seccomp filter refusing sockets other than Unix ones (and io_uring), and makes `.git`
+//!   read-only in a mount namespace of its own; the shell inherits all of it. No extra exec.
+//!
+//! `danger-full-access` runs unconfined; the credential scrub and the no-orphans guarantee
+//! still apply.
+
+pub(crate) mod classify;
+pub(crate) mod confine;
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The modes, narrowest first: the order is the contract (widening compares positions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum Mode {
+    ReadOnly,
+    WorkspaceWrite,
+    DangerFullAccess,
+}
+
+impl Mode {
+    pub(crate) const ALL: [Mode; 3] =
+        [Mode::ReadOnly, Mode::WorkspaceWrite, Mode::DangerFullAccess];
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Mode::ReadOnly => "read-only",
+            Mode::WorkspaceWrite => "workspace-write",
+            Mode::DangerFullAccess => "danger-full-access",
+        }
+    }
+
+    pub(crate) fn parse(text: &str) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|mode| mode.as_str() == text)
+    }
+
+    /// What the mode allows, for the user choosing it.
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            Mode::ReadOnly => "Commands read anything but write nothing and have no network",
+            Mode::WorkspaceWrite => {
+                "Commands write only in the session's folder and the temp dir (.git stays read-only)"
+            }
+            Mode::DangerFullAccess => "Commands run unconfined, with your full access",
+        }
+    }
+
+    pub(crate) fn to_abi(self) -> hotsh_abi::SandboxMode {
+        match self {
+            Mode::ReadOnly => hotsh_abi::SandboxMode::ReadOnly,
+            Mode::WorkspaceWrite => hotsh_abi::SandboxMode::WorkspaceWrite,
+            Mode::DangerFullAccess => hotsh_abi::SandboxMode::DangerFullAccess,
+        }
+    }
+
+    pub(crate) fn from_abi(mode: hotsh_abi::SandboxMode) -> Mode {
+        match mode {
+            hotsh_abi::SandboxMode::ReadOnly => Mode::ReadOnly,
+            hotsh_abi::SandboxMode::WorkspaceWrite => Mode::WorkspaceWrite,
+            hotsh_abi::SandboxMode::DangerFullAccess => Mode::DangerFullAccess,
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which backend the configuration asks for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum BackendChoice {
+    /// bwrap when installed, else landlock.
+    #[default]
+    Auto,
+    Bwrap,
+    Landlock,
+    /// No sandbox at all: every command runs unconfined, and no mode or escalation is offered.
+    None,
+}
+
+/// The sandbox settings (config file `[sandbox]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct SandboxConfig {
+    /// The mode of sessions that chose none (`workspace-write` if unset).
+    pub(crate) mode: Option<Mode>,
+    pub(crate) backend: BackendChoice,
+    /// Whether `workspace-write` commands reach the network (`read-only` never does).
+    pub(crate) network: bool,
+}
+
+/// The enforcing backend picked at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Backend {
+    Bwrap {
+        program: PathBuf,
+    },
+    Landlock {
+        abi: i32,
+    },
+    /// Sandboxing is switched off by the configuration.
+    Off,
+    /// Asked for (or needed) but missing on this machine: confined commands fail closed with
+    /// this text.
+    Missing {
+        what: String,
+    },
+}
+
+impl Backend {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Backend::Bwrap { .. } => "bwrap",
+            Backend::Landlock { .. } => "landlock",
+            Backend::Off => "off",
+            Backend::Missing { .. } => "unavailable",
+        }
+    }
+}
+
+/// How completely a command's confinement was enforced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Enforcement {
+    Full,
+    /// Confined, except for what the text says.
+    Partial(String),
+    /// Unconfined (`danger-full-access`, or sandboxing off).
+    None,
+}
+
+impl Enforcement {
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Enforcement::Full => "full".to_owned(),
+            Enforcement::Partial(what) => format!("partial: {what}"),
+            Enforcement::None => "none".to_owned(),
+        }
+    }
+}
+
+/// What the shim is told to enforce (crosses to it as JSON in an argument).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Policy {
+    /// `Some(program)`: run the shell under bubblewrap; `None`: Landlock and seccomp.
+    pub(crate) bwrap: Option<PathBuf>,
+    /// Directories (canonical) where commands may write.
+    pub(crate) writable: Vec<PathBuf>,
+    /// Paths inside the writable roots that stay read-only (`.git`).
+    pub(crate) read_only: Vec<PathBuf>,
+    pub(crate) network: bool,
+}
+
+/// The sandbox of one agent process: the backend, and what each mode means here.
+#[derive(Debug, Clone)]
+pub(crate) struct Sandbox {
+    pub(crate) backend: Backend,
+    pub(crate) default_mode: Mode,
+    network: bool,
+    tmpdir: PathBuf,
+}
+
+/// Confinement asked for that this machine cannot give: the command does not run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "this command was not run: the {mode} sandbox cannot be enforced on this machine ({what}). Ask the user to install bubblewrap or to switch this session to danger-full-access"
+)]
+pub(crate) struct Unenforceable {
+    pub(crate) mode: Mode,
+    pub(crate) what: String,
+}
+
+impl Sandbox {
+    /// Picks the backend for `config` on this machine. Cheap: a PATH lookup and one system
+    /// call; nothing is started.
+    pub(crate) fn detect(config: &SandboxConfig) -> Self {
+        let backend = match config.backend {
+            BackendChoice::None => Backend::Off,
+            BackendChoice::Bwrap => match find_bwrap() {
+                Some(program) => Backend::Bwrap { program },
+                None => Backend::Missing {
+                    what: "bubblewrap (`bwrap`) is not installed; install the package `bubblewrap`"
+                        .to_owned(),
+                },
+            },
+            BackendChoice::Landlock => landlock_backend(),
+            BackendChoice::Auto => match find_bwrap() {
+                Some(program) => Backend::Bwrap { program },
+                None => landlock_backend(),
+            },
+        };
+        let tmpdir = std::env::temp_dir();
+        let tmpdir = std::fs::canonicalize(&tmpdir).unwrap_or(tmpdir);
+        let default_mode = match backend {
+            Backend::Off => Mode::DangerFullAccess,
+            _ => config.mode.unwrap_or(Mode::WorkspaceWrite),
+        };
+        Self { backend, default_mode, network: config.network, tmpdir }
+    }
+
+    /// Whether modes and escalation are offered at all (sandboxing is not switched off).
+    pub(crate) fn offered(&self) -> bool {
+        !matches!(self.backend, Backend::Off)
+    }
+
+    /// Whether commands can be confined here.
+    pub(crate) fn confines(&self) -> bool {
+        matches!(self.backend, Backend::Bwrap { .. } | Backend::Landlock { .. })
+    }
+
+    /// The policy for a command under `mode` in a session rooted at `cwd`, and how completely
+    /// it is enforced; `Ok(None)` runs unconfined.
+    pub(crate) fn policy(
+        &self,
+        mode: Mode,
+        cwd: &Path,
+    ) -> Result<(Option<Policy>, Enforcement), Unenforceable> {
+        if mode == Mode::DangerFullAccess || matches!(self.backend, Backend::Off) {
+            return Ok((None, Enforcement::None));
+        }
+        let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_owned());
+        let (writable, read_only) = match mode {
+            Mode::ReadOnly => (Vec::new(), Vec::new()),
+            _ => {
+                let git = cwd.join(".git");
+                let read_only = if git.exists() { vec![git] } else { Vec::new() };
+                (vec![cwd, self.tmpdir.clone()], read_only)
+            }
+        };
+        let network = self.network && mode == Mode::WorkspaceWrite;
+        match &self.backend {
+            Backend::Bwrap { program } => Ok((
+                Some(Policy { bwrap: Some(program.clone()), writable, read_only, network }),
+                Enforcement::Full,
+            )),
+            Backend::Landlock { abi } => {
+                let mut gaps = Vec::new();
+                if *abi < 3 {
+                    gaps.push(format!(
+                        "Landlock ABI {abi} cannot refuse truncating files (needs ABI 3, Linux 6.2)"
+                    ));
+                }
+                if !read_only.is_empty() && !confine::mount_namespaces_available() {
+                    gaps.push(
+                        "`.git` stays writable: this user cannot make a mount namespace".to_owned(),
+                    );
+                }
+                let enforcement = if gaps.is_empty() {
+                    Enforcement::Full
+                } else {
+                    Enforcement::Partial(gaps.join("; "))
+                };
+                Ok((Some(Policy { bwrap: None, writable, read_only, network }), enforcement))
+            }
+            Backend::Missing { what } => Err(Unenforceable { mode, what: what.clone() }),
+            Backend::Off => Ok((None, Enforcement::None)),
+        }
+    }
+
+    /// One line for the log at start.
+    pub(crate) fn describe(&self) -> String {
+        match &self.backend {
+            Backend::Bwrap { program } => format!(
+                "sandbox: bwrap ({}); sessions default to {}",
+                program.display(),
+                self.default_mode
+            ),
+            Backend::Landlock { abi } => format!(
+                "sandbox: landlock (ABI {abi}) with a seccomp network filter; sessions default to {}",
+                self.default_mode
+            ),
+            Backend::Off => {
+                "sandbox: off (the configuration says so); commands run unconfined".to_owned()
+            }
+            Backend::Missing { what } => format!(
+                "sandbox: no backend can confine commands here ({what}); confined commands will not run"
+            ),
+        }
+    }
+}
+
+fn landlock_backend() -> Backend {
+    match confine::landlock_abi() {
+        Some(abi) if abi >= 1 => Backend::Landlock { abi },
+        _ => Backend::Missing {
+            what: "Landlock is not enabled in this kernel and bubblewrap is not installed; install the package `bubblewrap`".to_owned(),
+        },
+    }
+}
+
+/// `bwrap` on the PATH.
+fn find_bwrap() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join("bwrap")).find(|candidate| {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::metadata(candidate)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
+/// The resolution of a session's mode (DESIGN §7): an escalation grant, else the session's
+/// override, else the default; then narrowed by the cap of the session's mode (plan).
+pub(crate) fn standing(default: Mode, session_override: Option<Mode>, cap: Option<Mode>) -> Mode {
+    let chosen = session_override.unwrap_or(default);
+    match cap {
+        Some(cap) => chosen.min(cap),
+        None => chosen,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ladder_orders_modes_and_the_cap_narrows() {
+        assert!(Mode::ReadOnly < Mode::WorkspaceWrite);
+        assert!(Mode::WorkspaceWrite < Mode::DangerFullAccess);
+        for mode in Mode::ALL {
+            assert_eq!(Mode::parse(mode.as_str()), Some(mode));
+        }
+        assert_eq!(standing(Mode::WorkspaceWrite, None, None), Mode::WorkspaceWrite);
+        assert_eq!(
+            standing(Mode::WorkspaceWrite, Some(Mode::DangerFullAccess), None),
+            Mode::DangerFullAccess
+        );
+        assert_eq!(
+            standing(Mode::WorkspaceWrite, Some(Mode::DangerFullAccess), Some(Mode::ReadOnly)),
+            Mode::ReadOnly
+        );
+    }
+
+    #[test]
+    fn a_missing_backend_fails_closed_and_full_access_never_needs_one() {
+        let sandbox = Sandbox {
+            backend: Backend::Missing { what: "nothing here".to_owned() },
+            default_mode: Mode::WorkspaceWrite,
+            network: false,
+            tmpdir: PathBuf::from("/tmp"),
+        };
+        let error = sandbox.policy(Mode::ReadOnly, Path::new("/")).expect_err("fails closed");
+        assert!(error.to_string().contains("nothing here"), "{error}");
+        let (policy, enforcement) =
+            sandbox.policy(Mode::DangerFullAccess, Path::new("/")).expect("unconfined");
+        assert_eq!((policy, enforcement), (None, Enforcement::None));
+    }
+}

@@ -1,0 +1,410 @@
+//! The sandbox, for each backend this machine has: what `workspace-write` and `read-only`
+//! allow, the network, escalation through the user's permission, plan mode, the per-session
+//! override and its survival across a restart, and no confined process outliving the agent.
+
+use hotsh_tests::{Agent, AgentOptions, bash_call, eventually, processes_matching, say};
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// The backends present here: landlock always (the kernel has it on this kind of machine),
+/// bwrap when installed (`.ci/run` installs it).
+fn backends() -> Vec<&'static str> {
+    let mut backends = vec!["landlock"];
+    let bwrap_installed = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("bwrap").is_file()));
+    if bwrap_installed {
+        backends.push("bwrap");
+    }
+    backends
+}
+
+fn options(backend: &str, extra: &str, responses: Vec<Value>) -> AgentOptions {
+    let mut options = AgentOptions::script(responses);
+    options.config = Some(format!("[sandbox]\nbackend = \"{backend}\"\n{extra}"));
+    options
+}
+
+fn bash_with(arguments: Value) -> Value {
+    json!({"tool_calls": [{"name": "bash", "arguments": arguments}]})
+}
+
+/// The final `rawOutput` of every tool call, in order.
+fn raw_outputs(agent: &Agent, session: &str) -> Vec<Value> {
+    agent
+        .updates(session)
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call_update" && u.get("rawOutput").is_some())
+        .map(|u| u["rawOutput"].clone())
+        .collect()
+}
+
+/// A directory outside the agent's cwd and temp dir.
+fn elsewhere() -> tempfile::TempDir {
+    tempfile::tempdir_in(std::env::temp_dir()).expect("a directory outside the agent's")
+}
+
+#[test]
+fn workspace_write_confines_writes_to_the_cwd_keeps_git_read_only_and_cuts_the_network() {
+    for backend in backends() {
+        let outside = elsewhere();
+        let target = outside.path().join("escaped.txt");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback listener");
+        listener.set_nonblocking(true).expect("non-blocking");
+        let port = listener.local_addr().expect("address").port();
+        let mut agent = Agent::start(options(
+            backend,
+            "",
+            vec![
+                bash_call("echo inside > inside.txt && cat inside.txt"),
+                bash_call(&format!("echo out > {}", target.display())),
+                bash_call("echo changed > .git/config"),
+                bash_call(&format!("exec 3<>/dev/tcp/127.0.0.1/{port}")),
+                say("done"),
+            ],
+        ));
+        std::fs::create_dir_all(agent.workdir.join(".git")).expect(".git");
+        std::fs::write(agent.workdir.join(".git/config"), "original\n").expect(".git/config");
+        agent.initialize(true);
+        let session = agent.new_session();
+        agent.prompt(&session, "go");
+
+        let results = agent.tool_results();
+        assert_eq!(results[0], ("inside".to_owned(), false), "{backend}");
+        assert_eq!(
+            std::fs::read_to_string(agent.workdir.join("inside.txt")).expect("written"),
+            "inside\n"
+        );
+        let marker = "[sandbox: file access denied under workspace-write mode]";
+        assert!(results[1].0.contains(marker), "{backend}: {}", results[1].0);
+        assert!(results[1].0.ends_with("[exit code: 1]"), "{backend}: {}", results[1].0);
+        assert!(!target.exists(), "{backend}: the write outside went through");
+        assert!(results[2].0.contains(marker), "{backend}: {}", results[2].0);
+        assert_eq!(
+            std::fs::read_to_string(agent.workdir.join(".git/config")).expect(".git/config"),
+            "original\n",
+            "{backend}"
+        );
+        let network = "[sandbox: network access denied under workspace-write mode]";
+        assert!(results[3].0.contains(network), "{backend}: {}", results[3].0);
+        assert!(listener.accept().is_err(), "{backend}: a connection reached the listener");
+        // Escalation is offered exactly when the fields are advertised (they are here).
+        assert!(results[1].0.contains("[escalation available:"), "{}", results[1].0);
+
+        let raw = raw_outputs(&agent, &session);
+        assert_eq!(raw[0]["sandbox"]["mode"], "workspace-write");
+        assert_eq!(raw[0]["sandbox"]["backend"], backend);
+        assert_eq!(raw[0]["sandbox"]["enforcement"], "full", "{backend}");
+        assert_eq!(raw[0]["sandbox"]["denied"], Value::Null);
+        assert_eq!(raw[1]["sandbox"]["denied"], "file");
+        assert_eq!(raw[3]["sandbox"]["denied"], "network");
+        assert_eq!(raw[1]["sandbox"]["escalation_available"], true);
+
+        // The model was offered the escalation fields and the sandbox prompt section.
+        let request = &agent.model_requests()[0];
+        let bash = request["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .find(|t| t["name"] == "bash")
+            .expect("bash offered");
+        let properties = &bash["input_schema"]["properties"];
+        assert!(properties.get("sandbox_permissions").is_some(), "{bash}");
+        assert!(properties.get("justification").is_some(), "{bash}");
+        let system = request["system"].as_str().expect("system prompt");
+        assert!(system.contains("## The sandbox"), "{system}");
+        assert!(!system.contains("workspace-write mode"), "the prompt names the standing mode");
+    }
+}
+
+#[test]
+fn read_only_denies_writes_inside_and_in_the_temp_dir() {
+    for backend in backends() {
+        let mut agent = Agent::start(options(
+            backend,
+            "mode = \"read-only\"\n",
+            vec![
+                bash_call("cat /etc/hostname >/dev/null && echo read ok"),
+                bash_call("echo x > inside.txt"),
+                bash_call("echo x > \"$TMPDIR/tmp.txt\""),
+                say("done"),
+            ],
+        ));
+        agent.initialize(true);
+        let session = agent.new_session();
+        agent.prompt(&session, "go");
+        let results = agent.tool_results();
+        assert_eq!(results[0].0, "read ok", "{backend}");
+        let marker = "[sandbox: file access denied under read-only mode]";
+        assert!(results[1].0.contains(marker), "{backend}: {}", results[1].0);
+        assert!(results[2].0.contains(marker), "{backend}: {}", results[2].0);
+        assert!(!agent.workdir.join("inside.txt").exists());
+        assert!(!agent.dir.path().join("tmp.txt").exists());
+        assert_eq!(raw_outputs(&agent, &session)[1]["sandbox"]["mode"], "read-only");
+    }
+}
+
+/// Answers the next `session/request_permission` with `result` and returns the request.
+fn answer_permission(agent: &mut Agent, from: usize, result: Value) -> Value {
+    let at = agent.wait_for_from(from, |m| m["method"] == "session/request_permission");
+    let request = agent.received[at].clone();
+    let reply = json!({"jsonrpc": "2.0", "id": request["id"], "result": result});
+    agent.send_line(&reply.to_string());
+    request
+}
+
+fn escalated_write(target: &Path) -> Value {
+    bash_with(json!({
+        "command": format!("echo granted > {}", target.display()),
+        "sandbox_permissions": "danger-full-access",
+        "justification": "The user asked for this file outside the project."
+    }))
+}
+
+#[test]
+fn an_escalation_allowed_once_runs_that_call_only_and_the_next_is_confined_again() {
+    let outside = elsewhere();
+    let first = outside.path().join("first.txt");
+    let second = outside.path().join("second.txt");
+    let mut agent = Agent::start(options(
+        "landlock",
+        "",
+        vec![
+            escalated_write(&first),
+            bash_call(&format!("echo again > {}", second.display())),
+            say("done"),
+        ],
+    ));
+    agent.initialize(true);
+    let session = agent.new_session();
+    let before = agent.received.len();
+    let prompt = agent.start_prompt(&session, "go");
+    let request = answer_permission(
+        &mut agent,
+        before,
+        json!({"outcome": {"outcome": "selected", "optionId": "allow-once"}}),
+    );
+    let shown = request["params"].to_string();
+    assert!(shown.contains(&format!("echo granted > {}", first.display())), "{shown}");
+    assert!(shown.contains("The user asked for this file outside the project."), "{shown}");
+    assert!(shown.contains("danger-full-access"), "{shown}");
+    let options: Vec<&str> = request["params"]["options"]
+        .as_array()
+        .expect("options")
+        .iter()
+        .map(|o| o["kind"].as_str().expect("kind"))
+        .collect();
+    assert_eq!(options, ["allow_once", "reject_once"]);
+    agent.response(prompt);
+
+    assert_eq!(std::fs::read_to_string(&first).expect("the allowed write ran"), "granted\n");
+    let results = agent.tool_results();
+    assert_eq!(results[0], ("(no output)".to_owned(), false));
+    assert!(results[1].0.contains("[sandbox: file access denied under workspace-write mode]"));
+    assert!(!second.exists(), "the next call was not confined again");
+    let raw = raw_outputs(&agent, &session);
+    assert_eq!(raw[0]["sandbox"]["mode"], "danger-full-access");
+    assert_eq!(raw[0]["sandbox"]["enforcement"], "none");
+    assert_eq!(raw[1]["sandbox"]["mode"], "workspace-write");
+}
+
+#[test]
+fn rejected_cancelled_and_unanswerable_escalations_run_nothing_and_say_which() {
+    let outside = elsewhere();
+    let target = outside.path().join("never.txt");
+    let cases = [
+        (json!({"outcome": {"outcome": "selected", "optionId": "reject"}}), "the user rejected"),
+        (json!({"outcome": {"outcome": "cancelled"}}), "was cancelled before the user answered"),
+    ];
+    for (answer, text) in cases {
+        let mut agent =
+            Agent::start(options("landlock", "", vec![escalated_write(&target), say("ok")]));
+        agent.initialize(true);
+        let session = agent.new_session();
+        let before = agent.received.len();
+        let prompt = agent.start_prompt(&session, "go");
+        answer_permission(&mut agent, before, answer);
+        agent.response(prompt);
+        let (result, is_error) = agent.last_tool_result();
+        assert!(is_error && result.contains(text), "{result}");
+        assert!(result.contains("nothing was run"), "{result}");
+        assert!(!target.exists());
+    }
+    // A client that fails the request: nobody could be asked.
+    let mut agent =
+        Agent::start(options("landlock", "", vec![escalated_write(&target), say("ok")]));
+    agent.initialize(true);
+    let session = agent.new_session();
+    let before = agent.received.len();
+    let prompt = agent.start_prompt(&session, "go");
+    let at = agent.wait_for_from(before, |m| m["method"] == "session/request_permission");
+    let id = agent.received[at]["id"].clone();
+    agent.send_line(
+        &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no"}})
+            .to_string(),
+    );
+    agent.response(prompt);
+    let (result, is_error) = agent.last_tool_result();
+    assert!(is_error && result.contains("no client is connected that can ask"), "{result}");
+    assert!(!target.exists());
+}
+
+#[test]
+fn a_request_that_does_not_widen_fails_without_asking_and_half_a_request_is_invalid() {
+    let mut agent = Agent::start(options(
+        "landlock",
+        "",
+        vec![
+            bash_with(json!({
+                "command": "echo x > narrow.txt",
+                "sandbox_permissions": "workspace-write",
+                "justification": "needs the workspace"
+            })),
+            bash_with(json!({"command": "true", "sandbox_permissions": "danger-full-access"})),
+            bash_with(json!({"command": "true", "justification": "why"})),
+            say("ok"),
+        ],
+    ));
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "go");
+    assert!(
+        !agent.received.iter().any(|m| m["method"] == "session/request_permission"),
+        "somebody was asked"
+    );
+    let results = agent.tool_results();
+    assert!(results[0].1 && results[0].0.contains("does not widen"), "{:?}", results[0]);
+    assert!(!agent.workdir.join("narrow.txt").exists());
+    assert!(results[1].1 && results[1].0.contains("needs a `justification`"), "{:?}", results[1]);
+    assert!(results[2].1 && results[2].0.contains("only for a `sandbox_permissions`"));
+}
+
+fn set_option(agent: &mut Agent, session: &str, value: &str) -> Value {
+    agent.call(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "sandbox_mode", "value": value}),
+    )
+}
+
+fn set_mode(agent: &mut Agent, session: &str, mode: &str) -> Value {
+    agent.call("session/set_mode", json!({"sessionId": session, "modeId": mode}))
+}
+
+#[test]
+fn plan_mode_caps_at_read_only_refuses_escalation_at_the_gate_and_restores_the_override() {
+    let outside = elsewhere();
+    let target = outside.path().join("after-plan.txt");
+    let mut agent = Agent::start(options(
+        "landlock",
+        "",
+        vec![
+            bash_call("echo x > planned.txt"),
+            escalated_write(&target),
+            say("planned"),
+            bash_call(&format!("echo back > {}", target.display())),
+            say("done"),
+        ],
+    ));
+    agent.initialize(true);
+    let session = agent.new_session();
+    let created =
+        agent.received.iter().rev().find(|m| m["result"]["sessionId"] == session.as_str());
+    let modes = &created.expect("session/new answer")["result"]["modes"];
+    assert_eq!(modes["currentModeId"], "default");
+    let ids: Vec<&str> = modes["availableModes"]
+        .as_array()
+        .expect("modes")
+        .iter()
+        .map(|m| m["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids, ["default", "plan"]);
+
+    let answer = set_option(&mut agent, &session, "danger-full-access");
+    let options = answer["result"]["configOptions"].as_array().expect("the full option list");
+    assert_eq!(options.len(), 2, "{answer}");
+    let sandbox = options.iter().find(|o| o["id"] == "sandbox_mode").expect("sandbox_mode");
+    assert_eq!(sandbox["currentValue"], "danger-full-access");
+    assert_eq!(sandbox["options"].as_array().expect("values").len(), 3);
+
+    let answer = set_mode(&mut agent, &session, "plan");
+    assert!(answer.get("result").is_some(), "{answer}");
+    agent.wait_for(|m| {
+        m["params"]["update"]["sessionUpdate"] == "current_mode_update"
+            && m["params"]["update"]["currentModeId"] == "plan"
+    });
+    agent.prompt(&session, "plan it");
+    assert!(!agent.received.iter().any(|m| m["method"] == "session/request_permission"));
+    let results = agent.tool_results();
+    assert!(
+        results[0].0.contains("[sandbox: file access denied under read-only mode]"),
+        "{:?}",
+        results[0]
+    );
+    assert!(!results[0].0.contains("[escalation available"), "plan offers no escalation");
+    assert!(results[1].1 && results[1].0.contains("plan mode"), "{:?}", results[1]);
+    assert!(!target.exists() && !agent.workdir.join("planned.txt").exists());
+
+    set_mode(&mut agent, &session, "default");
+    agent.prompt(&session, "do it");
+    assert_eq!(std::fs::read_to_string(&target).expect("full access again"), "back\n");
+}
+
+#[test]
+fn the_override_survives_a_restart_and_sessions_keep_their_own_modes() {
+    let data = tempfile::tempdir().expect("data dir");
+    let shared = |responses| {
+        let mut options = options("landlock", "", responses);
+        options.env = vec![("HOTSH_DATA_DIR".into(), data.path().to_string_lossy().into_owned())];
+        options
+    };
+    let mut agent = Agent::start(shared(vec![]));
+    agent.initialize(true);
+    let locked = agent.new_session();
+    let other = agent.new_session();
+    set_option(&mut agent, &locked, "read-only");
+    let cwd = agent.workdir.clone();
+    agent.kill9();
+
+    let mut agent =
+        Agent::start(shared(vec![bash_call("echo x > written.txt && echo wrote"), say("ok")]));
+    agent.initialize(true);
+    agent.wait_for_stderr("initial plugin scan done");
+    let loaded =
+        agent.call("session/load", json!({"sessionId": locked, "cwd": cwd, "mcpServers": []}));
+    let options = loaded["result"]["configOptions"].as_array().expect("options");
+    let sandbox = options.iter().find(|o| o["id"] == "sandbox_mode").expect("sandbox_mode");
+    assert_eq!(sandbox["currentValue"], "read-only", "{loaded}");
+    let other_loaded =
+        agent.call("session/load", json!({"sessionId": other, "cwd": cwd, "mcpServers": []}));
+    let options = other_loaded["result"]["configOptions"].as_array().expect("options");
+    let sandbox = options.iter().find(|o| o["id"] == "sandbox_mode").expect("sandbox_mode");
+    assert_eq!(sandbox["currentValue"], "workspace-write");
+
+    agent.prompt(&locked, "write");
+    let (result, _) = agent.last_tool_result();
+    assert!(result.contains("[sandbox: file access denied under read-only mode]"), "{result}");
+    assert!(!cwd.join("written.txt").exists());
+}
+
+#[test]
+fn a_sigkilled_agent_leaves_no_confined_process_behind() {
+    for backend in backends() {
+        let marker = format!("hotsh-confined-{backend}-{}", std::process::id());
+        let mut agent = Agent::start(options(
+            backend,
+            "",
+            vec![
+                json!({"tool_calls": [{"name": "bash", "arguments": {
+                    "command": format!("exec -a {marker} sleep 1000"),
+                    "run_in_background": true
+                }}]}),
+                bash_call(&format!("exec -a {marker}-fg sleep 1000")),
+            ],
+        ));
+        agent.initialize(true);
+        let session = agent.new_session();
+        agent.start_prompt(&session, "go");
+        eventually("both confined sleeps run", || processes_matching(&marker).len() >= 2);
+        agent.kill9();
+        eventually("no confined process is left", || processes_matching(&marker).is_empty());
+    }
+}
