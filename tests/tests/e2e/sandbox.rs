@@ -38,6 +38,21 @@ fn raw_outputs(agent: &Agent, session: &str) -> Vec<Value> {
         .collect()
 }
 
+/// `key` of each object in the array `list`.
+fn fields<'a>(list: &'a Value, key: &str) -> Vec<&'a str> {
+    let items = list.as_array().unwrap_or_else(|| panic!("not a list: {list}"));
+    items
+        .iter()
+        .map(|item| item[key].as_str().unwrap_or_else(|| panic!("no {key}: {item}")))
+        .collect()
+}
+
+/// The `sandbox_mode` option in an answer carrying `configOptions`.
+fn sandbox_option(answer: &Value) -> &Value {
+    let options = answer["result"]["configOptions"].as_array().expect("the full option list");
+    options.iter().find(|o| o["id"] == "sandbox_mode").expect("a sandbox_mode option")
+}
+
 /// A directory outside the agent's cwd and temp dir.
 fn elsewhere() -> tempfile::TempDir {
     tempfile::tempdir_in(std::env::temp_dir()).expect("a directory outside the agent's")
@@ -187,13 +202,7 @@ fn an_escalation_allowed_once_runs_that_call_only_and_the_next_is_confined_again
     assert!(shown.contains(&format!("echo granted > {}", first.display())), "{shown}");
     assert!(shown.contains("The user asked for this file outside the project."), "{shown}");
     assert!(shown.contains("danger-full-access"), "{shown}");
-    let options: Vec<&str> = request["params"]["options"]
-        .as_array()
-        .expect("options")
-        .iter()
-        .map(|o| o["kind"].as_str().expect("kind"))
-        .collect();
-    assert_eq!(options, ["allow_once", "reject_once"]);
+    assert_eq!(fields(&request["params"]["options"], "kind"), ["allow_once", "reject_once"]);
     agent.response(prompt);
 
     assert_eq!(std::fs::read_to_string(&first).expect("the allowed write ran"), "granted\n");
@@ -310,18 +319,11 @@ fn plan_mode_caps_at_read_only_refuses_escalation_at_the_gate_and_restores_the_o
         agent.received.iter().rev().find(|m| m["result"]["sessionId"] == session.as_str());
     let modes = &created.expect("session/new answer")["result"]["modes"];
     assert_eq!(modes["currentModeId"], "default");
-    let ids: Vec<&str> = modes["availableModes"]
-        .as_array()
-        .expect("modes")
-        .iter()
-        .map(|m| m["id"].as_str().expect("id"))
-        .collect();
-    assert_eq!(ids, ["default", "plan"]);
+    assert_eq!(fields(&modes["availableModes"], "id"), ["default", "plan"]);
 
     let answer = set_option(&mut agent, &session, "danger-full-access");
-    let options = answer["result"]["configOptions"].as_array().expect("the full option list");
-    assert_eq!(options.len(), 2, "{answer}");
-    let sandbox = options.iter().find(|o| o["id"] == "sandbox_mode").expect("sandbox_mode");
+    assert_eq!(answer["result"]["configOptions"].as_array().map(Vec::len), Some(2), "{answer}");
+    let sandbox = sandbox_option(&answer);
     assert_eq!(sandbox["currentValue"], "danger-full-access");
     assert_eq!(sandbox["options"].as_array().expect("values").len(), 3);
 
@@ -370,14 +372,10 @@ fn the_override_survives_a_restart_and_sessions_keep_their_own_modes() {
     agent.wait_for_stderr("initial plugin scan done");
     let loaded =
         agent.call("session/load", json!({"sessionId": locked, "cwd": cwd, "mcpServers": []}));
-    let options = loaded["result"]["configOptions"].as_array().expect("options");
-    let sandbox = options.iter().find(|o| o["id"] == "sandbox_mode").expect("sandbox_mode");
-    assert_eq!(sandbox["currentValue"], "read-only", "{loaded}");
+    assert_eq!(sandbox_option(&loaded)["currentValue"], "read-only", "{loaded}");
     let other_loaded =
         agent.call("session/load", json!({"sessionId": other, "cwd": cwd, "mcpServers": []}));
-    let options = other_loaded["result"]["configOptions"].as_array().expect("options");
-    let sandbox = options.iter().find(|o| o["id"] == "sandbox_mode").expect("sandbox_mode");
-    assert_eq!(sandbox["currentValue"], "workspace-write");
+    assert_eq!(sandbox_option(&other_loaded)["currentValue"], "workspace-write");
 
     agent.prompt(&locked, "write");
     let (result, _) = agent.last_tool_result();
