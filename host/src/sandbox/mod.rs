@@ -112,6 +112,9 @@ pub(crate) enum Backend {
     },
     Landlock {
         abi: i32,
+        /// The shim can make a mount namespace to keep `.git` read-only (checked once, at
+        /// start).
+        mount_namespaces: bool,
     },
     /// Sandboxing is switched off by the configuration.
     Off,
@@ -247,14 +250,17 @@ impl Sandbox {
                 Some(Policy { bwrap: Some(program.clone()), writable, read_only, network }),
                 Enforcement::Full,
             )),
-            Backend::Landlock { abi } => {
+            Backend::Landlock { abi, mount_namespaces } => {
                 let mut gaps = Vec::new();
                 if *abi < 3 {
                     gaps.push(format!(
                         "Landlock ABI {abi} cannot refuse truncating files (needs ABI 3, Linux 6.2)"
                     ));
                 }
-                if !read_only.is_empty() && !confine::mount_namespaces_available() {
+                let mut read_only = read_only;
+                if !read_only.is_empty() && !mount_namespaces {
+                    // The shim would fail to make it read-only: run without, and say so.
+                    read_only.clear();
                     gaps.push(
                         "`.git` stays writable: this user cannot make a mount namespace".to_owned(),
                     );
@@ -279,7 +285,7 @@ impl Sandbox {
                 program.display(),
                 self.default_mode
             ),
-            Backend::Landlock { abi } => format!(
+            Backend::Landlock { abi, .. } => format!(
                 "sandbox: landlock (ABI {abi}) with a seccomp network filter; sessions default to {}",
                 self.default_mode
             ),
@@ -295,7 +301,10 @@ impl Sandbox {
 
 fn landlock_backend() -> Backend {
     match confine::landlock_abi() {
-        Some(abi) if abi >= 1 => Backend::Landlock { abi },
+        Some(abi) if abi >= 1 => Backend::Landlock {
+            abi,
+            mount_namespaces: confine::mount_namespaces_available(),
+        },
         _ => Backend::Missing {
             what: "Landlock is not enabled in this kernel and bubblewrap is not installed; install the package `bubblewrap`".to_owned(),
         },
@@ -342,6 +351,29 @@ mod tests {
             standing(Mode::WorkspaceWrite, Some(Mode::DangerFullAccess), Some(Mode::ReadOnly)),
             Mode::ReadOnly
         );
+    }
+
+    #[test]
+    fn without_mount_namespaces_git_stays_writable_and_enforcement_says_so() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir(dir.path().join(".git")).expect(".git");
+        let sandbox = |mount_namespaces| Sandbox {
+            backend: Backend::Landlock { abi: 7, mount_namespaces },
+            default_mode: Mode::WorkspaceWrite,
+            network: false,
+            tmpdir: PathBuf::from("/tmp"),
+        };
+        let (policy, enforcement) =
+            sandbox(false).policy(Mode::WorkspaceWrite, dir.path()).expect("confined");
+        assert_eq!(policy.expect("a policy").read_only, Vec::<PathBuf>::new());
+        assert!(
+            matches!(&enforcement, Enforcement::Partial(gap) if gap.contains(".git` stays writable")),
+            "{enforcement:?}"
+        );
+        let (policy, enforcement) =
+            sandbox(true).policy(Mode::WorkspaceWrite, dir.path()).expect("confined");
+        assert_eq!(policy.expect("a policy").read_only.len(), 1);
+        assert_eq!(enforcement, Enforcement::Full);
     }
 
     #[test]
