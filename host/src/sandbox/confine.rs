@@ -47,21 +47,19 @@ pub(crate) fn shell_argv(
 ) -> Vec<OsString> {
     let mut argv: Vec<OsString> = Vec::new();
     if let Some(Policy { bwrap: Some(program), writable, read_only, network }) = policy {
+        let bind = |flag: &str, path: &std::path::PathBuf| {
+            [flag.into(), path.into(), path.into()] as [OsString; 3]
+        };
         argv.push(program.into());
-        let mut push =
-            |items: &[&std::ffi::OsStr]| argv.extend(items.iter().map(|i| i.to_os_string()));
-        push(&["--ro-bind".as_ref(), "/".as_ref(), "/".as_ref()]);
-        push(&["--dev".as_ref(), "/dev".as_ref(), "--proc".as_ref(), "/proc".as_ref()]);
-        for dir in writable {
-            push(&["--bind".as_ref(), dir.as_os_str(), dir.as_os_str()]);
-        }
-        for path in read_only {
-            push(&["--ro-bind".as_ref(), path.as_os_str(), path.as_os_str()]);
-        }
+        argv.extend(
+            ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"].map(OsString::from),
+        );
+        argv.extend(writable.iter().flat_map(|dir| bind("--bind", dir)));
+        argv.extend(read_only.iter().flat_map(|path| bind("--ro-bind", path)));
         if !network {
-            push(&["--unshare-net".as_ref()]);
+            argv.push("--unshare-net".into());
         }
-        push(&["--unshare-pid".as_ref(), "--die-with-parent".as_ref(), "--".as_ref()]);
+        argv.extend(["--unshare-pid", "--die-with-parent", "--"].map(OsString::from));
     }
     argv.push(shell.into());
     argv.push("-c".into());

@@ -34,16 +34,13 @@ impl Mode {
     pub(crate) const ALL: [Mode; 3] =
         [Mode::ReadOnly, Mode::WorkspaceWrite, Mode::DangerFullAccess];
 
+    /// The mode's name, as the plugin interface spells it (the one table of names).
     pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Mode::ReadOnly => "read-only",
-            Mode::WorkspaceWrite => "workspace-write",
-            Mode::DangerFullAccess => "danger-full-access",
-        }
+        self.to_abi().as_str()
     }
 
     pub(crate) fn parse(text: &str) -> Option<Mode> {
-        Mode::ALL.into_iter().find(|mode| mode.as_str() == text)
+        hotsh_abi::SandboxMode::parse(text).map(Mode::from_abi)
     }
 
     /// What the mode allows, for the user choosing it.
@@ -341,6 +338,8 @@ mod tests {
         assert!(Mode::WorkspaceWrite < Mode::DangerFullAccess);
         for mode in Mode::ALL {
             assert_eq!(Mode::parse(mode.as_str()), Some(mode));
+            // The log's spelling (serde) is the same name.
+            assert_eq!(serde_json::to_value(mode).expect("serialises"), mode.as_str());
         }
         assert_eq!(standing(Mode::WorkspaceWrite, None, None), Mode::WorkspaceWrite);
         assert_eq!(
