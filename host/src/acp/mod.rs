@@ -387,9 +387,7 @@ async fn set_mode(
     host: &Host,
     request: SetSessionModeRequest,
 ) -> Result<SetSessionModeResponse, Error> {
-    let id = SessionId(request.session_id.0.to_string());
-    let session =
-        host.session(&id).ok_or_else(|| invalid_params(format!("unknown session: {id}")))?;
+    let session = open_session(host, &request.session_id)?;
     let planning = match request.mode_id.0.as_ref() {
         PLAN_MODE => true,
         DEFAULT_MODE => false,
@@ -400,24 +398,20 @@ async fn set_mode(
         }
     };
     session.set_planning(planning).await;
-    if let Err(failure) = session.flush().await {
-        return Err(Error::new(ErrorCode::INTERNAL_ERROR, failure));
-    }
+    flushed(&session).await?;
     if let Some(sink) = session.sink() {
         sink.mode_changed(request.mode_id.0.as_ref());
     }
     Ok(SetSessionModeResponse::new())
 }
 
-/// `session/set_config_option`: switches the session's model (logged, so it survives a
-/// restart); answers with the full option list.
+/// `session/set_config_option`: switches the session's model or its sandbox mode (logged, so
+/// it survives a restart); answers with the full option list.
 async fn set_config_option(
     host: &Host,
     request: SetSessionConfigOptionRequest,
 ) -> Result<SetSessionConfigOptionResponse, Error> {
-    let id = SessionId(request.session_id.0.to_string());
-    let session =
-        host.session(&id).ok_or_else(|| invalid_params(format!("unknown session: {id}")))?;
+    let session = open_session(host, &request.session_id)?;
     if request.config_id.0.as_ref() == SANDBOX_OPTION && host.sandbox.offered() {
         let SessionConfigOptionValue::ValueId { value } = request.value else {
             return Err(invalid_params(format!(
@@ -431,9 +425,7 @@ async fn set_config_option(
             )));
         };
         session.choose_sandbox_mode(mode).await;
-        if let Err(failure) = session.flush().await {
-            return Err(Error::new(ErrorCode::INTERNAL_ERROR, failure));
-        }
+        flushed(&session).await?;
         return Ok(SetSessionConfigOptionResponse::new(config_options(host, &session)));
     }
     if request.config_id.0.as_ref() != "model" {
@@ -456,9 +448,7 @@ async fn set_config_option(
         )));
     }
     session.choose_model(chosen).await;
-    if let Err(failure) = session.flush().await {
-        return Err(Error::new(ErrorCode::INTERNAL_ERROR, failure));
-    }
+    flushed(&session).await?;
     Ok(SetSessionConfigOptionResponse::new(config_options(host, &session)))
 }
 
@@ -491,6 +481,21 @@ async fn list_sessions(
         response = response.next_cursor(next.to_string());
     }
     Ok(response)
+}
+
+/// A session this agent has open, or the error for a request naming another.
+fn open_session(
+    host: &Host,
+    id: &agent_client_protocol::v1::schema::SessionId,
+) -> Result<Arc<crate::session::Session>, Error> {
+    let id = SessionId(id.0.to_string());
+    host.session(&id).ok_or_else(|| invalid_params(format!("unknown session: {id}")))
+}
+
+/// Writes what a request changed to the session's log before it is answered: a change that
+/// would not survive a restart is an error.
+async fn flushed(session: &crate::session::Session) -> Result<(), Error> {
+    session.flush().await.map_err(|failure| Error::new(ErrorCode::INTERNAL_ERROR, failure))
 }
 
 /// The JSON-RPC error for a session store failure: an unknown session is a bad parameter;
@@ -560,7 +565,7 @@ impl EventSink for AcpSink {
                         EscalationAnswer::AllowedOnce
                     }
                     RequestPermissionOutcome::Selected(_) => EscalationAnswer::Rejected,
-                    RequestPermissionOutcome::Cancelled => EscalationAnswer::Cancelled,
+                    // `Cancelled`, or an outcome a later protocol adds: not an allowance.
                     _ => EscalationAnswer::Cancelled,
                 },
                 Err(error) => {
