@@ -27,18 +27,21 @@ struct BashArgs {
     /// A wider sandbox mode for this one command (asked of the user).
     sandbox_permissions: Option<String>,
     justification: Option<String>,
+    /// The two above, checked (set by `parse`).
+    #[serde(skip)]
+    sandbox_request: Option<SandboxRequest>,
 }
 
 impl BashArgs {
     fn parse(call: &ToolCall) -> Result<Self, String> {
-        let args: Self = call.arguments()?;
+        let mut args: Self = call.arguments()?;
         if args.command.trim().is_empty() {
             return Err("invalid arguments for `bash`: `command` is empty".to_owned());
         }
         if args.timeout == Some(0) {
             return Err("invalid arguments for `bash`: `timeout` must be at least 1 ms".to_owned());
         }
-        args.sandbox_request()?;
+        args.sandbox_request = args.sandbox_request()?;
         Ok(args)
     }
 
@@ -77,7 +80,7 @@ impl BashArgs {
             command: self.command.as_str().into(),
             workdir: self.workdir(call).into(),
             timeout_ms: self.timeout.into(),
-            sandbox_permissions: self.sandbox_request().ok().flatten().into(),
+            sandbox_permissions: self.sandbox_request.clone().into(),
         }
     }
 }
