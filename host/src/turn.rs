@@ -315,15 +315,7 @@ async fn execute_call(
         tracing::debug!(%error, tool = %call.name, "present_call failed; showing a plain card");
         fallback_card(&call.name)
     });
-    session
-        .emit(SessionEvent::ToolCallStarted {
-            call_id: call_id.clone(),
-            tool: call.name.clone(),
-            card: card.clone(),
-            raw_input,
-            arguments: call.arguments.clone(),
-        })
-        .await;
+    open_card(session, &call_id, call, card.clone(), raw_input).await;
 
     let live = Arc::new(LiveOutput::new(parts.executor.config().live_cap));
     let forwarder =
@@ -557,16 +549,26 @@ async fn fail_without_running(
     text: &str,
 ) {
     let card = fallback_card(&call.name);
-    session
-        .emit(SessionEvent::ToolCallStarted {
-            call_id: call_id.clone(),
-            tool: call.name.clone(),
-            card: card.clone(),
-            raw_input,
-            arguments: call.arguments.clone(),
-        })
-        .await;
+    open_card(session, &call_id, call, card.clone(), raw_input).await;
     finish_failed(session, call_id, card, text).await;
+}
+
+/// Shows (and logs) the card of a call that starts.
+async fn open_card(
+    session: &Session,
+    call_id: &ToolCallId,
+    call: &ModelToolCall,
+    card: Card,
+    raw_input: serde_json::Value,
+) {
+    let started = SessionEvent::ToolCallStarted {
+        call_id: call_id.clone(),
+        tool: call.name.clone(),
+        card,
+        raw_input,
+        arguments: call.arguments.clone(),
+    };
+    session.emit(started).await;
 }
 
 /// Closes a call's card as failed, carrying the text the model got.
