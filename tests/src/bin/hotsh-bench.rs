@@ -55,6 +55,7 @@
 #![allow(clippy::print_stdout, reason = "the benchmark reports on stdout")]
 
 use serde_json::{Value, json};
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -104,28 +105,7 @@ impl Agent {
     /// An agent whose model is given by `model_args` (e.g. `--model openai:x --base-url …`).
     fn start_with_model(hotsh: &std::path::Path, model_args: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
-        let mut child = Command::new(hotsh)
-            .arg("acp")
-            .args(model_args)
-            .env("HOTSH_LOG", "warn")
-            .env("TMPDIR", dir.path())
-            .env("HOTSH_DATA_DIR", dir.path().join("data"))
-            .env_remove("HOTSH_API_KEY")
-            .current_dir(dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("hotsh starts");
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut agent = Self { child, stdin, stdout, next_id: 1, _dir: dir, session: Value::Null };
-        agent.ask("initialize", json!({"protocolVersion": 1, "clientCapabilities": {"_meta": {"terminal_output": true}}}));
-        let cwd = agent._dir.path().to_owned();
-        agent.session =
-            agent.ask("session/new", json!({"cwd": cwd, "mcpServers": []}))["result"]["sessionId"]
-                .clone();
-        agent
+        Self::launch(dir, hotsh, model_args.iter().map(OsString::from).collect())
     }
 
     fn start(hotsh: &std::path::Path, responses: Vec<Value>, config: &str) -> Self {
@@ -144,20 +124,26 @@ impl Agent {
         std::fs::write(&script, json!({ "responses": responses }).to_string()).expect("script");
         let config_path = dir.path().join("config.toml");
         std::fs::write(&config_path, config).expect("config");
-        let mut command = Command::new(hotsh);
-        command.arg("acp");
+        let mut args: Vec<OsString> = Vec::new();
         if let Some(plugin_dir) = plugin_dir {
-            command.arg("--plugin-dir").arg(plugin_dir);
+            args.extend(["--plugin-dir".into(), plugin_dir.into()]);
         }
-        let mut child = command
-            .arg("--model")
-            .arg(format!("script:{}", script.display()))
-            .arg("--config")
-            .arg(&config_path)
+        args.extend(["--model".into(), format!("script:{}", script.display()).into()]);
+        args.extend(["--config".into(), config_path.into()]);
+        Self::launch(dir, hotsh, args)
+    }
+
+    /// Starts `hotsh acp ARGS` in `dir` (its temp and data directory), then `initialize` and
+    /// `session/new`.
+    fn launch(dir: tempfile::TempDir, hotsh: &std::path::Path, args: Vec<OsString>) -> Self {
+        let mut child = Command::new(hotsh)
+            .arg("acp")
+            .args(args)
             .env("HOTSH_LOG", "warn")
             .env("TMPDIR", dir.path())
-            // Never the developer's installed plugins.
+            // Never the developer's installed plugins, sessions or key.
             .env("HOTSH_DATA_DIR", dir.path().join("data"))
+            .env_remove("HOTSH_API_KEY")
             .current_dir(dir.path())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
