@@ -158,13 +158,22 @@ fn read_only_denies_writes_inside_and_in_the_temp_dir() {
     }
 }
 
-/// Answers the next `session/request_permission` with `result` and returns the request.
-fn answer_permission(agent: &mut Agent, from: usize, result: Value) -> Value {
-    let at = agent.wait_for_from(from, |m| m["method"] == "session/request_permission");
+/// Runs one prompt of an agent (landlock) scripted with `responses`, answering the
+/// `session/request_permission` it sends with `reply` (a JSON-RPC `result` or `error`
+/// member); returns the agent, the session and the permission request.
+fn prompt_answering_permission(responses: Vec<Value>, reply: Value) -> (Agent, String, Value) {
+    let mut agent = Agent::start(options("landlock", "", responses));
+    agent.initialize(true);
+    let session = agent.new_session();
+    let before = agent.received.len();
+    let prompt = agent.start_prompt(&session, "go");
+    let at = agent.wait_for_from(before, |m| m["method"] == "session/request_permission");
     let request = agent.received[at].clone();
-    let reply = json!({"jsonrpc": "2.0", "id": request["id"], "result": result});
-    agent.send_line(&reply.to_string());
-    request
+    let mut answer = json!({"jsonrpc": "2.0", "id": request["id"]});
+    answer.as_object_mut().expect("an object").extend(reply.as_object().expect("a member").clone());
+    agent.send_line(&answer.to_string());
+    agent.response(prompt);
+    (agent, session, request)
 }
 
 fn escalated_write(target: &Path) -> Value {
@@ -180,30 +189,19 @@ fn an_escalation_allowed_once_runs_that_call_only_and_the_next_is_confined_again
     let outside = elsewhere();
     let first = outside.path().join("first.txt");
     let second = outside.path().join("second.txt");
-    let mut agent = Agent::start(options(
-        "landlock",
-        "",
+    let (agent, session, request) = prompt_answering_permission(
         vec![
             escalated_write(&first),
             bash_call(&format!("echo again > {}", second.display())),
             say("done"),
         ],
-    ));
-    agent.initialize(true);
-    let session = agent.new_session();
-    let before = agent.received.len();
-    let prompt = agent.start_prompt(&session, "go");
-    let request = answer_permission(
-        &mut agent,
-        before,
-        json!({"outcome": {"outcome": "selected", "optionId": "allow-once"}}),
+        json!({"result": {"outcome": {"outcome": "selected", "optionId": "allow-once"}}}),
     );
     let shown = request["params"].to_string();
     assert!(shown.contains(&format!("echo granted > {}", first.display())), "{shown}");
     assert!(shown.contains("The user asked for this file outside the project."), "{shown}");
     assert!(shown.contains("danger-full-access"), "{shown}");
     assert_eq!(fields(&request["params"]["options"], "kind"), ["allow_once", "reject_once"]);
-    agent.response(prompt);
 
     assert_eq!(std::fs::read_to_string(&first).expect("the allowed write ran"), "granted\n");
     let results = agent.tool_results();
@@ -221,40 +219,28 @@ fn rejected_cancelled_and_unanswerable_escalations_run_nothing_and_say_which() {
     let outside = elsewhere();
     let target = outside.path().join("never.txt");
     let cases = [
-        (json!({"outcome": {"outcome": "selected", "optionId": "reject"}}), "the user rejected"),
-        (json!({"outcome": {"outcome": "cancelled"}}), "was cancelled before the user answered"),
+        (
+            json!({"result": {"outcome": {"outcome": "selected", "optionId": "reject"}}}),
+            "the user rejected",
+        ),
+        (
+            json!({"result": {"outcome": {"outcome": "cancelled"}}}),
+            "was cancelled before the user answered",
+        ),
+        // A client that fails the request: nobody could be asked.
+        (
+            json!({"error": {"code": -32601, "message": "no"}}),
+            "no client is connected that can ask",
+        ),
     ];
-    for (answer, text) in cases {
-        let mut agent =
-            Agent::start(options("landlock", "", vec![escalated_write(&target), say("ok")]));
-        agent.initialize(true);
-        let session = agent.new_session();
-        let before = agent.received.len();
-        let prompt = agent.start_prompt(&session, "go");
-        answer_permission(&mut agent, before, answer);
-        agent.response(prompt);
+    for (reply, text) in cases {
+        let (agent, _, _) =
+            prompt_answering_permission(vec![escalated_write(&target), say("ok")], reply);
         let (result, is_error) = agent.last_tool_result();
         assert!(is_error && result.contains(text), "{result}");
         assert!(result.contains("nothing was run"), "{result}");
         assert!(!target.exists());
     }
-    // A client that fails the request: nobody could be asked.
-    let mut agent =
-        Agent::start(options("landlock", "", vec![escalated_write(&target), say("ok")]));
-    agent.initialize(true);
-    let session = agent.new_session();
-    let before = agent.received.len();
-    let prompt = agent.start_prompt(&session, "go");
-    let at = agent.wait_for_from(before, |m| m["method"] == "session/request_permission");
-    let id = agent.received[at]["id"].clone();
-    agent.send_line(
-        &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no"}})
-            .to_string(),
-    );
-    agent.response(prompt);
-    let (result, is_error) = agent.last_tool_result();
-    assert!(is_error && result.contains("no client is connected that can ask"), "{result}");
-    assert!(!target.exists());
 }
 
 #[test]
