@@ -139,8 +139,8 @@ impl Host {
         let (executor, mut completions) = Executor::new(config.executor.clone(), &env_policy)?;
         let sandbox = Arc::new(Sandbox::detect(&config.sandbox));
         tracing::info!("{}", sandbox.describe());
-        crate::plugins::set_sandboxed(sandbox.offered());
-        let registry = Arc::new(Registry::new(config.plugin_dirs.clone()));
+        let context = hotsh_abi::ToolsContext { sandboxed: sandbox.offered() };
+        let registry = Arc::new(Registry::new(config.plugin_dirs.clone(), context));
         let runtime = tokio::runtime::Handle::current();
         // Watch first, then scan: a build that lands during the scan is not missed.
         let (changes, mut changed) = tokio::sync::mpsc::unbounded_channel();

@@ -148,7 +148,8 @@ pub(crate) fn child_main(path: &Path) -> ! {
     let mut bytes = Vec::new();
     let read = std::io::stdin().read_to_end(&mut bytes);
     let loaded = match read {
-        Ok(_) => loader::load_bytes(path, &bytes),
+        // A check asks as an unsandboxed host would; the agent asks again in its own context.
+        Ok(_) => loader::load_bytes(path, &bytes, &hotsh_abi::ToolsContext { sandboxed: false }),
         Err(source) => Err(loader::Rejection::Unreadable { path: path.to_owned(), source }),
     };
     let report = match loaded {

@@ -14,7 +14,7 @@
 use super::v1::PluginV1;
 use crate::model::ToolDefinition;
 use abi_stable::library::{LibraryError, RawLibrary, RootModuleError, lib_header_from_raw_library};
-use hotsh_abi::PluginModuleRef;
+use hotsh_abi::{PluginModuleRef, ToolsContext};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -114,20 +114,29 @@ pub(crate) fn precheck(bytes: &[u8]) -> Result<(), Rejection> {
 
 /// Loads `bytes` as a new generation on a thread of its own, giving up after
 /// [`LOAD_TIMEOUT`] (the thread is then abandoned; it holds no lock).
-pub(crate) fn load_with_timeout(path: &Path, bytes: Vec<u8>) -> Result<LoadedPlugin, Rejection> {
+pub(crate) fn load_with_timeout(
+    path: &Path,
+    bytes: Vec<u8>,
+    context: ToolsContext,
+) -> Result<LoadedPlugin, Rejection> {
     let (send, receive) = std::sync::mpsc::channel();
     let path_owned = path.to_owned();
     std::thread::Builder::new()
         .name("plugin-load".into())
         .spawn(move || {
-            let _ = send.send(load_bytes(&path_owned, &bytes));
+            let _ = send.send(load_bytes(&path_owned, &bytes, &context));
         })
         .map_err(|e| Rejection::Open(format!("cannot start a thread to load it: {e}")))?;
     receive.recv_timeout(LOAD_TIMEOUT).unwrap_or(Err(Rejection::Hung))
 }
 
-/// Loads the bytes of the plugin file `path` as a new generation.
-pub(crate) fn load_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedPlugin, Rejection> {
+/// Loads the bytes of the plugin file `path` as a new generation, asking for its tools and
+/// prompt sections in `context`.
+pub(crate) fn load_bytes(
+    path: &Path,
+    bytes: &[u8],
+    context: &ToolsContext,
+) -> Result<LoadedPlugin, Rejection> {
     let started = std::time::Instant::now();
     precheck(bytes)?;
     let generation = Generation(NEXT_GENERATION.fetch_add(1, Ordering::Relaxed));
@@ -152,8 +161,8 @@ pub(crate) fn load_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedPlugin, Reje
     let module = module.map_err(reject)?;
     let api = PluginV1::new(module);
     let manifest = api.manifest().map_err(Rejection::Plugin)?;
-    let tools = api.tools().map_err(Rejection::Plugin)?;
-    let prompt_sections = api.prompt_sections().map_err(Rejection::Plugin)?;
+    let tools = api.tools(context).map_err(Rejection::Plugin)?;
+    let prompt_sections = api.prompt_sections(context).map_err(Rejection::Plugin)?;
     Ok(LoadedPlugin {
         generation,
         path: path.to_owned(),

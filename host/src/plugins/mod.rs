@@ -15,7 +15,7 @@ pub(crate) use check::{CheckFailure, Description};
 pub(crate) use gate::CallSandbox;
 pub(crate) use loader::{LoadedPlugin, Rejection};
 pub(crate) use services::CallServices;
-pub(crate) use v1::{PluginCall, PluginOutput, set_sandboxed};
+pub(crate) use v1::{PluginCall, PluginOutput};
 pub(crate) use watcher::watch_plugin_dirs;
 
 use crate::model::ToolDefinition;
@@ -185,15 +185,18 @@ pub(crate) struct Registry {
     slots: Mutex<Vec<Slot>>,
     dirs: Vec<PathBuf>,
     ready: watch::Sender<bool>,
+    /// What plugins are told when asked for their tools (whether commands are sandboxed).
+    context: hotsh_abi::ToolsContext,
 }
 
 impl Registry {
-    pub(crate) fn new(dirs: Vec<PathBuf>) -> Self {
+    pub(crate) fn new(dirs: Vec<PathBuf>, context: hotsh_abi::ToolsContext) -> Self {
         Self {
             snapshot: RwLock::default(),
             slots: Mutex::default(),
             dirs,
             ready: watch::Sender::new(false),
+            context,
         }
     }
 
@@ -319,7 +322,7 @@ impl Registry {
             tracing::debug!(path = %path.display(), "same content as a rejected build; not tried again");
             return Refresh::Unchanged;
         }
-        match load_checked(path, bytes) {
+        match load_checked(path, bytes, self.context.clone()) {
             Ok(plugin) => {
                 let plugin = Arc::new(plugin);
                 let replaced = slot.current.replace(Arc::clone(&plugin));
@@ -429,14 +432,18 @@ impl Registry {
 
 /// Loads a build only after a throwaway process loaded it without crashing or hanging (see
 /// `check.rs`), then loads it here with a time limit.
-fn load_checked(path: &Path, bytes: Vec<u8>) -> Result<LoadedPlugin, Rejection> {
+fn load_checked(
+    path: &Path,
+    bytes: Vec<u8>,
+    context: hotsh_abi::ToolsContext,
+) -> Result<LoadedPlugin, Rejection> {
     loader::precheck(&bytes)?;
     match check::bytes_in_child(path, bytes.clone()) {
         Ok(_) => {}
         Err(CheckFailure::NotAPlugin(_)) => return Err(Rejection::NotAPlugin),
         Err(CheckFailure::Rejected(reason)) => return Err(Rejection::Checked(reason)),
     }
-    loader::load_with_timeout(path, bytes)
+    loader::load_with_timeout(path, bytes, context)
 }
 
 /// Calls a replaced generation's `shutdown` hook on a thread of its own, so a hook that hangs

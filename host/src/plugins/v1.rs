@@ -56,8 +56,8 @@ impl PluginV1 {
         Ok((manifest.name.into_string(), manifest.version.into_string()))
     }
 
-    pub(crate) fn tools(&self) -> Result<Vec<ToolDefinition>, String> {
-        result((self.module.tools())(&tools_context()))?
+    pub(crate) fn tools(&self, context: &abi::ToolsContext) -> Result<Vec<ToolDefinition>, String> {
+        result((self.module.tools())(context))?
             .into_iter()
             .map(|tool| {
                 let input_schema = serde_json::from_str(&tool.input_schema).map_err(|e| {
@@ -72,8 +72,11 @@ impl PluginV1 {
             .collect()
     }
 
-    pub(crate) fn prompt_sections(&self) -> Result<Vec<PromptSection>, String> {
-        Ok(result((self.module.prompt_sections())(&tools_context()))?
+    pub(crate) fn prompt_sections(
+        &self,
+        context: &abi::ToolsContext,
+    ) -> Result<Vec<PromptSection>, String> {
+        Ok(result((self.module.prompt_sections())(context))?
             .into_iter()
             .map(|s| PromptSection {
                 id: s.id.into_string(),
@@ -206,19 +209,6 @@ fn from_abi_card(card: abi::Card) -> Card {
             content: g.content.into_option().map(|c| bounded(&c, MAX_CARD_TEXT)),
         }),
     }
-}
-
-/// Whether this process's executor sandboxes commands; set once at start, before any plugin
-/// is loaded (the backend is picked once per process).
-static SANDBOXED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Tells plugins loaded from now on whether commands are sandboxed.
-pub(crate) fn set_sandboxed(sandboxed: bool) {
-    SANDBOXED.store(sandboxed, std::sync::atomic::Ordering::SeqCst);
-}
-
-fn tools_context() -> abi::ToolsContext {
-    abi::ToolsContext { sandboxed: SANDBOXED.load(std::sync::atomic::Ordering::SeqCst) }
 }
 
 #[cfg(test)]
