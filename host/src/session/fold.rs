@@ -112,7 +112,7 @@ pub(crate) fn fold(records: Vec<Record>) -> Result<Folded, String> {
                 noticed.insert(task_id.clone());
             }
             Record::Fact(Fact::ModelChosen { model: chosen }) => model = Some(chosen),
-            Record::Fact(Fact::SandboxMode { mode }) => sandbox_mode = mode,
+            Record::Fact(Fact::SandboxMode { mode }) => sandbox_mode = Some(mode),
             Record::Fact(Fact::SessionMode { mode }) => session_mode = Some(mode),
             Record::Fact(_) => {}
         }

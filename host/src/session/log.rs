@@ -134,9 +134,9 @@ pub(crate) enum Fact {
     ModelChosen {
         model: String,
     },
-    /// The session's sandbox override (last wins; `None` goes back to the default).
+    /// The session's sandbox override (last wins).
     SandboxMode {
-        mode: Option<crate::sandbox::Mode>,
+        mode: crate::sandbox::Mode,
     },
     /// The session's ACP mode (`default` or `plan`; last wins).
     SessionMode {

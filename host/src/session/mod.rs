@@ -485,7 +485,7 @@ impl Session {
     /// Sets the session's sandbox override, in the log and here.
     pub(crate) async fn choose_sandbox_mode(&self, mode: Mode) {
         lock(&self.state).sandbox_mode = Some(mode);
-        self.record(Fact::SandboxMode { mode: Some(mode) }).await;
+        self.record(Fact::SandboxMode { mode }).await;
     }
 
     /// Whether the session is in plan mode.
