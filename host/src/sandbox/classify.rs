@@ -71,7 +71,9 @@ fn writable(policy: &Policy, path: &Path) -> bool {
         && !policy.read_only.iter().any(|ro| path.starts_with(ro))
 }
 
-/// `a/./b/../c` → `a/c`, without touching the file system (the path may not exist).
+/// `path` as the canonical roots are written: `.` and `..` folded lexically, then the part
+/// that exists resolved through the file system (symbolic links, such as a `/tmp` that is
+/// one), the part that does not (the file a refused write would have made) appended.
 fn normalize(path: &Path) -> PathBuf {
     use std::path::Component;
     let mut out = PathBuf::new();
@@ -107,14 +109,13 @@ fn paths_in(line: &str) -> Vec<String> {
         regex::Regex::new(r"([^ \t:'‘’]+): (?:Permission denied|Operation not permitted)")
             .expect("a valid pattern")
     });
-    let mut paths: Vec<String> = QUOTED
+    // A quoted phrase with spaces and no `/` is prose, and `-x` an option, not a path.
+    QUOTED
         .captures_iter(line)
         .chain(BEFORE.captures_iter(line))
         .map(|c| c[1].to_owned())
-        .filter(|p| p.contains('/') || !p.contains(' '))
-        .collect();
-    paths.retain(|p| !p.is_empty() && !p.starts_with('-'));
-    paths
+        .filter(|p| !p.is_empty() && !p.starts_with('-') && (p.contains('/') || !p.contains(' ')))
+        .collect()
 }
 
 fn looks_like_network_failure(line: &str, refused: bool) -> bool {
