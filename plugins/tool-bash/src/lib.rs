@@ -160,35 +160,10 @@ impl Plugin for ToolBash {
     }
 
     fn tools() -> Vec<ToolSpec> {
-        let bash = serde_json::json!({
-            "type": "object",
-            "properties": {
-                "command": {
-                    "type": "string",
-                    "description": "The command line, run as `bash -c <command>`."
-                },
-                "timeout": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": 600000,
-                    "description": "Milliseconds before the command is stopped (default 120000, at most 600000). Not for background tasks."
-                },
-                "description": {
-                    "type": "string",
-                    "description": "What the command does, in 5 to 10 words, shown to the user."
-                },
-                "workdir": {
-                    "type": "string",
-                    "description": "Directory to run in; a relative path is taken from the session's working directory."
-                },
-                "run_in_background": {
-                    "type": "boolean",
-                    "description": "Start the command as a background task and return its id at once."
-                }
-            },
-            "required": ["command"],
-            "additionalProperties": false
-        });
+        Self::tools_in(&ToolsContext { sandboxed: false })
+    }
+
+    fn tools_in(context: &ToolsContext) -> Vec<ToolSpec> {
         let task = |what: &str| {
             serde_json::json!({
                 "type": "object",
@@ -198,7 +173,7 @@ impl Plugin for ToolBash {
             })
         };
         vec![
-            ToolSpec::new("bash", BASH_DESCRIPTION, &bash),
+            ToolSpec::new("bash", BASH_DESCRIPTION, &bash_schema(context.sandboxed)),
             ToolSpec::new(
                 "bash_output",
                 "Returns what a background task printed since the last read, and its status.",
@@ -210,27 +185,6 @@ impl Plugin for ToolBash {
                 &task("The task id, e.g. bash-3."),
             ),
         ]
-    }
-
-    fn tools_in(context: &ToolsContext) -> Vec<ToolSpec> {
-        let mut tools = Self::tools();
-        if context.sandboxed
-            && let Some(bash) = tools.iter_mut().find(|t| t.name == "bash")
-        {
-            let mut schema: serde_json::Value =
-                serde_json::from_str(&bash.input_schema).unwrap_or_default();
-            schema["properties"]["sandbox_permissions"] = serde_json::json!({
-                "type": "string",
-                "enum": ["workspace-write", "danger-full-access"],
-                "description": "Only after the sandbox refused this command: the wider mode it needs, for this one call. The user is asked first. Requires `justification`."
-            });
-            schema["properties"]["justification"] = serde_json::json!({
-                "type": "string",
-                "description": "Why the command needs `sandbox_permissions`, in one sentence the user reads."
-            });
-            bash.input_schema = schema.to_string().into();
-        }
-        tools
     }
 
     fn prompt_sections() -> Vec<PromptSection> {
@@ -359,6 +313,51 @@ impl Plugin for ToolBash {
             other => Err(format!("tool-bash has no tool `{other}`")),
         }
     }
+}
+
+/// The arguments of `bash`; with `sandboxed`, the escalation fields too.
+fn bash_schema(sandboxed: bool) -> serde_json::Value {
+    let mut schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "command": {
+                "type": "string",
+                "description": "The command line, run as `bash -c <command>`."
+            },
+            "timeout": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 600000,
+                "description": "Milliseconds before the command is stopped (default 120000, at most 600000). Not for background tasks."
+            },
+            "description": {
+                "type": "string",
+                "description": "What the command does, in 5 to 10 words, shown to the user."
+            },
+            "workdir": {
+                "type": "string",
+                "description": "Directory to run in; a relative path is taken from the session's working directory."
+            },
+            "run_in_background": {
+                "type": "boolean",
+                "description": "Start the command as a background task and return its id at once."
+            }
+        },
+        "required": ["command"],
+        "additionalProperties": false
+    });
+    if sandboxed {
+        schema["properties"]["sandbox_permissions"] = serde_json::json!({
+            "type": "string",
+            "enum": ["workspace-write", "danger-full-access"],
+            "description": "Only after the sandbox refused this command: the wider mode it needs, for this one call. The user is asked first. Requires `justification`."
+        });
+        schema["properties"]["justification"] = serde_json::json!({
+            "type": "string",
+            "description": "Why the command needs `sandbox_permissions`, in one sentence the user reads."
+        });
+    }
+    schema
 }
 
 fn generic(title: String, content: Option<String>) -> Card {
