@@ -323,6 +323,11 @@ pub fn bash_call(command: &str) -> Value {
     json!({"tool_calls": [{"name": "bash", "arguments": {"command": command}}]})
 }
 
+/// A call of tool `name` without arguments, as the scripted model makes it.
+pub fn tool_call(name: &str) -> Value {
+    json!({"tool_calls": [{"name": name, "arguments": {}}]})
+}
+
 pub fn say(text: &str) -> Value {
     json!({"text": text})
 }
@@ -361,6 +366,13 @@ pub struct AgentOptions {
 }
 
 impl AgentOptions {
+    /// Scripted with `responses`, serving build A of the `reloadable` fixture.
+    pub fn serving_reloadable_a(responses: Vec<Value>) -> Self {
+        let mut options = Self::script(responses);
+        options.plugins = vec![reloadable_build("A", Interface::Same)];
+        options
+    }
+
     pub fn script(responses: Vec<Value>) -> Self {
         Self {
             responses,

@@ -3,13 +3,8 @@
 
 use hotsh_tests::{
     Agent, AgentOptions, Interface, corrupted_copy, install_like_cargo, misbehaving_build,
-    reloadable_build, say, tool_bash_plugin,
+    reloadable_build, say, tool_bash_plugin, tool_call,
 };
-use serde_json::json;
-
-fn call(name: &str) -> serde_json::Value {
-    json!({"tool_calls": [{"name": name, "arguments": {}}]})
-}
 
 #[test]
 fn a_line_that_is_not_utf8_gets_a_parse_error_and_the_agent_keeps_serving() {
@@ -47,7 +42,8 @@ fn a_huge_malformed_line_is_not_repeated_back() {
 
 #[test]
 fn a_plugin_printing_to_stdout_cannot_corrupt_the_protocol() {
-    let mut options = AgentOptions::script(vec![call("print_to_stdout"), say("after the print")]);
+    let mut options =
+        AgentOptions::script(vec![tool_call("print_to_stdout"), say("after the print")]);
     options.plugins = vec![misbehaving_build("well-behaved")];
     let mut agent = Agent::start(options);
     agent.initialize(true);
@@ -60,7 +56,7 @@ fn a_plugin_printing_to_stdout_cannot_corrupt_the_protocol() {
 
 #[test]
 fn a_plugin_result_of_200_mib_is_capped_with_a_marker() {
-    let mut options = AgentOptions::script(vec![call("huge_result"), say("ok")]);
+    let mut options = AgentOptions::script(vec![tool_call("huge_result"), say("ok")]);
     options.plugins = vec![misbehaving_build("well-behaved")];
     let mut agent = Agent::start(options);
     agent.initialize(true);
@@ -79,9 +75,10 @@ fn a_plugin_result_of_200_mib_is_capped_with_a_marker() {
 /// Starts an agent with build A of `reloadable` plus `bad` (another plugin file) in its
 /// directory; returns the agent and the session after one good call.
 fn agent_beside(bad: &std::path::Path, name: &str) -> (Agent, String) {
-    let mut options = AgentOptions::script(vec![call("reloadable_build"), say("one")]);
-    options.plugins = vec![reloadable_build("A", Interface::Same)];
-    let mut agent = Agent::start(options);
+    let mut agent = Agent::start(AgentOptions::serving_reloadable_a(vec![
+        tool_call("reloadable_build"),
+        say("one"),
+    ]));
     std::fs::copy(bad, agent.plugin_dir().join(name)).unwrap();
     agent.initialize(true);
     let session = agent.new_session();
@@ -126,10 +123,8 @@ fn a_build_that_crashes_when_dropped_in_is_rejected_with_the_signal_named() {
     let crashing = scratch.path().join("crashing.so");
     corrupted_copy(&reloadable_build("B", Interface::Same), 0xff, &crashing);
     let responses =
-        vec![call("reloadable_build"), say("one"), call("reloadable_build"), say("two")];
-    let mut options = AgentOptions::script(responses);
-    options.plugins = vec![reloadable_build("A", Interface::Same)];
-    let mut agent = Agent::start(options);
+        vec![tool_call("reloadable_build"), say("one"), tool_call("reloadable_build"), say("two")];
+    let mut agent = Agent::start(AgentOptions::serving_reloadable_a(responses));
     agent.initialize(true);
     let session = agent.new_session();
     agent.prompt(&session, "which?");
@@ -150,8 +145,8 @@ fn another_users_files_in_the_shared_temp_dir_change_nothing() {
     let shared_tmp = tempfile::tempdir().unwrap();
     let planted = shared_tmp.path().join("hotsh-plugin-copies");
     std::fs::write(&planted, "planted").unwrap();
-    let mut options = AgentOptions::script(vec![call("reloadable_build"), say("ok")]);
-    options.plugins = vec![reloadable_build("A", Interface::Same)];
+    let mut options =
+        AgentOptions::serving_reloadable_a(vec![tool_call("reloadable_build"), say("ok")]);
     options.env = vec![("TMPDIR".into(), shared_tmp.path().to_string_lossy().into_owned())];
     let mut agent = Agent::start(options);
     agent.initialize(true);

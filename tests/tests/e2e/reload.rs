@@ -5,15 +5,12 @@
 use hotsh_tests::{
     Agent, AgentOptions, Interface, cargo_build_cargoflow, fixture_output_dir, fixture_plugin,
     fixture_target_dir, hello_plugin, hotsh_binary, install_like_cargo, processes_matching,
-    reloadable_build, say, tool_bash_plugin, wait_for_file_containing, write_renamed_fixture,
+    reloadable_build, say, tool_bash_plugin, tool_call, wait_for_file_containing,
+    write_renamed_fixture,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 
 const LIBRARY: &str = "libhotsh_fixture_reloadable.so";
-
-fn call(name: &str) -> Value {
-    json!({"tool_calls": [{"name": name, "arguments": {}}]})
-}
 
 #[test]
 fn call_in_flight_finishes_on_the_old_build_and_the_next_call_runs_the_new_one() {
@@ -21,12 +18,10 @@ fn call_in_flight_finishes_on_the_old_build_and_the_next_call_runs_the_new_one()
     let gate = gates.path().join("gate");
     let responses = vec![
         json!({"tool_calls": [{"name": "reloadable_gated", "arguments": {"gate": gate}}]}),
-        call("reloadable_build"),
+        tool_call("reloadable_build"),
         say("done"),
     ];
-    let mut options = AgentOptions::script(responses);
-    options.plugins = vec![reloadable_build("A", Interface::Same)];
-    let mut agent = Agent::start(options);
+    let mut agent = Agent::start(AgentOptions::serving_reloadable_a(responses));
     agent.initialize(true);
     let session = agent.new_session();
     let prompt = agent.start_prompt(&session, "go");
@@ -55,7 +50,8 @@ fn call_in_flight_finishes_on_the_old_build_and_the_next_call_runs_the_new_one()
 #[test]
 fn a_real_cargo_build_in_a_watched_directory_is_served() {
     let target = cargo_build_cargoflow("first");
-    let responses = vec![call("cargoflow_build"), say("one"), call("cargoflow_build"), say("two")];
+    let responses =
+        vec![tool_call("cargoflow_build"), say("one"), tool_call("cargoflow_build"), say("two")];
     let mut options = AgentOptions::script(responses);
     options.extra_plugin_dirs = vec![target];
     let mut agent = Agent::start(options);
@@ -149,7 +145,8 @@ fn hotsh_dev_rebuilds_on_save_reports_each_build_and_the_agent_serves_it() {
     let nonce = format!("{}-{:?}", std::process::id(), std::time::SystemTime::now());
     let crate_dir = tempfile::tempdir().unwrap();
     write_renamed_fixture(crate_dir.path(), "devloop", &format!("one {nonce}"));
-    let responses = vec![call("devloop_build"), say("one"), call("devloop_build"), say("two")];
+    let responses =
+        vec![tool_call("devloop_build"), say("one"), tool_call("devloop_build"), say("two")];
     let mut options = AgentOptions::script(responses);
     options.extra_plugin_dirs = vec![fixture_output_dir()];
     let mut agent = Agent::start(options);
@@ -216,7 +213,7 @@ fn a_plugin_directory_that_appears_later_or_is_recreated_stays_watched() {
     // Two levels that do not exist yet, as `target/debug` before the first build.
     let dir = scratch.path().join("target").join("debug");
     let responses =
-        vec![call("reloadable_build"), say("one"), call("reloadable_build"), say("two")];
+        vec![tool_call("reloadable_build"), say("one"), tool_call("reloadable_build"), say("two")];
     let mut options = AgentOptions::script(responses);
     options.extra_plugin_dirs = vec![dir.clone()];
     let mut agent = Agent::start(options);
@@ -285,10 +282,8 @@ fn a_background_task_started_before_a_reload_is_readable_and_killable_after_it()
 /// serving; then B still loads (the bad build is not retried).
 fn rejected_while_the_old_build_serves(bad: &std::path::Path, reason: &str) -> (String, String) {
     let responses =
-        vec![call("reloadable_build"), say("one"), call("reloadable_build"), say("two")];
-    let mut options = AgentOptions::script(responses);
-    options.plugins = vec![reloadable_build("A", Interface::Same)];
-    let mut agent = Agent::start(options);
+        vec![tool_call("reloadable_build"), say("one"), tool_call("reloadable_build"), say("two")];
+    let mut agent = Agent::start(AgentOptions::serving_reloadable_a(responses));
     agent.initialize(true);
     let session = agent.new_session();
 
@@ -366,13 +361,11 @@ fn fifty_reloads_with_calls_in_between_never_fail_a_call() {
     const RELOADS: usize = 50;
     let mut responses = Vec::new();
     for _ in 0..RELOADS {
-        responses.push(call("reloadable_build"));
+        responses.push(tool_call("reloadable_build"));
         responses.push(say("ok"));
     }
-    let mut options = AgentOptions::script(responses);
-    options.plugins = vec![reloadable_build("A", Interface::Same)];
     let builds = [reloadable_build("A", Interface::Same), reloadable_build("B", Interface::Same)];
-    let mut agent = Agent::start(options);
+    let mut agent = Agent::start(AgentOptions::serving_reloadable_a(responses));
     agent.initialize(true);
     let session = agent.new_session();
     let mut after = 0;
@@ -444,8 +437,7 @@ fn touch_and_identical_rebuilds_do_not_reload_but_new_and_removed_files_do() {
 #[test]
 fn the_replaced_build_gets_its_shutdown_call() {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let mut options = AgentOptions::script(vec![]);
-    options.plugins = vec![reloadable_build("A", Interface::Same)];
+    let mut options = AgentOptions::serving_reloadable_a(vec![]);
     options.env =
         vec![("HOTSH_FIXTURE_SHUTDOWN_LOG".into(), log.path().to_string_lossy().into_owned())];
     let mut agent = Agent::start(options);
@@ -460,7 +452,7 @@ fn the_replaced_build_gets_its_shutdown_call() {
 #[test]
 fn a_hung_plugin_call_does_not_hang_the_agent() {
     let mut options =
-        AgentOptions::script(vec![call("reloadable_hang"), say("unused"), say("still here")]);
+        AgentOptions::script(vec![tool_call("reloadable_hang"), say("unused"), say("still here")]);
     options.plugins = vec![reloadable_build("A", Interface::Same)];
     let mut agent = Agent::start(options);
     agent.initialize(true);
