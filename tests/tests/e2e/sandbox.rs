@@ -392,3 +392,46 @@ fn a_sigkilled_agent_leaves_no_confined_process_behind() {
         eventually("no confined process is left", || processes_matching(&marker).is_empty());
     }
 }
+
+#[test]
+#[allow(clippy::disallowed_methods, reason = "runs hotsh with a bad config")]
+fn unknown_modes_are_refused_clearly_and_change_nothing() {
+    let mut agent = Agent::start(options("landlock", "", vec![]));
+    agent.initialize(true);
+    let session = agent.new_session();
+    let answer = set_option(&mut agent, &session, "everything");
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let message = answer["error"]["message"].as_str().expect("a message");
+    assert!(message.contains("unknown sandbox mode `everything`"), "{message}");
+    let answer = set_mode(&mut agent, &session, "yolo");
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let message = answer["error"]["message"].as_str().expect("a message");
+    assert!(message.contains("unknown mode `yolo`; the modes are default and plan"), "{message}");
+    // Nothing changed: the session is still in its default mode and plan is off.
+    let answer = set_option(&mut agent, &session, "workspace-write");
+    assert_eq!(sandbox_option(&answer)["currentValue"], "workspace-write");
+    assert!(
+        !agent
+            .received
+            .iter()
+            .any(|m| m["params"]["update"]["sessionUpdate"] == "current_mode_update"),
+        "a mode change was announced"
+    );
+
+    // In the configuration file, an unknown mode stops the agent at start, naming the values.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, "[sandbox]\nmode = \"bogus\"\n").expect("config");
+    let output = std::process::Command::new(hotsh_tests::hotsh_binary())
+        .args(["acp", "--no-default-plugins", "--config"])
+        .arg(&path)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("hotsh runs");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("expected one of `read-only`, `workspace-write`, `danger-full-access`"),
+        "{stderr}"
+    );
+}
