@@ -62,6 +62,18 @@ pub(crate) fn run(bin_dir: Option<PathBuf>, data_dir: Option<&Path>) -> anyhow::
             installed_exe.display()
         ));
     }
+    // The shim comes along: without it every command starts a second `hotsh` (slower, same
+    // behaviour). An old one from another build is replaced or, when absent here, removed.
+    let shim = exe_dir.join(crate::executor::SHIM_PROGRAM);
+    let installed_shim = bin_dir.join(crate::executor::SHIM_PROGRAM);
+    if shim.is_file() {
+        if !same_file(&shim, &installed_shim) {
+            copy_into_place(&shim, &installed_shim, 0o755)?;
+        }
+    } else if installed_shim.exists() && !same_file(&exe, &installed_exe) {
+        std::fs::remove_file(&installed_shim)
+            .with_context(|| format!("cannot remove the old {}", installed_shim.display()))?;
+    }
     let on_path = std::env::var_os("PATH")
         .is_some_and(|path| std::env::split_paths(&path).any(|p| same_file(&p, &bin_dir)));
     if !on_path {

@@ -58,6 +58,11 @@ pub fn hotsh_binary() -> PathBuf {
     build_dir().join("hotsh")
 }
 
+/// The small shim executable `hotsh` starts for every command.
+pub fn shim_binary() -> PathBuf {
+    build_dir().join("hotsh-shim")
+}
+
 pub fn tool_bash_plugin() -> PathBuf {
     build_dir().join("libhotsh_tool_bash.so")
 }
@@ -363,6 +368,8 @@ pub struct AgentOptions {
     pub soft_open_files: Option<u32>,
     /// Record an arc to this file (`--record`).
     pub record: Option<PathBuf>,
+    /// Run a copy of `hotsh` with no `hotsh-shim` beside it.
+    pub without_shim: bool,
 }
 
 impl AgentOptions {
@@ -388,6 +395,7 @@ impl AgentOptions {
             run_as: None,
             soft_open_files: None,
             record: None,
+            without_shim: false,
         }
     }
 
@@ -406,6 +414,7 @@ impl AgentOptions {
             run_as: None,
             soft_open_files: None,
             record: None,
+            without_shim: false,
         }
     }
 }
@@ -441,11 +450,15 @@ impl Agent {
                 std::os::unix::fs::symlink(plugin, plugin_dir.join(name)).expect("link plugin");
             }
         }
-        // The other user may not be able to reach the build directory: a copy of hotsh.
-        let hotsh = if options.run_as.is_some() {
+        // The other user may not be able to reach the build directory: a copy of hotsh (and
+        // its shim, unless the test wants it alone).
+        let hotsh = if options.run_as.is_some() || options.without_shim {
             let copy = dir.path().join("bin").join("hotsh");
             std::fs::create_dir_all(copy.parent().expect("bin dir")).expect("bin dir");
             std::fs::copy(hotsh_binary(), &copy).expect("copy hotsh");
+            if !options.without_shim {
+                std::fs::copy(shim_binary(), copy.with_file_name("hotsh-shim")).expect("copy shim");
+            }
             copy
         } else {
             hotsh_binary()

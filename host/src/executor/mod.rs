@@ -1,6 +1,6 @@
 //! The bash executor: the only module that spawns processes (ARCHITECTURE.md, invariant 2).
 //!
-//! Every command runs under a shim (`shim.rs`, the host binary re-executed) that runs
+//! Every command runs under a shim (`shim.rs`, the small `hotsh-shim` beside the host) that runs
 //! `bash -c <command>` in a process group of its own, re-parents the command's orphans to
 //! itself, and kills all of it when the command ends, when it is told to stop, or when the host
 //! goes away (it watches a pipe only the host holds the write end of). stdin is `/dev/null`;
@@ -26,6 +26,7 @@ pub(crate) use helper::{run_helper, spawn_agent, spawn_tool};
 pub(crate) use live::{Drained, LiveOutput};
 pub(crate) use output_root::OutputRoot;
 pub(crate) use process::ProcessHandle;
+pub(crate) use shim::PROGRAM as SHIM_PROGRAM;
 pub(crate) use task::{TaskEnded, TaskId, TaskRead, TaskState, TaskStatus};
 
 use crate::sandbox::Policy;
@@ -170,14 +171,33 @@ pub(crate) enum TaskError {
     Unknown(String),
 }
 
+/// `program` found on the commands' `PATH` once, so that no command searches for it again;
+/// a path, or a name not found, as given.
+fn on_path(program: &Path, env: &[(OsString, OsString)]) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    if program.components().count() != 1 {
+        return program.to_owned();
+    }
+    let path = env.iter().find(|(key, _)| key == "PATH").map(|(_, value)| value);
+    path.into_iter()
+        .flat_map(std::env::split_paths)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(program))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| program.to_owned())
+}
+
 /// The host's bash executor.
 #[derive(Debug)]
 pub(crate) struct Executor {
     config: ExecutorConfig,
     /// The environment every command gets, computed once from the host's.
     env: Vec<(OsString, OsString)>,
-    /// The shim's program: this very executable.
-    shim_program: PathBuf,
+    /// The shim's program.
+    shim: shim::Program,
     /// Read end of the lifeline, inherited by every shim (its number is an argument). The write end is only ever
     /// held by this process (close-on-exec), so its death is every shim's end of file.
     lifeline_read: OwnedFd,
@@ -195,10 +215,11 @@ impl Executor {
     /// The executor and the stream of background-task completions (exactly one per task,
     /// none after [`Executor::dispose`]).
     pub(crate) fn new(
-        config: ExecutorConfig,
+        mut config: ExecutorConfig,
         env_policy: &EnvPolicy,
     ) -> std::io::Result<(Arc<Self>, mpsc::UnboundedReceiver<TaskEnded>)> {
         let env = env_policy.scrub(std::env::vars_os());
+        config.shell = on_path(&config.shell, &env);
         let (lifeline_read, lifeline_write) = lifeline()?;
         // Processes a command's killed shim leaves behind come to the host, which kills them.
         process::become_subreaper()?;
@@ -209,7 +230,7 @@ impl Executor {
         let executor = Self {
             config,
             env,
-            shim_program: PathBuf::from("/proc/self/exe"),
+            shim: shim::Program::find(),
             lifeline_read,
             _lifeline_write: lifeline_write,
             tasks: Mutex::default(),
@@ -240,7 +261,7 @@ impl Executor {
         if !workdir.is_dir() {
             return Err(RunError::BadWorkdir(workdir.to_owned()));
         }
-        let mut shim = Command::new(&self.shim_program);
+        let mut shim = Command::new(&self.shim.path);
         // No `pre_exec`: std then starts the shim with posix_spawn (a vfork, not a copy of the
         // host's page tables); the lifeline is inherited under its own number.
         shim.args(shim::arguments(

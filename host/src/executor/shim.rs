@@ -1,5 +1,8 @@
-//! The process between the host and a command: `hotsh __shim GRACE_MS LIFELINE_FD POLICY
-//! SHELL COMMAND` (POLICY is `-` or the sandbox policy as JSON).
+//! The process between the host and a command: `hotsh-shim __shim BUILD GRACE_MS LIFELINE_FD
+//! POLICY SHELL COMMAND` (POLICY is `-` or the sandbox policy as JSON). `hotsh-shim` is a small
+//! executable built beside `hotsh` from this same code; where it is missing, the host starts
+//! itself as `hotsh __shim …`. BUILD is the host's [`BUILD`]: a shim from another build refuses
+//! to run anything, since the arguments may mean something else to it.
 //!
 //! It exists so that no process of a command outlives the host, however the host ends (even
 //! SIGKILL), and so that stopping a command stops all of it (DESIGN §6):
@@ -30,12 +33,27 @@ use std::time::{Duration, Instant};
 /// The hidden subcommand.
 pub(crate) const SUBCOMMAND: &str = "__shim";
 
+/// Which build of hotsh this shim belongs to.
+pub(crate) const BUILD: &str = concat!(env!("CARGO_PKG_VERSION"), "+", env!("HOTSH_COMMIT"));
+
+/// The small executable beside `hotsh` that runs only the shim.
+pub(crate) const PROGRAM: &str = "hotsh-shim";
+
 /// Entry point; never returns.
 pub(crate) fn main(args: &[OsString]) -> ! {
-    let [grace_ms, lifeline, policy, shell, command] = args else {
-        eprintln!("hotsh __shim: usage: hotsh __shim GRACE_MS LIFELINE_FD POLICY SHELL COMMAND");
+    let [build, grace_ms, lifeline, policy, shell, command] = args else {
+        eprintln!(
+            "hotsh __shim: usage: hotsh __shim BUILD GRACE_MS LIFELINE_FD POLICY SHELL COMMAND"
+        );
         std::process::exit(2);
     };
+    if build != BUILD {
+        fail(&format!(
+            "this shim is from hotsh {BUILD}, but the agent is hotsh {}; the command was not \
+             run: reinstall hotsh so that {PROGRAM} beside it comes from the same build",
+            build.to_string_lossy()
+        ));
+    }
     let policy: Option<Policy> = match policy.to_str() {
         Some("-") => None,
         Some(json) => match serde_json::from_str(json) {
@@ -310,6 +328,39 @@ impl SignalFd {
     }
 }
 
+/// The program the host starts as a shim.
+#[derive(Debug)]
+pub(crate) struct Program {
+    /// What is executed: `/proc/self/fd/N` for the opened [`PROGRAM`], or `/proc/self/exe`.
+    pub(crate) path: std::path::PathBuf,
+    /// Held open so that every shim comes from the file found at start, even after a new build
+    /// replaced it on disk (the new one may not understand this host's arguments).
+    _file: Option<std::fs::File>,
+}
+
+impl Program {
+    /// [`PROGRAM`] beside this executable when it is there (it starts in a fraction of the time
+    /// a re-executed `hotsh` takes), else this very executable.
+    pub(crate) fn find() -> Self {
+        use std::os::fd::AsRawFd as _;
+        use std::os::unix::fs::PermissionsExt as _;
+        let beside = std::env::current_exe()
+            .ok()
+            .and_then(|exe| Some(exe.parent()?.join(PROGRAM)))
+            .and_then(|shim| std::fs::File::open(shim).ok())
+            .filter(|file| {
+                file.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            });
+        match beside {
+            Some(file) => Self {
+                path: format!("/proc/self/fd/{}", file.as_raw_fd()).into(),
+                _file: Some(file),
+            },
+            None => Self { path: "/proc/self/exe".into(), _file: None },
+        }
+    }
+}
+
 /// The argument vector that starts a shim for `command`.
 pub(crate) fn arguments(
     grace: Duration,
@@ -322,6 +373,7 @@ pub(crate) fn arguments(
         policy.and_then(|p| serde_json::to_string(p).ok()).unwrap_or_else(|| "-".to_owned());
     vec![
         SUBCOMMAND.into(),
+        BUILD.into(),
         grace.as_millis().to_string().into(),
         lifeline.to_string().into(),
         policy.into(),

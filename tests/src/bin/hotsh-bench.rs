@@ -22,7 +22,7 @@
 //!
 //! `overhead`: a turn of CALLS (default 50) foreground `true` calls through the whole tool path
 //! (model script, ACP card updates, plugin, shim, bash), per call, against `bash -c true`
-//! spawned directly by the benchmark.
+//! spawned directly by the benchmark (both without the `LD_LIBRARY_PATH` that `cargo run` sets).
 //!
 //! `tasks`: one turn starting COUNT (default 200) background tasks (`sleep 600`): the time to
 //! start them all and the host's RSS with all of them running.
@@ -144,6 +144,9 @@ impl Agent {
             // Never the developer's installed plugins, sessions or key.
             .env("HOTSH_DATA_DIR", dir.path().join("data"))
             .env_remove("HOTSH_API_KEY")
+            // `cargo run` sets it for the benchmark; an agent Zed starts does not have it, and
+            // every program a command starts would search it for its libraries.
+            .env_remove("LD_LIBRARY_PATH")
             .current_dir(dir.path())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -278,7 +281,11 @@ fn overhead(calls: usize, runs: usize) {
             agent.finish();
             let started = Instant::now();
             for _ in 0..calls {
-                let status = Command::new("bash").args(["-c", "true"]).status().expect("bash runs");
+                let status = Command::new("bash")
+                    .args(["-c", "true"])
+                    .env_remove("LD_LIBRARY_PATH")
+                    .status()
+                    .expect("bash runs");
                 assert!(status.success());
             }
             let per_spawn = ms(started.elapsed()) / calls as f64;

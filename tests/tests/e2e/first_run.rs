@@ -63,6 +63,10 @@ fn hotsh_install_puts_hotsh_and_its_plugins_where_every_hotsh_finds_them() {
     let mode =
         |p: &Path| std::os::unix::fs::PermissionsExt::mode(&p.metadata().unwrap().permissions());
     assert_eq!(mode(&home.join(".local/share/hotsh")) & 0o777, 0o700);
+    // The shim comes along, the same file as the one beside the built hotsh.
+    let shim = home.join(".local/bin/hotsh-shim");
+    assert_eq!(std::fs::read(&shim).unwrap(), std::fs::read(hotsh_tests::shim_binary()).unwrap());
+    assert_eq!(mode(&shim) & 0o777, 0o755);
 
     // The installed binary has no plugin beside it, yet finds tool-bash.
     let model = write_script(home, json!([bash_call("echo installed-ok"), say("done")]));

@@ -326,3 +326,50 @@ fn config_values_out_of_range_are_refused_at_start_up() {
         assert_eq!(stderr.trim_end(), expected);
     }
 }
+
+/// The program running as the command's shim (its parent, unconfined), as the command sees it.
+fn shim_of_a_command(options: AgentOptions) -> String {
+    let mut options = options;
+    options.responses = vec![bash_call("readlink /proc/$PPID/exe"), say("ok")];
+    options.config = Some(UNCONFINED.to_owned());
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "go");
+    let (text, _) = agent.last_tool_result();
+    assert!(agent.finish().success());
+    text
+}
+
+#[test]
+fn commands_run_under_the_small_shim_beside_hotsh_or_under_hotsh_itself_without_it() {
+    let text = shim_of_a_command(AgentOptions::script(Vec::new()));
+    let shim = hotsh_tests::shim_binary();
+    assert_eq!(text.lines().next(), Some(shim.to_str().unwrap()), "{text}");
+    // A copy of hotsh with no shim beside it starts itself as the shim.
+    let mut alone = AgentOptions::script(Vec::new());
+    alone.without_shim = true;
+    let text = shim_of_a_command(alone);
+    let first = text.lines().next().unwrap_or_default();
+    assert!(first.ends_with("/bin/hotsh"), "{text}");
+}
+
+#[test]
+fn a_shim_from_another_build_runs_nothing_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let made = dir.path().join("made");
+    // The build is checked first, before the lifeline (descriptor 3 here) is looked at.
+    let output = std::process::Command::new(hotsh_tests::shim_binary())
+        .args(["__shim", "0.0.0+another", "2000", "3", "-", "/bin/sh"])
+        .arg(format!("touch {}", made.display()))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(125));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("but the agent is hotsh 0.0.0+another; the command was not run"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("reinstall hotsh"), "{stderr}");
+    assert!(!made.exists());
+}
