@@ -355,6 +355,7 @@ fn commands_run_under_the_small_shim_beside_hotsh_or_under_hotsh_itself_without_
 }
 
 #[test]
+#[allow(clippy::disallowed_methods, reason = "runs the shim by itself")]
 fn a_shim_from_another_build_runs_nothing_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let made = dir.path().join("made");
