@@ -18,14 +18,17 @@
 
 pub mod v1;
 
+mod sandbox;
+
 #[doc(hidden)]
 pub mod __private;
 
 pub use abi_stable::std_types::{ROption, RResult, RStr, RString, RVec};
 pub use v1::{
-    Card, CardStatus, CommandOutcome, CommandSpec, FinalCard, GenericCard, HostRef, HostServices,
-    HostServices_TO, KillOutcome, LogLevel, Manifest, Plugin, PluginModule, PluginModuleRef,
-    PromptSection, SandboxFacts, SandboxMode, SandboxRequest, TaskOutput, TaskStarted, TaskState,
+    Card, CardStatus, CommandOutcome, CommandSpec, Diff, FileRead, FileText, FileWrite,
+    FileWritten, FinalCard, GenericCard, HostRef, HostServices, HostServices_TO, KillOutcome,
+    Location, LogLevel, Manifest, Plugin, PluginModule, PluginModuleRef, PromptSection,
+    SandboxFacts, SandboxMode, SandboxRequest, Seen, TaskOutput, TaskStarted, TaskState,
     TaskStatus, TerminalCard, TerminalExit, ToolCall, ToolKind, ToolOutput, ToolSpec, ToolsContext,
 };
 

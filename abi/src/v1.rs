@@ -148,6 +148,44 @@ pub struct GenericCard {
     pub kind: ToolKind,
     /// Markdown shown in the card's body.
     pub content: ROption<RString>,
+    /// Places in files the call touches; the client may follow along.
+    pub locations: RVec<Location>,
+    /// Changes to files, shown by the client as diffs it can review.
+    pub diffs: RVec<Diff>,
+}
+
+impl GenericCard {
+    /// A card with a title, a kind and optional markdown, and no locations or diffs.
+    pub fn new(title: impl Into<String>, kind: ToolKind, content: Option<String>) -> Self {
+        Self {
+            title: title.into().into(),
+            kind,
+            content: content.map(RString::from).into(),
+            locations: RVec::new(),
+            diffs: RVec::new(),
+        }
+    }
+}
+
+/// A place in a file.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    /// Absolute path.
+    pub path: RString,
+    /// 1-based line, when the call is about one place in the file.
+    pub line: ROption<u32>,
+}
+
+/// A change to one file.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct Diff {
+    /// Absolute path.
+    pub path: RString,
+    /// The text before the change; `None` for a new file.
+    pub old_text: ROption<RString>,
+    pub new_text: RString,
 }
 
 /// The category of a tool call, mirrored by the client's icon.
@@ -383,8 +421,84 @@ pub trait HostServices: Send + Sync {
     /// The owner token (the session id) recorded when the task started. Errors for an unknown
     /// task id. The host does not check ownership in `read_output`/`kill`: the tool does, so
     /// it can word the refusal.
-    #[sabi(last_prefix_field)]
     fn owner_of(&self, task_id: RStr<'_>) -> RResult<ROption<RString>, RString>;
+
+    /// Reads a text file: through the client when it offers reading (the user's unsaved
+    /// buffer), else from disk. Errors (with a message for the model) for a missing file, a
+    /// directory, a binary or oversized file, a path with NUL, a client that fails.
+    fn read_text_file(&self, read: FileRead) -> RResult<FileText, RString>;
+
+    /// Writes a text file under the session's sandbox mode: through the client when it offers
+    /// writing, else to disk through a temporary file renamed into place. A sandbox refusal is
+    /// not an error: `written` is false and `sandbox.denial` says why.
+    #[sabi(last_prefix_field)]
+    fn write_text_file(&self, write: FileWrite) -> RResult<FileWritten, RString>;
+}
+
+/// A read of a text file.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct FileRead {
+    /// Absolute, or relative to the session's cwd.
+    pub path: RString,
+    /// The model sees this text: the host remembers it, so a later write can tell whether the
+    /// file changed since (see [`FileText::seen`]).
+    pub remember: bool,
+}
+
+/// A text file as read.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct FileText {
+    /// The absolute path the file was read from.
+    pub path: RString,
+    pub text: RString,
+    /// Read from the client's buffer rather than the disk.
+    pub from_client: bool,
+    /// How this text compares with what the model last saw of the file in this session
+    /// (before this read is remembered).
+    pub seen: Seen,
+}
+
+/// Whether the model has seen a file's current text.
+#[repr(u8)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seen {
+    /// The model never read (or wrote) the file in this session.
+    Never,
+    /// The model's last read or write of the file left exactly this text.
+    Same,
+    /// The file changed (on disk or in the buffer) since the model last read or wrote it.
+    Changed,
+}
+
+/// A write of a whole text file.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct FileWrite {
+    /// Absolute, or relative to the session's cwd.
+    pub path: RString,
+    pub text: RString,
+    /// The text the new one was made from: the host writes only if the file still holds it
+    /// (`None`: no such check, e.g. a new file).
+    pub expected: ROption<RString>,
+    /// Write under a wider mode, if the user allows it (as for commands).
+    pub sandbox_permissions: ROption<SandboxRequest>,
+}
+
+/// What a write did.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct FileWritten {
+    /// The absolute path written (symlinks resolved).
+    pub path: RString,
+    /// False when the sandbox refused it (see `sandbox.denial`).
+    pub written: bool,
+    /// The file did not exist before.
+    pub created: bool,
+    /// Written through the client's editor rather than to disk.
+    pub through_client: bool,
+    pub sandbox: SandboxFacts,
 }
 
 /// The host services as a plugin receives them: borrowed for the duration of one call.

@@ -285,14 +285,11 @@ impl Host {
         session
             .emit(SessionEvent::ToolCallFinished {
                 call_id: task.call_id.clone(),
-                card: Card::Generic(GenericCard {
+                card: Card::Generic(GenericCard::new(
                     title,
-                    kind: ToolKind::Execute,
-                    content: Some(format!(
-                        "{} ended when the agent that ran it went away.",
-                        task.task_id
-                    )),
-                }),
+                    ToolKind::Execute,
+                    Some(format!("{} ended when the agent that ran it went away.", task.task_id)),
+                )),
                 status: CallStatus::Failed,
                 raw_output: serde_json::json!({
                     "task_id": task.task_id,

@@ -119,11 +119,7 @@ async fn close(session: &Session, call_id: &ToolCallId, title: &str, ended: &Tas
     session
         .emit(SessionEvent::ToolCallFinished {
             call_id: call_id.clone(),
-            card: Card::Generic(GenericCard {
-                title: title.to_owned(),
-                kind: ToolKind::Execute,
-                content: Some(content),
-            }),
+            card: Card::Generic(GenericCard::new(title, ToolKind::Execute, Some(content))),
             status: if failed { CallStatus::Failed } else { CallStatus::Completed },
             raw_output: serde_json::json!({
                 "task_id": ended.id.0,

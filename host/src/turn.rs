@@ -537,7 +537,7 @@ async fn present<T: Send + 'static>(
 }
 
 fn fallback_card(tool: &str) -> Card {
-    Card::Generic(GenericCard { title: tool.to_owned(), kind: ToolKind::Other, content: None })
+    Card::Generic(GenericCard::new(tool, ToolKind::Other, None))
 }
 
 /// Shows a call that could not run at all (e.g. an unknown tool) as a failed card.

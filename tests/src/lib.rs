@@ -146,7 +146,7 @@ pub enum Interface {
     Same,
     /// A copy of hotsh-abi whose `ToolCall` has an extra field: a layout mismatch.
     ChangedLayout,
-    /// A copy of hotsh-abi versioned 0.2.0: another `0.y`.
+    /// A copy of hotsh-abi versioned `OTHER_ABI_VERSION`: another `0.y`.
     OtherMinor,
 }
 
@@ -273,9 +273,9 @@ pub fn fixture_target_dir() -> PathBuf {
 }
 
 /// The version of hotsh-abi in this checkout.
-pub const ABI_VERSION: &str = "0.2.0";
+pub const ABI_VERSION: &str = "0.3.0";
 /// Another minor version of it (which abi_stable refuses).
-pub const OTHER_ABI_VERSION: &str = "0.3.0";
+pub const OTHER_ABI_VERSION: &str = "0.4.0";
 
 /// A copy of hotsh-abi with one change, for builds that must be rejected.
 fn changed_interface(interface: Interface) -> PathBuf {

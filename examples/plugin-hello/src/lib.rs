@@ -50,11 +50,7 @@ impl Plugin for Hello {
 
     fn present_call(call: &ToolCall) -> Result<Card, String> {
         let args: HelloArgs = call.arguments()?;
-        Ok(Card::Generic(GenericCard {
-            title: format!("Greet {}", args.name).into(),
-            kind: ToolKind::Other,
-            content: ROption::RNone,
-        }))
+        Ok(Card::Generic(GenericCard::new(format!("Greet {}", args.name), ToolKind::Other, None)))
     }
 
     fn present_result(call: &ToolCall, output: &ToolOutput) -> Result<FinalCard, String> {

@@ -14,8 +14,8 @@ use crate::host::Host;
 use crate::sandbox::Mode;
 use crate::session::store::StoreError;
 use crate::session::{
-    DEFAULT_MODE, EscalationAnswer, EscalationAsk, EventSink, Fact, PLAN_MODE, SessionEvent,
-    SessionId,
+    ClientFs, DEFAULT_MODE, EscalationAnswer, EscalationAsk, EventSink, Fact, PLAN_MODE,
+    SessionEvent, SessionId,
 };
 use crate::sync::lock;
 use crate::turn;
@@ -50,6 +50,9 @@ const LIST_PAGE: usize = 50;
 struct ClientFeatures {
     /// Zed's `_meta.terminal_output`: it renders terminals fed by `_meta` updates.
     terminal_output: AtomicBool,
+    /// `fs.readTextFile` / `fs.writeTextFile`.
+    read_text_file: AtomicBool,
+    write_text_file: AtomicBool,
 }
 
 /// What every handler needs.
@@ -65,6 +68,10 @@ impl Shared {
             cx,
             session_id: SessionId(session_id.to_owned()),
             terminal_output: self.features.terminal_output.load(Ordering::Relaxed),
+            fs: ClientFs {
+                read: self.features.read_text_file.load(Ordering::Relaxed),
+                write: self.features.write_text_file.load(Ordering::Relaxed),
+            },
             consoles: Mutex::default(),
         })
     }
@@ -92,7 +99,15 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
             async move |request: InitializeRequest, responder, _cx| {
                 let terminal_output = from_acp::wants_terminal_output(&request);
                 for_init.features.terminal_output.store(terminal_output, Ordering::Relaxed);
-                tracing::debug!(terminal_output, "initialize");
+                let fs = &request.client_capabilities.fs;
+                for_init.features.read_text_file.store(fs.read_text_file, Ordering::Relaxed);
+                for_init.features.write_text_file.store(fs.write_text_file, Ordering::Relaxed);
+                tracing::debug!(
+                    terminal_output,
+                    read_text_file = fs.read_text_file,
+                    write_text_file = fs.write_text_file,
+                    "initialize"
+                );
                 let sessions = SessionCapabilities::new()
                     .list(SessionListCapabilities::new())
                     .resume(SessionResumeCapabilities::new())
@@ -528,12 +543,37 @@ struct AcpSink {
     cx: ConnectionTo<Client>,
     session_id: SessionId,
     terminal_output: bool,
+    fs: ClientFs,
     /// Without terminal support, a command's output so far (bounded), re-sent as the card's
     /// content because ACP content updates replace rather than append.
     consoles: Mutex<HashMap<String, String>>,
 }
 
 impl EventSink for AcpSink {
+    fn client_fs(&self) -> ClientFs {
+        self.fs
+    }
+
+    fn read_text_file(
+        &self,
+        path: std::path::PathBuf,
+    ) -> futures::future::BoxFuture<'static, Result<String, String>> {
+        use agent_client_protocol::v1::schema::ReadTextFileRequest;
+        let read = self.fs_request(ReadTextFileRequest::new(self.session_id.0.clone(), path));
+        Box::pin(async move { read.await.map(|response| response.content) })
+    }
+
+    fn write_text_file(
+        &self,
+        path: std::path::PathBuf,
+        text: String,
+    ) -> futures::future::BoxFuture<'static, Result<(), String>> {
+        use agent_client_protocol::v1::schema::WriteTextFileRequest;
+        let write =
+            self.fs_request(WriteTextFileRequest::new(self.session_id.0.clone(), path, text));
+        Box::pin(async move { write.await.map(|_| ()) })
+    }
+
     fn emit(&self, event: SessionEvent) {
         let update = if self.terminal_output {
             to_acp::update_with_terminal(event)
@@ -578,6 +618,19 @@ impl EventSink for AcpSink {
 }
 
 impl AcpSink {
+    fn fs_request<R: agent_client_protocol::JsonRpcRequest + 'static>(
+        &self,
+        request: R,
+    ) -> futures::future::BoxFuture<'static, Result<R::Response, String>>
+    where
+        R::Response: Send,
+    {
+        let cx = self.cx.clone();
+        Box::pin(async move {
+            cx.send_request(request).block_task().await.map_err(|error| error.to_string())
+        })
+    }
+
     fn send(&self, update: agent_client_protocol::v1::schema::SessionUpdate) {
         let notification = SessionNotification::new(self.session_id.0.clone(), update);
         if let Err(error) = self.cx.send_notification(notification) {

@@ -5,7 +5,9 @@
 //! as `terminal_output`, and `terminal_exit` on the final update. Without it, the card's
 //! content is one fenced `console` block holding the output so far, replaced as it grows.
 
-use crate::session::{CallStatus, Card, SessionEvent, StopReason, TerminalCard, ToolKind};
+use crate::session::{
+    CallStatus, Card, GenericCard, SessionEvent, StopReason, TerminalCard, ToolKind,
+};
 use agent_client_protocol::v1::schema::{
     self as acp, ContentChunk, Meta, SessionUpdate, Terminal, ToolCall, ToolCallContent,
     ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
@@ -190,12 +192,15 @@ fn common_update(event: SessionEvent) -> Option<SessionUpdate> {
                 .content(text_content(detail)),
         ),
         SessionEvent::ToolCallStarted { call_id, card: Card::Generic(card), raw_input, .. } => {
-            let mut call = ToolCall::new(call_id.0, card.title)
+            let mut call = ToolCall::new(call_id.0, card.title.clone())
                 .kind(kind(card.kind))
                 .status(ToolCallStatus::InProgress)
                 .raw_input(raw_input);
-            if let Some(content) = card.content {
-                call = call.content(text_content(content));
+            if !card.locations.is_empty() {
+                call = call.locations(locations(&card));
+            }
+            if let Some(content) = generic_content(card, None) {
+                call = call.content(content);
             }
             SessionUpdate::ToolCall(call)
         }
@@ -208,11 +213,14 @@ fn common_update(event: SessionEvent) -> Option<SessionUpdate> {
             ..
         } => {
             let mut fields = ToolCallUpdateFields::new()
-                .title(card.title)
+                .title(card.title.clone())
                 .status(status(call_status))
                 .raw_output(raw_output);
-            if let Some(content) = error.or(card.content) {
-                fields = fields.content(text_content(content));
+            if !card.locations.is_empty() {
+                fields = fields.locations(locations(&card));
+            }
+            if let Some(content) = generic_content(card, error) {
+                fields = fields.content(content);
             }
             SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(call_id.0, fields))
         }
@@ -222,6 +230,29 @@ fn common_update(event: SessionEvent) -> Option<SessionUpdate> {
         | SessionEvent::ToolCallStarted { card: Card::Terminal(_), .. }
         | SessionEvent::ToolCallFinished { card: Card::Terminal(_), .. } => return None,
     })
+}
+
+fn locations(card: &GenericCard) -> Vec<acp::ToolCallLocation> {
+    card.locations
+        .iter()
+        .map(|location| acp::ToolCallLocation::new(&location.path).line(location.line))
+        .collect()
+}
+
+/// A generic card's content: its diffs, then its text (or the error, which replaces the
+/// text); `None` when it has neither.
+fn generic_content(card: GenericCard, error: Option<String>) -> Option<Vec<ToolCallContent>> {
+    let mut content: Vec<ToolCallContent> = card
+        .diffs
+        .into_iter()
+        .map(|diff| {
+            ToolCallContent::Diff(acp::Diff::new(diff.path, diff.new_text).old_text(diff.old_text))
+        })
+        .collect();
+    if let Some(text) = error.or(card.content) {
+        content.extend(text_content(text));
+    }
+    (!content.is_empty()).then_some(content)
 }
 
 fn append_bounded(console: &mut String, text: &str) {
@@ -256,11 +287,23 @@ pub(super) fn escalation_request(
     use agent_client_protocol::v1::schema::{
         PermissionOption, PermissionOptionKind, RequestPermissionRequest,
     };
-    let title = format!("Run under {}: {}", ask.mode, ask.command);
-    let body = format!(
-        "The agent asks to run this command under **{}** instead of {}, this once:\n\n```sh\n{}\n```\n\nin `{}`\n\nWhy: {}",
-        ask.mode, ask.standing, ask.command, ask.workdir, ask.justification
-    );
+    let (title, body) = if ask.writes_file {
+        (
+            format!("Write under {}: {}", ask.mode, ask.command),
+            format!(
+                "The agent asks to write this file under **{}** instead of {}, this once:\n\n`{}`\n\nWhy: {}",
+                ask.mode, ask.standing, ask.command, ask.justification
+            ),
+        )
+    } else {
+        (
+            format!("Run under {}: {}", ask.mode, ask.command),
+            format!(
+                "The agent asks to run this command under **{}** instead of {}, this once:\n\n```sh\n{}\n```\n\nin `{}`\n\nWhy: {}",
+                ask.mode, ask.standing, ask.command, ask.workdir, ask.justification
+            ),
+        )
+    };
     let fields = ToolCallUpdateFields::new().title(title).content(text_content(body));
     RequestPermissionRequest::new(
         session_id.to_owned(),

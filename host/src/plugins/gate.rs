@@ -21,6 +21,37 @@ pub(crate) struct CallSandbox {
     pub(crate) cwd: std::path::PathBuf,
 }
 
+/// What a call asks to do under the sandbox: run a command, or write a file.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Action<'a> {
+    /// The exact command, or the absolute path written.
+    pub(crate) what: &'a str,
+    pub(crate) workdir: &'a str,
+    pub(crate) writes_file: bool,
+    /// The wider mode the call asks for, if any.
+    pub(crate) request: Option<&'a abi::SandboxRequest>,
+}
+
+impl<'a> Action<'a> {
+    pub(crate) fn command(spec: &'a abi::CommandSpec) -> Self {
+        Self {
+            what: &spec.command,
+            workdir: &spec.workdir,
+            writes_file: false,
+            request: spec.sandbox_permissions.as_ref().into_option(),
+        }
+    }
+
+    /// "the command" / "the write", and what did not happen when it is refused.
+    fn words(&self) -> (&'static str, &'static str) {
+        if self.writes_file {
+            ("write", "nothing was written")
+        } else {
+            ("command", "nothing was run")
+        }
+    }
+}
+
 /// The decision for one command.
 #[derive(Debug, Clone)]
 pub(crate) struct Gate {
@@ -42,90 +73,115 @@ impl CallSandbox {
         (crate::sandbox::standing(self.sandbox.default_mode, choice, cap), cap)
     }
 
-    /// Decides how `spec` runs; asks the user first when it wants a wider mode. An error is
-    /// the text the plugin returns: nothing was run.
+    /// Decides how `action` runs; asks the user first when it wants a wider mode. An error is
+    /// the text the plugin returns: nothing was run (or written).
     pub(crate) async fn gate(
         &self,
-        spec: &abi::CommandSpec,
+        action: Action<'_>,
         cancel: &CancellationToken,
     ) -> Result<Gate, String> {
         let (standing, cap) = self.standing();
-        let mode = match spec.sandbox_permissions.as_ref().into_option() {
+        let mode = match action.request {
             None => standing,
-            Some(request) => self.escalate(spec, request, standing, cap, cancel).await?,
+            Some(request) => self.escalate(action, request, standing, cap, cancel).await?,
         };
-        let (policy, enforcement) =
-            self.sandbox.policy(mode, &self.cwd).map_err(|e| e.to_string())?;
+        let (policy, enforcement) = if action.writes_file {
+            // The host writes the file itself and checks the path: nothing for a shim.
+            let enforcement = if mode == Mode::DangerFullAccess || !self.sandbox.offered() {
+                Enforcement::None
+            } else {
+                Enforcement::Full
+            };
+            (None, enforcement)
+        } else {
+            self.sandbox.policy(mode, &self.cwd).map_err(|e| e.to_string())?
+        };
         let widenable = self.sandbox.offered()
             && mode < Mode::DangerFullAccess
             && cap.is_none_or(|cap| cap > mode);
-        Ok(Gate { mode, policy, enforcement, widenable, backend: self.sandbox.backend.name() })
+        let backend = if action.writes_file { "host" } else { self.sandbox.backend.name() };
+        Ok(Gate { mode, policy, enforcement, widenable, backend })
     }
 
     async fn escalate(
         &self,
-        spec: &abi::CommandSpec,
+        action: Action<'_>,
         request: &abi::SandboxRequest,
         standing: Mode,
         cap: Option<Mode>,
         cancel: &CancellationToken,
     ) -> Result<Mode, String> {
         let wanted = Mode::from_abi(request.mode);
+        let (noun, nothing) = action.words();
         if !self.sandbox.offered() {
-            return Err(
-                "sandbox_permissions cannot be used: this agent does not sandbox commands; run the command without it"
-                    .to_owned(),
-            );
+            return Err(format!(
+                "sandbox_permissions cannot be used: this agent does not sandbox commands or writes; retry the {noun} without it"
+            ));
         }
         if request.justification.trim().is_empty() {
-            return Err("sandbox_permissions needs a justification for the user; nothing was run"
-                .to_owned());
+            return Err(format!(
+                "sandbox_permissions needs a justification for the user; {nothing}"
+            ));
         }
         if wanted <= standing {
             return Err(format!(
-                "sandbox_permissions `{wanted}` does not widen this session's `{standing}` mode, so nobody was asked and nothing was run; run the command without sandbox_permissions"
+                "sandbox_permissions `{wanted}` does not widen this session's `{standing}` mode, so nobody was asked and {nothing}; retry the {noun} without sandbox_permissions"
             ));
         }
         let ask = EscalationAsk {
             call_id: self.call_id.clone(),
-            command: spec.command.to_string(),
-            workdir: spec.workdir.to_string(),
+            command: action.what.to_owned(),
+            workdir: action.workdir.to_owned(),
             justification: request.justification.to_string(),
             mode: wanted,
             standing,
+            writes_file: action.writes_file,
         };
         let Some(session) = &self.session else {
-            return Err(refusal(EscalationAnswer::Unavailable, wanted));
+            return Err(refusal(EscalationAnswer::Unavailable, wanted, action));
         };
         if let Some(cap) = cap.filter(|cap| wanted > *cap) {
             session.record_escalation(&ask, "refused").await;
             return Err(format!(
-                "escalation refused: the session is in plan mode, which allows {cap} commands only; nothing was run. Leave plan mode to run it"
+                "escalation refused: the session is in plan mode, which allows {cap} access only; {nothing}. Leave plan mode to do it"
             ));
         }
         match session.ask_escalation(ask, cancel).await {
             EscalationAnswer::AllowedOnce => Ok(wanted),
-            answer => Err(refusal(answer, wanted)),
+            answer => Err(refusal(answer, wanted, action)),
         }
     }
 }
 
 /// The tool error for an escalation that was not allowed.
-fn refusal(answer: EscalationAnswer, wanted: Mode) -> String {
+fn refusal(answer: EscalationAnswer, wanted: Mode, action: Action<'_>) -> String {
+    let (noun, nothing) = action.words();
+    let doing = if action.writes_file { "writing this file" } else { "running this command" };
     match answer {
         EscalationAnswer::Rejected => format!(
-            "the user rejected running this command under {wanted}; nothing was run. Do not retry it without asking the user"
+            "the user rejected {doing} under {wanted}; {nothing}. Do not retry it without asking the user"
         ),
         EscalationAnswer::Cancelled => format!(
-            "the request to run this command under {wanted} was cancelled before the user answered; nothing was run"
+            "the request for {doing} under {wanted} was cancelled before the user answered; {nothing}"
         ),
         EscalationAnswer::Unavailable | EscalationAnswer::AllowedOnce => format!(
-            "this command needs {wanted}, but no client is connected that can ask the user; nothing was run"
+            "this {noun} needs {wanted}, but no client is connected that can ask the user; {nothing}"
         ),
     }
 }
 
 impl Gate {
+    /// The facts of a file write under this gate: `allowed` says whether the mode allowed it.
+    pub(crate) fn write_facts(&self, allowed: bool) -> abi::SandboxFacts {
+        abi::SandboxFacts {
+            mode: self.mode.to_abi(),
+            backend: self.backend.into(),
+            enforcement: self.enforcement.describe().into(),
+            denial: (!allowed).then(|| "file".into()).into(),
+            escalation_available: !allowed && self.widenable,
+        }
+    }
+
     /// The facts of a command that ran under this gate.
     pub(crate) fn facts(&self, outcome: &RunOutcome, workdir: &Path) -> abi::SandboxFacts {
         let denial = self.policy.as_ref().and_then(|policy| {

@@ -5,6 +5,7 @@
 //! generation it started on, whatever is loaded meanwhile.
 
 mod check;
+mod files;
 mod gate;
 mod loader;
 mod services;

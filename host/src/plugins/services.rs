@@ -5,7 +5,7 @@
 //! work to the host's runtime (processes are never spawned from a blocking-pool thread, see
 //! DESIGN §6) and waits for the answer.
 
-use super::gate::{CallSandbox, Gate};
+use super::gate::{Action, CallSandbox, Gate};
 use crate::executor::{
     Executor, Killed, LiveOutput, RunOutcome, RunRequest, StartRequest, TaskRead, TaskState,
     TaskStatus,
@@ -52,7 +52,7 @@ pub(crate) struct StartedTask {
 impl CallServices {
     /// Runs `future` on the host's runtime (a worker thread: processes are never spawned from
     /// the blocking thread a plugin call runs on) and waits for it.
-    fn on_runtime<T: Send + 'static>(
+    pub(super) fn on_runtime<T: Send + 'static>(
         &self,
         future: impl std::future::Future<Output = T> + Send + 'static,
     ) -> Result<T, RString> {
@@ -92,6 +92,14 @@ impl abi::HostServices for CallServices {
     fn owner_of(&self, task_id: RStr<'_>) -> RResult<ROption<RString>, RString> {
         guarded("owner_of", || self.task_owner(task_id))
     }
+
+    fn read_text_file(&self, read: abi::FileRead) -> RResult<abi::FileText, RString> {
+        guarded("read_text_file", || self.read_file(read).map_err(RString::from).into())
+    }
+
+    fn write_text_file(&self, write: abi::FileWrite) -> RResult<abi::FileWritten, RString> {
+        guarded("write_text_file", || self.write_file(write).map_err(RString::from).into())
+    }
 }
 
 /// Runs one host service, turning a panic into an error value.
@@ -110,7 +118,8 @@ impl CallServices {
     /// The sandbox decision for `spec` (asking the user when it wants a wider mode).
     fn gate(&self, spec: &abi::CommandSpec) -> Result<Gate, RString> {
         let (sandbox, spec, cancel) = (self.sandbox.clone(), spec.clone(), self.cancel.clone());
-        self.on_runtime(async move { sandbox.gate(&spec, &cancel).await })?.map_err(RString::from)
+        self.on_runtime(async move { sandbox.gate(Action::command(&spec), &cancel).await })?
+            .map_err(RString::from)
     }
 
     fn run_command(&self, spec: abi::CommandSpec) -> RResult<abi::CommandOutcome, RString> {

@@ -4,10 +4,12 @@
 use super::loader::PromptSection;
 use super::services::CallServices;
 use crate::model::ToolDefinition;
-use crate::session::{CallStatus, Card, GenericCard, TerminalCard, TerminalExit, ToolKind};
+use crate::session::{
+    CallStatus, Card, FileDiff, FileLocation, GenericCard, TerminalCard, TerminalExit, ToolKind,
+};
 use abi_stable::sabi_trait::TD_Opaque;
 use hotsh_abi::v1 as abi;
-use hotsh_abi::{HostServices_TO, PluginModuleRef, RResult};
+use hotsh_abi::{HostServices_TO, PluginModuleRef, RResult, RString};
 
 /// One call as a plugin receives it.
 #[derive(Debug, Clone)]
@@ -207,6 +209,22 @@ fn from_abi_card(card: abi::Card) -> Card {
                 abi::ToolKind::Other => ToolKind::Other,
             },
             content: g.content.into_option().map(|c| bounded(&c, MAX_CARD_TEXT)),
+            locations: g
+                .locations
+                .into_iter()
+                .map(|l| FileLocation { path: l.path.into_string(), line: l.line.into_option() })
+                .collect(),
+            // Whole texts: a diff cut in the middle would show a change that was not made (the
+            // plugin bounds what it sends).
+            diffs: g
+                .diffs
+                .into_iter()
+                .map(|d| FileDiff {
+                    path: d.path.into_string(),
+                    old_text: d.old_text.into_option().map(RString::into_string),
+                    new_text: d.new_text.into_string(),
+                })
+                .collect(),
         }),
     }
 }

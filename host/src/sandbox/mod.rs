@@ -274,6 +274,23 @@ impl Sandbox {
         }
     }
 
+    /// Whether the host may write the file at `path` (absolute, symlinks resolved) for a
+    /// session rooted at `cwd` under `mode`: the writable roots of commands, `.git` never.
+    pub(crate) fn may_write(&self, mode: Mode, cwd: &Path, path: &Path) -> bool {
+        if !self.offered() {
+            return true;
+        }
+        match mode {
+            Mode::DangerFullAccess => true,
+            Mode::ReadOnly => false,
+            Mode::WorkspaceWrite => {
+                let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_owned());
+                let inside = path.starts_with(&cwd) || path.starts_with(&self.tmpdir);
+                inside && !path.starts_with(cwd.join(".git"))
+            }
+        }
+    }
+
     /// One line for the log at start.
     pub(crate) fn describe(&self) -> String {
         match &self.backend {

@@ -4,7 +4,7 @@
 use super::log::{Fact, Record, SessionMeta};
 use super::{CallStatus, Card, PendingNotice, SessionEvent, ToolCallId};
 use crate::model::Message;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
 /// A background task that was running when its log's last record was written.
@@ -39,6 +39,8 @@ pub(crate) struct Folded {
     pub(crate) sandbox_mode: Option<crate::sandbox::Mode>,
     /// The session's ACP mode (`default` unless it chose `plan`).
     pub(crate) session_mode: Option<String>,
+    /// What the model last saw of each file it read or wrote (SHA-256, hex).
+    pub(crate) seen_files: HashMap<PathBuf, String>,
 }
 
 /// Folds the records of one log; the first must be its `session` record.
@@ -54,6 +56,7 @@ pub(crate) fn fold(records: Vec<Record>) -> Result<Folded, String> {
     let mut model = None;
     let mut sandbox_mode = None;
     let mut session_mode = None;
+    let mut seen_files = HashMap::new();
     let mut started: BTreeMap<String, OpenTask> = BTreeMap::new();
     let mut ended_notices: Vec<(String, PendingNotice)> = Vec::new();
     let mut noticed: HashSet<String> = HashSet::new();
@@ -114,6 +117,9 @@ pub(crate) fn fold(records: Vec<Record>) -> Result<Folded, String> {
             Record::Fact(Fact::ModelChosen { model: chosen }) => model = Some(chosen),
             Record::Fact(Fact::SandboxMode { mode }) => sandbox_mode = Some(mode),
             Record::Fact(Fact::SessionMode { mode }) => session_mode = Some(mode),
+            Record::Fact(Fact::FileSeen { path, sha256 }) => {
+                seen_files.insert(path, sha256);
+            }
             Record::Fact(_) => {}
         }
     }
@@ -140,6 +146,7 @@ pub(crate) fn fold(records: Vec<Record>) -> Result<Folded, String> {
         model,
         sandbox_mode,
         session_mode,
+        seen_files,
     })
 }
 
@@ -188,11 +195,11 @@ mod tests {
 
     #[test]
     fn history_view_tasks_and_notices_fold_from_the_records() {
-        let card = Card::Generic(GenericCard {
-            title: "Background task bash-1: sleep 9".into(),
-            kind: ToolKind::Execute,
-            content: None,
-        });
+        let card = Card::Generic(GenericCard::new(
+            "Background task bash-1: sleep 9",
+            ToolKind::Execute,
+            None,
+        ));
         let records = vec![
             meta(),
             Record::Fact(Fact::Prompt(Prompt {

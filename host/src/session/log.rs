@@ -151,6 +151,12 @@ pub(crate) enum Fact {
         /// `allowed`, `rejected`, `cancelled`, `unavailable` or `refused` (at the gate).
         answer: String,
     },
+    /// The model read or wrote a file: its text then had this SHA-256 (a later edit of a
+    /// file whose text differs is refused as stale).
+    FileSeen {
+        path: PathBuf,
+        sha256: String,
+    },
 }
 
 /// One record: a client-visible event or another fact.
@@ -474,6 +480,7 @@ impl Fact {
         "sandbox_mode",
         "session_mode",
         "escalation",
+        "file_seen",
     ];
 }
 

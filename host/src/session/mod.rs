@@ -98,6 +98,33 @@ pub(crate) struct GenericCard {
     pub(crate) title: String,
     pub(crate) kind: ToolKind,
     pub(crate) content: Option<String>,
+    /// Places in files the call touches (the client follows along).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) locations: Vec<FileLocation>,
+    /// Changes to files, shown as diffs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) diffs: Vec<FileDiff>,
+}
+
+impl GenericCard {
+    pub(crate) fn new(title: impl Into<String>, kind: ToolKind, content: Option<String>) -> Self {
+        Self { title: title.into(), kind, content, locations: Vec::new(), diffs: Vec::new() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct FileLocation {
+    pub(crate) path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) line: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct FileDiff {
+    pub(crate) path: String,
+    /// `None` for a new file.
+    pub(crate) old_text: Option<String>,
+    pub(crate) new_text: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -217,6 +244,37 @@ pub(crate) trait EventSink: Send + Sync {
         let _ = ask;
         Box::pin(async { EscalationAnswer::Unavailable })
     }
+
+    /// Which file operations the client performs for the agent.
+    fn client_fs(&self) -> ClientFs {
+        ClientFs::default()
+    }
+
+    /// Reads a text file through the client (the user's buffer, saved or not).
+    fn read_text_file(
+        &self,
+        path: PathBuf,
+    ) -> futures::future::BoxFuture<'static, Result<String, String>> {
+        let _ = path;
+        Box::pin(async { Err("the client does not read files".to_owned()) })
+    }
+
+    /// Writes a text file through the client's editor.
+    fn write_text_file(
+        &self,
+        path: PathBuf,
+        text: String,
+    ) -> futures::future::BoxFuture<'static, Result<(), String>> {
+        let _ = (path, text);
+        Box::pin(async { Err("the client does not write files".to_owned()) })
+    }
+}
+
+/// The client's file system capabilities (ACP `fs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ClientFs {
+    pub(crate) read: bool,
+    pub(crate) write: bool,
 }
 
 /// The ACP session mode ids.
@@ -233,6 +291,8 @@ pub(crate) struct EscalationAsk {
     pub(crate) mode: Mode,
     /// The mode the command would run under otherwise.
     pub(crate) standing: Mode,
+    /// `command` is the path of a file to write, not a command.
+    pub(crate) writes_file: bool,
 }
 
 /// What the user said.
@@ -300,6 +360,8 @@ struct State {
     sandbox_mode: Option<Mode>,
     /// In plan mode (which caps commands at read-only).
     planning: bool,
+    /// What the model last saw of each file it read or wrote (SHA-256, hex), by real path.
+    seen_files: HashMap<PathBuf, String>,
 }
 
 impl std::fmt::Debug for Session {
@@ -332,6 +394,7 @@ impl Session {
                 model: folded.model.clone(),
                 sandbox_mode: folded.sandbox_mode,
                 planning: folded.session_mode.as_deref() == Some(PLAN_MODE),
+                seen_files: folded.seen_files.clone(),
             },
             None => State::default(),
         };
@@ -536,6 +599,20 @@ impl Session {
         })
         .await;
         let _ = self.flush().await;
+    }
+
+    /// The SHA-256 of the text the model last read or wrote at `path`, if it did.
+    pub(crate) fn seen_file(&self, path: &std::path::Path) -> Option<String> {
+        lock(&self.state).seen_files.get(path).cloned()
+    }
+
+    /// Remembers (and logs) that the model has seen `sha256` as the text at `path`.
+    pub(crate) async fn remember_file(&self, path: PathBuf, sha256: String) {
+        let changed = lock(&self.state).seen_files.insert(path.clone(), sha256.clone())
+            != Some(sha256.clone());
+        if changed {
+            self.record(Fact::FileSeen { path, sha256 }).await;
+        }
     }
 
     pub(crate) fn messages(&self) -> Vec<Message> {

@@ -6,8 +6,8 @@ mod render;
 
 use hotsh_abi::{
     Card, CardStatus, CommandSpec, FinalCard, GenericCard, HostRef, Manifest, Plugin,
-    PromptSection, ROption, RResult, SandboxMode, SandboxRequest, TerminalCard, TerminalExit,
-    ToolCall, ToolKind, ToolOutput, ToolSpec, ToolsContext,
+    PromptSection, ROption, RResult, SandboxRequest, TerminalCard, TerminalExit, ToolCall,
+    ToolKind, ToolOutput, ToolSpec, ToolsContext,
 };
 use render::{RawOutput, TaskReport};
 use serde::Deserialize;
@@ -47,24 +47,11 @@ impl BashArgs {
 
     /// `sandbox_permissions` and `justification` come together or not at all.
     fn sandbox_request(&self) -> Result<Option<SandboxRequest>, String> {
-        let justification = self.justification.as_deref().map(str::trim);
-        match (self.sandbox_permissions.as_deref(), justification) {
-            (None, None) => Ok(None),
-            (Some(_), None | Some("")) => Err(
-                "invalid arguments for `bash`: `sandbox_permissions` needs a `justification` the user reads before deciding"
-                    .to_owned(),
-            ),
-            (None, Some(_)) => Err(
-                "invalid arguments for `bash`: `justification` is only for a `sandbox_permissions` request"
-                    .to_owned(),
-            ),
-            (Some(mode), Some(justification)) => match SandboxMode::parse(mode) {
-                Some(SandboxMode::ReadOnly) | None => Err(format!(
-                    "invalid arguments for `bash`: `sandbox_permissions` must be `workspace-write` or `danger-full-access`, got `{mode}`"
-                )),
-                Some(mode) => Ok(Some(SandboxRequest { mode, justification: justification.into() })),
-            },
-        }
+        SandboxRequest::from_arguments(
+            "bash",
+            self.sandbox_permissions.as_deref(),
+            self.justification.as_deref(),
+        )
     }
 
     /// The directory the command runs in: `workdir` resolved against the session's cwd.
@@ -347,25 +334,13 @@ fn bash_schema(sandboxed: bool) -> serde_json::Value {
         "additionalProperties": false
     });
     if sandboxed {
-        schema["properties"]["sandbox_permissions"] = serde_json::json!({
-            "type": "string",
-            "enum": ["workspace-write", "danger-full-access"],
-            "description": "Only after the sandbox refused this command: the wider mode it needs, for this one call. The user is asked first. Requires `justification`."
-        });
-        schema["properties"]["justification"] = serde_json::json!({
-            "type": "string",
-            "description": "Why the command needs `sandbox_permissions`, in one sentence the user reads."
-        });
+        SandboxRequest::add_to_schema(&mut schema, "this command");
     }
     schema
 }
 
 fn generic(title: String, content: Option<String>) -> Card {
-    Card::Generic(GenericCard {
-        title: title.into(),
-        kind: ToolKind::Execute,
-        content: content.map(Into::into).into(),
-    })
+    Card::Generic(GenericCard::new(title, ToolKind::Execute, content))
 }
 
 hotsh_abi::export_plugin!(ToolBash);

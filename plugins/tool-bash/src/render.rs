@@ -62,21 +62,7 @@ pub(crate) fn model_text(outcome: &CommandOutcome) -> String {
     if !stderr.is_empty() {
         blocks.push(format!("[stderr]\n{stderr}"));
     }
-    if let Some(denial) = outcome.sandbox.denial.as_ref().into_option() {
-        let what = match denial.as_str() {
-            "network" => "network access",
-            "syscall" => "a system call",
-            _ => "file access",
-        };
-        blocks
-            .push(format!("[sandbox: {what} denied under {} mode]", outcome.sandbox.mode.as_str()));
-        if outcome.sandbox.escalation_available {
-            blocks.push(
-                "[escalation available: if the task needs it, call bash again with `sandbox_permissions` and a `justification`; the user decides]"
-                    .to_owned(),
-            );
-        }
-    }
+    blocks.extend(outcome.sandbox.markers("bash"));
     if outcome.timed_out {
         blocks.push(format!("[timed out after {}ms]", outcome.timeout_ms));
     }
