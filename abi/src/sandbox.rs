@@ -30,16 +30,16 @@ impl SandboxRequest {
     }
 
     /// Adds `sandbox_permissions` and `justification` to the JSON schema of a tool's
-    /// arguments; `subject` is what they widen ("this command", "this write").
-    pub fn add_to_schema(schema: &mut serde_json::Value, subject: &str) {
+    /// arguments; `noun` is what they widen (`command`, `write`).
+    pub fn add_to_schema(schema: &mut serde_json::Value, noun: &str) {
         schema["properties"]["sandbox_permissions"] = serde_json::json!({
             "type": "string",
             "enum": ["workspace-write", "danger-full-access"],
-            "description": format!("Only after the sandbox refused {subject}: the wider mode it needs, for this one call. The user is asked first. Requires `justification`.")
+            "description": format!("Only after the sandbox refused this {noun}: the wider mode it needs, for this one call. The user is asked first. Requires `justification`.")
         });
         schema["properties"]["justification"] = serde_json::json!({
             "type": "string",
-            "description": format!("Why {subject} needs `sandbox_permissions`, in one sentence the user reads.")
+            "description": format!("Why the {noun} needs `sandbox_permissions`, in one sentence the user reads.")
         });
     }
 }

@@ -334,7 +334,7 @@ fn bash_schema(sandboxed: bool) -> serde_json::Value {
         "additionalProperties": false
     });
     if sandboxed {
-        SandboxRequest::add_to_schema(&mut schema, "this command");
+        SandboxRequest::add_to_schema(&mut schema, "command");
     }
     schema
 }
