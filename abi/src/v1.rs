@@ -85,11 +85,34 @@ pub struct ToolCall {
 }
 
 impl ToolCall {
+    /// `path` made absolute against the session's cwd, with `.` and `..` taken out lexically
+    /// (symlinks are not followed).
+    pub fn absolute_path(&self, path: &str) -> std::path::PathBuf {
+        absolute_path(std::path::Path::new(self.cwd.as_str()), path)
+    }
+
     /// Parses the arguments into `T`, with an error message written for the model to read.
     pub fn arguments<T: serde::de::DeserializeOwned>(&self) -> Result<T, String> {
         serde_json::from_str(&self.arguments)
             .map_err(|e| format!("invalid arguments for `{}`: {e}", self.tool))
     }
+}
+
+/// `path` made absolute against `cwd`, with `.` and `..` taken out lexically (symlinks are
+/// not followed; `..` at the root stays at the root).
+pub fn absolute_path(cwd: &std::path::Path, path: &str) -> std::path::PathBuf {
+    use std::path::Component;
+    let mut resolved = std::path::PathBuf::new();
+    for component in cwd.join(path).components() {
+        match component {
+            Component::ParentDir => {
+                resolved.pop();
+            }
+            Component::CurDir => {}
+            other => resolved.push(other),
+        }
+    }
+    resolved
 }
 
 /// What a successful call returns.
@@ -424,8 +447,9 @@ pub trait HostServices: Send + Sync {
     fn owner_of(&self, task_id: RStr<'_>) -> RResult<ROption<RString>, RString>;
 
     /// Reads a text file: through the client when it offers reading (the user's unsaved
-    /// buffer), else from disk. Errors (with a message for the model) for a missing file, a
-    /// directory, a binary or oversized file, a path with NUL, a client that fails.
+    /// buffer), else from disk. Errors (with a message for the model) for a missing file (the
+    /// message then ends with `: no such file`), a directory, a binary or oversized file, a
+    /// path with NUL, a client that fails.
     fn read_text_file(&self, read: FileRead) -> RResult<FileText, RString>;
 
     /// Writes a text file under the session's sandbox mode: through the client when it offers

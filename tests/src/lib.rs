@@ -44,6 +44,8 @@ pub fn build_dir() -> &'static Path {
                 "-p",
                 "hotsh-tool-bash",
                 "-p",
+                "hotsh-tool-fs",
+                "-p",
                 "hotsh-plugin-hello",
             ])
             .current_dir(workspace())
@@ -61,6 +63,10 @@ pub fn hotsh_binary() -> PathBuf {
 /// The small shim executable `hotsh` starts for every command.
 pub fn shim_binary() -> PathBuf {
     build_dir().join("hotsh-shim")
+}
+
+pub fn tool_fs_plugin() -> PathBuf {
+    build_dir().join("libhotsh_tool_fs.so")
 }
 
 pub fn tool_bash_plugin() -> PathBuf {

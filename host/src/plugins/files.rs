@@ -10,7 +10,7 @@ use crate::session::{ClientFs, Session};
 use hotsh_abi::RString;
 use hotsh_abi::v1 as abi;
 use std::io::Write as _;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Files larger than this are neither read nor written.
@@ -181,7 +181,7 @@ impl OwnedAction {
     }
 }
 
-/// `path` made absolute against `cwd`, with `.` and `..` taken out (not following symlinks).
+/// `path` made absolute against `cwd` (`.` and `..` taken out, symlinks not followed).
 fn resolve(cwd: &Path, path: &str) -> Result<PathBuf, String> {
     if path.is_empty() {
         return Err("the path is empty".to_owned());
@@ -189,17 +189,7 @@ fn resolve(cwd: &Path, path: &str) -> Result<PathBuf, String> {
     if path.contains('\0') {
         return Err("the path contains a NUL character".to_owned());
     }
-    let mut resolved = PathBuf::new();
-    for component in cwd.join(path).components() {
-        match component {
-            Component::ParentDir => {
-                resolved.pop();
-            }
-            Component::CurDir => {}
-            other => resolved.push(other),
-        }
-    }
-    Ok(resolved)
+    Ok(hotsh_abi::v1::absolute_path(cwd, path))
 }
 
 /// `path` with every symlink resolved: the file's own real path when it exists; for a path
