@@ -293,7 +293,7 @@ fn changed_interface(interface: Interface) -> PathBuf {
          serde = {{ version = \"1\", features = [\"derive\"] }}\nserde_json = \"1\"\n"
     );
     write_if_changed(&dir.join("Cargo.toml"), &manifest);
-    for file in ["lib.rs", "v1.rs", "__private.rs"] {
+    for file in ["lib.rs", "v1.rs", "__private.rs", "sandbox.rs"] {
         let mut code =
             std::fs::read_to_string(workspace().join("abi/src").join(file)).expect("abi source");
         if interface == Interface::ChangedLayout && file == "v1.rs" {
@@ -336,7 +336,12 @@ pub fn bash_call(command: &str) -> Value {
 
 /// A call of tool `name` without arguments, as the scripted model makes it.
 pub fn tool_call(name: &str) -> Value {
-    json!({"tool_calls": [{"name": name, "arguments": {}}]})
+    call_with(name, json!({}))
+}
+
+/// A call of tool `name` with `arguments`, as the scripted model makes it.
+pub fn call_with(name: &str, arguments: Value) -> Value {
+    json!({"tool_calls": [{"name": name, "arguments": arguments}]})
 }
 
 pub fn say(text: &str) -> Value {
@@ -722,6 +727,11 @@ impl Agent {
     pub fn initialize(&mut self, terminal_output: bool) -> Value {
         let capabilities =
             if terminal_output { json!({"_meta": {"terminal_output": true}}) } else { json!({}) };
+        self.initialize_with(capabilities)
+    }
+
+    /// `initialize` with these client capabilities.
+    pub fn initialize_with(&mut self, capabilities: Value) -> Value {
         let response = self
             .call("initialize", json!({"protocolVersion": 1, "clientCapabilities": capabilities}));
         assert!(response.get("result").is_some(), "initialize failed: {response}");

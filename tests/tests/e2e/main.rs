@@ -7,6 +7,7 @@ mod background;
 mod bad_input;
 mod cancel;
 mod cards;
+mod files;
 mod first_run;
 mod guarantees;
 mod hostile;
