@@ -117,6 +117,7 @@ pub(crate) fn replace(text: &str, old: &str, new: &str, all: bool) -> Result<Edi
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
 
     #[test]
