@@ -20,6 +20,7 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("background", background),
     ("reload", reload),
     ("no-terminal", no_terminal),
+    ("edit", edit),
 ];
 
 fn main() {
@@ -39,7 +40,8 @@ fn main() {
 fn recording(arc: &Path, responses: Vec<Value>) -> AgentOptions {
     let mut options = AgentOptions::script(responses);
     // The plugins of this build directory, as the suite replays with.
-    options.plugins = vec![hotsh_tests::tool_bash_plugin(), hello_plugin()];
+    options.plugins =
+        vec![hotsh_tests::tool_bash_plugin(), hotsh_tests::tool_fs_plugin(), hello_plugin()];
     options.record = Some(arc.to_owned());
     options
 }
@@ -82,6 +84,27 @@ fn exit_status(arc: &Path) {
     agent.initialize(true);
     let session = agent.new_session();
     agent.prompt(&session, "Is there a TODO in notes.txt?");
+    agent.finish();
+    amend_header(arc, json!({"fixture": "project"}));
+}
+
+/// A file of the fixture project is read, then edited: a read card with its location, an
+/// edit card with its diff, and the file changed on disk.
+fn edit(arc: &Path) {
+    let mut agent = Agent::start(recording(
+        arc,
+        vec![
+            json!({"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]}),
+            json!({"tool_calls": [{"name": "edit_file", "arguments": {
+                "path": "notes.txt", "old_string": "- bread", "new_string": "- bread\n- eggs"}}]}),
+            json!({"tool_calls": [{"name": "bash", "arguments": {"command": "cat notes.txt"}}]}),
+            say("Added eggs to the list."),
+        ],
+    ));
+    copy_fixture(&arc.with_file_name("project"), &agent.workdir);
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "Add eggs to the shopping list in notes.txt.");
     agent.finish();
     amend_header(arc, json!({"fixture": "project"}));
 }

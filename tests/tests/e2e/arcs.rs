@@ -2,7 +2,8 @@
 //! `--bless`, and arcs that are broken, too new, short of model answers or hung.
 
 use hotsh_tests::{
-    Agent, AgentOptions, bash_call, hello_plugin, hotsh_binary, say, tool_bash_plugin, workspace,
+    Agent, AgentOptions, bash_call, hello_plugin, hotsh_binary, say, tool_bash_plugin,
+    tool_fs_plugin, workspace,
 };
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -12,7 +13,7 @@ use std::process::Command;
 fn plugin_dir(scratch: &Path) -> PathBuf {
     let dir = scratch.join("plugins");
     std::fs::create_dir_all(&dir).unwrap();
-    for plugin in [tool_bash_plugin(), hello_plugin()] {
+    for plugin in [tool_bash_plugin(), tool_fs_plugin(), hello_plugin()] {
         std::os::unix::fs::symlink(&plugin, dir.join(plugin.file_name().unwrap())).unwrap();
     }
     dir
@@ -286,7 +287,7 @@ fn a_session_recorded_with_record_replays_and_keeps_no_key() {
     let arc = scratch.path().join("recorded.arc");
     let mut options =
         AgentOptions::script(vec![bash_call("printf 'a\\nb\\n' | sort -r"), say("Sorted.")]);
-    options.plugins = vec![tool_bash_plugin(), hello_plugin()];
+    options.plugins = vec![tool_bash_plugin(), tool_fs_plugin(), hello_plugin()];
     // From the configuration file, as Zed would launch it.
     options.config = Some(format!("record = {:?}\n", arc.display().to_string()));
     options.env.push(("DEEPSEEK_API_KEY".into(), "sk-recorded-never".into()));
@@ -332,7 +333,7 @@ fn a_logged_session_exports_as_an_arc_that_replays() {
         say("Nothing to run."),
         bash_call("echo waiting; sleep 60"),
     ]);
-    options.plugins = vec![tool_bash_plugin(), hello_plugin()];
+    options.plugins = vec![tool_bash_plugin(), tool_fs_plugin(), hello_plugin()];
     let data_dir = scratch.path().join("data");
     options.env.push(("HOTSH_DATA_DIR".into(), data_dir.display().to_string()));
     let mut agent = Agent::start(options);
