@@ -8,6 +8,7 @@
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- output [MIB] [RUNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- overhead [CALLS] [RUNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- tasks [COUNT] [RUNS]
+//! cargo run --release -p hotsh-tests --bin hotsh-bench -- edit [CALLS] [RUNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- reload [RELOADS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- sessions [EVENTS] [RUNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- models [TURNS] [CHUNKS]
@@ -23,6 +24,10 @@
 //! `overhead`: a turn of CALLS (default 50) foreground `true` calls through the whole tool path
 //! (model script, ACP card updates, plugin, shim, bash), per call, against `bash -c true`
 //! spawned directly by the benchmark (both without the `LD_LIBRARY_PATH` that `cargo run` sets).
+//!
+//! `edit`: `edit_file` through the whole tool path (model script, ACP cards with the diff,
+//! the plugin, the host's file service, an atomic write) on a 1 KiB and a 10 MiB file, per
+//! edit; the file is read once first, as the model must.
 //!
 //! `tasks`: one turn starting COUNT (default 200) background tasks (`sleep 600`): the time to
 //! start them all and the host's RSS with all of them running.
@@ -73,9 +78,10 @@ fn main() {
         Some("models") => models(number(&args, 1, 50), number(&args, 2, 300)),
         Some("arcs") => arcs(number(&args, 1, 5)),
         Some("card") => card(number(&args, 1, 20)),
+        Some("edit") => edit(number(&args, 1, 20), number(&args, 2, 5)),
         _ => {
             eprintln!(
-                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS] | card [TURNS])"
+                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS] | card [TURNS] | edit [CALLS] [RUNS])"
             );
             std::process::exit(2);
         }
@@ -354,6 +360,59 @@ fn card(turns: usize) {
     agent.finish();
 }
 
+/// `edit_file` through the whole tool path on a 1 KiB and a 10 MiB file: one turn reads the
+/// file, the next makes CALLS edits (a marker in the middle, toggled), timed per edit.
+fn edit(calls: usize, runs: usize) {
+    let hotsh = release_dir().join("hotsh");
+    for (label, size) in [("1 KiB", 1usize << 10), ("10 MiB", 10 << 20)] {
+        let mut per_edit = Vec::new();
+        for run in 1..=runs {
+            let edits: Vec<Value> = (0..calls)
+                .map(|i| {
+                    let (old, new) =
+                        if i % 2 == 0 { ("MARKER-A", "MARKER-B") } else { ("MARKER-B", "MARKER-A") };
+                    json!({"name": "edit_file", "arguments": {"path": "file.txt", "old_string": old, "new_string": new}})
+                })
+                .collect();
+            let responses = vec![
+                json!({"tool_calls": [{"name": "read_file", "arguments": {"path": "file.txt"}}]}),
+                json!({"text": "read"}),
+                json!({ "tool_calls": edits }),
+                json!({"text": "done"}),
+            ];
+            let mut agent = Agent::start(&hotsh, responses, "");
+            let file = agent._dir.path().join("file.txt");
+            let mut text = String::with_capacity(size + 64);
+            let mut line = 0;
+            while text.len() < size {
+                line += 1;
+                if line == 8 {
+                    text.push_str("MARKER-A\n");
+                }
+                text.push_str(&format!("line {line} of a file the benchmark edits\n"));
+            }
+            std::fs::write(&file, &text).expect("the file");
+            agent.prompt("read it");
+            let started = Instant::now();
+            agent.prompt("edit it");
+            let each = ms(started.elapsed()) / calls as f64;
+            let after = std::fs::read_to_string(&file).expect("the edited file");
+            let expected = if calls % 2 == 0 { "MARKER-A" } else { "MARKER-B" };
+            assert!(
+                after.contains(expected) && after.len() == text.len(),
+                "the edits did not all apply"
+            );
+            println!("{label} run {run}: {each:.2} ms per edit_file");
+            per_edit.push(each);
+            agent.finish();
+        }
+        println!(
+            "{label}: median of {runs} runs: {:.2} ms per edit_file through the tool path",
+            median(per_edit)
+        );
+    }
+}
+
 fn tasks(count: usize, runs: usize) {
     let hotsh = release_dir().join("hotsh");
     let config = format!("[executor]\nmax_background_tasks = {count}\n");
@@ -451,7 +510,7 @@ fn arcs(runs: usize) {
         .expect("cargo runs");
     assert!(status.success(), "release build of the hello plugin failed");
     let dir = tempfile::tempdir().expect("temp dir");
-    for plugin in ["libhotsh_tool_bash.so", "libhotsh_plugin_hello.so"] {
+    for plugin in ["libhotsh_tool_bash.so", "libhotsh_tool_fs.so", "libhotsh_plugin_hello.so"] {
         std::os::unix::fs::symlink(release.join(plugin), dir.path().join(plugin)).expect("link");
     }
     let arcs = hotsh_tests::workspace().join("tests/arcs");
@@ -489,7 +548,16 @@ fn release_dir() -> PathBuf {
     let workspace = hotsh_tests::workspace();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let status = Command::new(cargo)
-        .args(["build", "--release", "-p", "hotsh-host", "-p", "hotsh-tool-bash"])
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "hotsh-host",
+            "-p",
+            "hotsh-tool-bash",
+            "-p",
+            "hotsh-tool-fs",
+        ])
         .current_dir(&workspace)
         .status()
         .expect("cargo runs");
