@@ -370,7 +370,7 @@ fn edit(calls: usize, runs: usize) {
             let edits: Vec<Value> = (0..calls)
                 .map(|i| {
                     let (old, new) =
-                        if i % 2 == 0 { ("MARKER-A", "MARKER-B") } else { ("MARKER-B", "MARKER-A") };
+                        if i.is_multiple_of(2) { ("MARKER-A", "MARKER-B") } else { ("MARKER-B", "MARKER-A") };
                     json!({"name": "edit_file", "arguments": {"path": "file.txt", "old_string": old, "new_string": new}})
                 })
                 .collect();
@@ -397,7 +397,7 @@ fn edit(calls: usize, runs: usize) {
             agent.prompt("edit it");
             let each = ms(started.elapsed()) / calls as f64;
             let after = std::fs::read_to_string(&file).expect("the edited file");
-            let expected = if calls % 2 == 0 { "MARKER-A" } else { "MARKER-B" };
+            let expected = if calls.is_multiple_of(2) { "MARKER-A" } else { "MARKER-B" };
             assert!(
                 after.contains(expected) && after.len() == text.len(),
                 "the edits did not all apply"
