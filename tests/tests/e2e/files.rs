@@ -288,6 +288,7 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
             bash_call("rm doomed.txt"),
             edit("doomed.txt", "x", "y"),
             call_with("read_file", json!({"file": "wrong argument"})),
+            read("huge.txt"),
             say("done"),
         ],
         |work| {
@@ -295,6 +296,9 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
             std::fs::write(work.join("binary.bin"), b"\x7fELF\x00\x01\x02").unwrap();
             std::fs::write(work.join("twice.txt"), "same\nsame\n").unwrap();
             std::fs::write(work.join("doomed.txt"), "x\n").unwrap();
+            // Sparse: 40 MiB on paper, nothing on disk.
+            let huge = std::fs::File::create(work.join("huge.txt")).unwrap();
+            huge.set_len(40 << 20).unwrap();
         },
     );
     let results = agent.tool_results();
@@ -307,6 +311,7 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
         (6, "`old_string` was not found"),
         (9, "doomed.txt: no such file"),
         (10, "invalid arguments for `read_file`"),
+        (11, "files over 32 MiB are not read whole"),
     ];
     for (index, needle) in expect {
         let (text, is_error) = &results[index];
@@ -373,12 +378,10 @@ fn writes_follow_the_sandbox_mode_and_an_escalation_allowed_once_writes_that_fil
 }
 
 #[test]
-fn read_only_mode_refuses_every_write_and_the_cards_come_back_on_load() {
-    let data = tempfile::tempdir().unwrap();
-    let mut first = options(vec![read("kept.txt"), edit("kept.txt", "one", "two"), say("ok")]);
-    first.env = vec![("HOTSH_DATA_DIR".into(), data.path().to_string_lossy().into_owned())];
-    first.config = Some("[sandbox]\nmode = \"read-only\"\n".to_owned());
-    let mut agent = Agent::start(first);
+fn read_only_mode_refuses_every_write() {
+    let mut options = options(vec![read("kept.txt"), edit("kept.txt", "one", "two"), say("ok")]);
+    options.config = Some("[sandbox]\nmode = \"read-only\"\n".to_owned());
+    let mut agent = Agent::start(options);
     std::fs::write(agent.workdir.join("kept.txt"), "one\n").unwrap();
     agent.initialize(true);
     let session = agent.new_session();
@@ -390,27 +393,48 @@ fn read_only_mode_refuses_every_write_and_the_cards_come_back_on_load() {
     );
     assert!(text.contains("which allows no writes"), "{text}");
     assert_eq!(std::fs::read_to_string(agent.workdir.join("kept.txt")).unwrap(), "one\n");
+}
+
+#[test]
+fn file_cards_and_what_the_model_saw_come_back_on_load() {
+    let data = tempfile::tempdir().unwrap();
+    let sharing = |responses| {
+        let mut options = options(responses);
+        options.env = vec![("HOTSH_DATA_DIR".into(), data.path().to_string_lossy().into_owned())];
+        options
+    };
+    let mut agent = Agent::start(sharing(vec![
+        read("kept.txt"),
+        edit("kept.txt", "one", "two"),
+        write("fresh.txt", "new\n"),
+        say("ok"),
+    ]));
+    std::fs::write(agent.workdir.join("kept.txt"), "one\n").unwrap();
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "go");
     let finals = final_updates(&agent, &session);
+    assert_eq!(finals.len(), 3);
     let cwd = agent.workdir.clone();
     agent.kill9();
 
-    let mut again = options(Vec::new());
-    again.env = vec![("HOTSH_DATA_DIR".into(), data.path().to_string_lossy().into_owned())];
-    let mut agent = Agent::start(again);
+    // After the restart, the model may edit the file it last wrote without reading it again.
+    let mut agent = Agent::start(sharing(vec![edit("kept.txt", "two", "three"), say("ok")]));
     agent.initialize(true);
     agent.wait_for_stderr("initial plugin scan done");
     let loaded =
         agent.call("session/load", json!({"sessionId": session, "cwd": cwd, "mcpServers": []}));
     assert!(loaded.get("result").is_some(), "{loaded}");
-    let replayed: Vec<Value> = agent
-        .updates(&session)
-        .into_iter()
-        .filter(|u| u["sessionUpdate"] == "tool_call_update" && u.get("status").is_some())
-        .collect();
+    let replayed = final_updates(&agent, &session);
     assert_eq!(replayed.len(), finals.len());
     for (replayed, live) in replayed.iter().zip(&finals) {
-        assert_eq!(replayed["title"], live["title"]);
-        assert_eq!(replayed["locations"], live["locations"]);
-        assert_eq!(replayed["status"], live["status"]);
+        for key in ["title", "status", "locations", "content", "rawOutput"] {
+            assert_eq!(replayed[key], live[key], "{key}");
+        }
     }
+    assert_eq!(replayed[1]["content"][0]["type"], "diff");
+    agent.prompt(&session, "again");
+    let (text, is_error) = agent.last_tool_result();
+    assert!(!is_error, "{text}");
+    assert_eq!(std::fs::read_to_string(cwd.join("kept.txt")).unwrap(), "three\n");
 }
