@@ -169,7 +169,8 @@ impl Screen {
                     self.paint("1", &format!("• {}", call.title))
                 };
                 self.block(&header);
-                for text in call.content.iter().filter_map(tool_content_text) {
+                // A diff shows once, when the call has ended (it did not happen before).
+                for text in call.content.iter().filter_map(|c| tool_content_text(c, false)) {
                     self.block(&text);
                 }
                 self.cards.insert(call.tool_call_id.0.to_string(), CardState { terminal });
@@ -184,7 +185,10 @@ impl Screen {
                 if let Some(content) = &update.fields.content
                     && (!terminal || update.fields.status.is_some())
                 {
-                    for text in content.iter().filter_map(tool_content_text) {
+                    let ended = update.fields.status.is_some_and(|s| {
+                        matches!(s, ToolCallStatus::Completed | ToolCallStatus::Failed)
+                    });
+                    for text in content.iter().filter_map(|c| tool_content_text(c, ended)) {
                         self.block(&text);
                     }
                 }
@@ -237,9 +241,21 @@ fn content_text(block: &ContentBlock) -> String {
     }
 }
 
-fn tool_content_text(content: &ToolCallContent) -> Option<String> {
+/// A card's content as text; a diff (when `diffs`) as a unified diff of the file.
+fn tool_content_text(content: &ToolCallContent, diffs: bool) -> Option<String> {
     match content {
         ToolCallContent::Content(content) => Some(content_text(&content.content)),
+        ToolCallContent::Diff(diff) if diffs => {
+            let old = diff.old_text.as_deref().unwrap_or("");
+            let path = diff.path.display().to_string();
+            let old_name = if diff.old_text.is_some() { path.clone() } else { "/dev/null".into() };
+            let text = similar::TextDiff::from_lines(old, diff.new_text.as_str())
+                .unified_diff()
+                .context_radius(3)
+                .header(&old_name, &path)
+                .to_string();
+            Some(text.trim_end_matches('\n').to_owned())
+        }
         _ => None,
     }
 }

@@ -45,3 +45,35 @@ fn run_plays_the_demo_script_and_shows_every_card() {
     // No colours when stdout is not a terminal, and nothing but the user's view on stdout.
     assert!(!stdout.contains('\x1b'));
 }
+
+#[test]
+#[allow(clippy::disallowed_methods, reason = "runs the hotsh binary")]
+fn run_shows_an_edit_as_a_unified_diff_once_it_is_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("list.txt"), "milk\nbread\n").unwrap();
+    let script = tmp.path().join("script.json");
+    let responses = serde_json::json!({"responses": [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "list.txt"}}]},
+        {"tool_calls": [{"name": "edit_file", "arguments": {"path": "list.txt", "old_string": "bread\n", "new_string": "bread\neggs\n"}}]},
+        {"text": "Added eggs."}
+    ]});
+    std::fs::write(&script, responses.to_string()).unwrap();
+    let output = std::process::Command::new(hotsh_binary())
+        .args(["run", "--model"])
+        .arg(format!("script:{}", script.display()))
+        .arg("--cwd")
+        .arg(dir.path())
+        .arg("add eggs")
+        .env("TMPDIR", tmp.path())
+        .env("HOTSH_DATA_DIR", tmp.path().join("data"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let path = dir.path().join("list.txt");
+    let diff = format!("--- {p}\n+++ {p}\n@@ -1 +1,2 @@\n bread\n+eggs\n", p = path.display());
+    assert_eq!(stdout.matches(&diff).count(), 1, "{stdout}");
+    assert!(stdout.contains(&format!("• Edit {}", path.display())), "{stdout}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "milk\nbread\neggs\n");
+}
