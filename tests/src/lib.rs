@@ -35,25 +35,23 @@ fn target_dir() -> PathBuf {
 /// holding both.
 pub fn build_dir() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let status = Command::new(cargo())
-            .args([
-                "build",
-                "-p",
-                "hotsh-host",
-                "-p",
-                "hotsh-tool-bash",
-                "-p",
-                "hotsh-tool-fs",
-                "-p",
-                "hotsh-plugin-hello",
-            ])
-            .current_dir(workspace())
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building hotsh failed");
-        target_dir().join("debug")
-    })
+    BUILT.get_or_init(|| build_packages(Profile::Debug, &["hotsh-plugin-hello"]))
+}
+
+/// Builds `hotsh` and its two plugins, and `more` packages, in `profile`; returns the
+/// directory holding the build.
+pub fn build_packages(profile: Profile, more: &[&str]) -> PathBuf {
+    let mut args = vec!["build"];
+    if profile == Profile::Release {
+        args.push("--release");
+    }
+    for package in ["hotsh-host", "hotsh-tool-bash", "hotsh-tool-fs"].iter().chain(more) {
+        args.extend(["-p", package]);
+    }
+    let status =
+        Command::new(cargo()).args(&args).current_dir(workspace()).status().expect("cargo runs");
+    assert!(status.success(), "building hotsh failed: cargo {}", args.join(" "));
+    target_dir().join(if profile == Profile::Release { "release" } else { "debug" })
 }
 
 pub fn hotsh_binary() -> PathBuf {
@@ -711,6 +709,15 @@ impl Agent {
                 .as_str()
                 .is_some_and(|d| d.contains(needle))
         })
+    }
+
+    /// Answers a request the agent sent (`request`) with `reply`'s `result` or `error`.
+    pub fn answer(&mut self, request: &Value, reply: Value) {
+        let mut answer = json!({"jsonrpc": "2.0", "id": request["id"]});
+        if let (Some(answer), Some(reply)) = (answer.as_object_mut(), reply.as_object()) {
+            answer.extend(reply.clone());
+        }
+        self.send_line(&answer.to_string());
     }
 
     /// Waits for the response to request `id`.

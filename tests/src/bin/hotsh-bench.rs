@@ -545,26 +545,7 @@ fn arcs(runs: usize) {
 
 /// Builds the release binary and plugin; returns the directory holding them.
 fn release_dir() -> PathBuf {
-    let workspace = hotsh_tests::workspace();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let status = Command::new(cargo)
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "hotsh-host",
-            "-p",
-            "hotsh-tool-bash",
-            "-p",
-            "hotsh-tool-fs",
-        ])
-        .current_dir(&workspace)
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "release build failed");
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| workspace.join("target"), PathBuf::from)
-        .join("release")
+    hotsh_tests::build_packages(hotsh_tests::Profile::Release, &[])
 }
 
 struct Sample {

@@ -76,7 +76,6 @@ impl Editor {
             from = at + 1;
             let message = agent.received[at].clone();
             let path = PathBuf::from(message["params"]["path"].as_str().unwrap_or_default());
-            let mut answer = json!({"jsonrpc": "2.0", "id": message["id"]});
             let reply = match message["method"].as_str() {
                 Some("fs/read_text_file") => {
                     self.reads.push(path.clone());
@@ -95,8 +94,7 @@ impl Editor {
                 }
                 _ => return message,
             };
-            answer.as_object_mut().unwrap().extend(reply.as_object().unwrap().clone());
-            agent.send_line(&answer.to_string());
+            agent.answer(&message, reply);
         }
     }
 }
@@ -351,9 +349,9 @@ fn writes_follow_the_sandbox_mode_and_an_escalation_allowed_once_writes_that_fil
     let prompt = agent.start_prompt(&session, "go");
     let at = agent.wait_for_from(before, |m| m["method"] == "session/request_permission");
     let request = agent.received[at].clone();
-    agent.send_line(
-        &json!({"jsonrpc": "2.0", "id": request["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow-once"}}})
-            .to_string(),
+    agent.answer(
+        &request,
+        json!({"result": {"outcome": {"outcome": "selected", "optionId": "allow-once"}}}),
     );
     agent.response(prompt);
 

@@ -1,26 +1,33 @@
 //! `hotsh run`: one prompt in a terminal, as the README's first command uses it.
 
 use hotsh_tests::{hotsh_binary, workspace};
+use std::path::Path;
+
+/// `hotsh run --model script:SCRIPT --cwd CWD PROMPT`, its temp and data directories in `tmp`.
+#[allow(clippy::disallowed_methods, reason = "runs the hotsh binary")]
+fn run(script: &Path, cwd: &Path, tmp: &Path, prompt: &str) -> std::process::Output {
+    std::process::Command::new(hotsh_binary())
+        .arg("run")
+        .arg("--model")
+        .arg(format!("script:{}", script.display()))
+        .arg("--cwd")
+        .arg(cwd)
+        .arg(prompt)
+        .env("TMPDIR", tmp)
+        .env("HOTSH_DATA_DIR", tmp.join("data"))
+        .output()
+        .unwrap()
+}
 
 #[test]
-#[allow(clippy::disallowed_methods, reason = "runs the hotsh binary")]
 fn run_plays_the_demo_script_and_shows_every_card() {
     let dir = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("README.md"), "a readme\n").unwrap();
     std::fs::write(dir.path().join("main.rs"), "fn main() {}\n").unwrap();
     std::fs::write(dir.path().join("lib.rs"), "//! lib\n").unwrap();
-    let output = std::process::Command::new(hotsh_binary())
-        .arg("run")
-        .arg("--model")
-        .arg(format!("script:{}", workspace().join("examples/demo/script.json").display()))
-        .arg("--cwd")
-        .arg(dir.path())
-        .arg("What is in this repository?")
-        .env("TMPDIR", tmp.path())
-        .env("HOTSH_DATA_DIR", tmp.path().join("data"))
-        .output()
-        .unwrap();
+    let demo = workspace().join("examples/demo/script.json");
+    let output = run(&demo, dir.path(), tmp.path(), "What is in this repository?");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
     // Cards in order, each with its command, output and exit status.
@@ -47,7 +54,6 @@ fn run_plays_the_demo_script_and_shows_every_card() {
 }
 
 #[test]
-#[allow(clippy::disallowed_methods, reason = "runs the hotsh binary")]
 fn run_shows_an_edit_as_a_unified_diff_once_it_is_made() {
     let dir = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
@@ -59,16 +65,7 @@ fn run_shows_an_edit_as_a_unified_diff_once_it_is_made() {
         {"text": "Added eggs."}
     ]});
     std::fs::write(&script, responses.to_string()).unwrap();
-    let output = std::process::Command::new(hotsh_binary())
-        .args(["run", "--model"])
-        .arg(format!("script:{}", script.display()))
-        .arg("--cwd")
-        .arg(dir.path())
-        .arg("add eggs")
-        .env("TMPDIR", tmp.path())
-        .env("HOTSH_DATA_DIR", tmp.path().join("data"))
-        .output()
-        .unwrap();
+    let output = run(&script, dir.path(), tmp.path(), "add eggs");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
     let path = dir.path().join("list.txt");

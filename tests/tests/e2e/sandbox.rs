@@ -169,9 +169,7 @@ fn prompt_answering_permission(responses: Vec<Value>, reply: Value) -> (Agent, S
     let prompt = agent.start_prompt(&session, "go");
     let at = agent.wait_for_from(before, |m| m["method"] == "session/request_permission");
     let request = agent.received[at].clone();
-    let mut answer = json!({"jsonrpc": "2.0", "id": request["id"]});
-    answer.as_object_mut().expect("an object").extend(reply.as_object().expect("a member").clone());
-    agent.send_line(&answer.to_string());
+    agent.answer(&request, reply);
     agent.response(prompt);
     (agent, session, request)
 }
