@@ -720,6 +720,19 @@ impl Agent {
         self.send_line(&answer.to_string());
     }
 
+    /// Sends a prompt, answers the `session/request_permission` it leads to with `reply` (a
+    /// JSON-RPC `result` or `error` member), waits for the prompt's answer, and returns the
+    /// permission request.
+    pub fn prompt_answering_permission(&mut self, session: &str, reply: Value) -> Value {
+        let before = self.received.len();
+        let prompt = self.start_prompt(session, "go");
+        let at = self.wait_for_from(before, |m| m["method"] == "session/request_permission");
+        let request = self.received[at].clone();
+        self.answer(&request, reply);
+        self.response(prompt);
+        request
+    }
+
     /// Waits for the response to request `id`.
     pub fn response(&mut self, id: u64) -> Value {
         self.wait_for(|m| m.get("id") == Some(&json!(id)) && m.get("method").is_none())

@@ -345,15 +345,10 @@ fn writes_follow_the_sandbox_mode_and_an_escalation_allowed_once_writes_that_fil
     std::os::unix::fs::symlink(&linked, agent.workdir.join("link.txt")).unwrap();
     agent.initialize(true);
     let session = agent.new_session();
-    let before = agent.received.len();
-    let prompt = agent.start_prompt(&session, "go");
-    let at = agent.wait_for_from(before, |m| m["method"] == "session/request_permission");
-    let request = agent.received[at].clone();
-    agent.answer(
-        &request,
+    let request = agent.prompt_answering_permission(
+        &session,
         json!({"result": {"outcome": {"outcome": "selected", "optionId": "allow-once"}}}),
     );
-    agent.response(prompt);
 
     let results = agent.tool_results();
     for index in [0, 1, 2, 4] {

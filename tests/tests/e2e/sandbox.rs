@@ -165,12 +165,7 @@ fn prompt_answering_permission(responses: Vec<Value>, reply: Value) -> (Agent, S
     let mut agent = Agent::start(options("landlock", "", responses));
     agent.initialize(true);
     let session = agent.new_session();
-    let before = agent.received.len();
-    let prompt = agent.start_prompt(&session, "go");
-    let at = agent.wait_for_from(before, |m| m["method"] == "session/request_permission");
-    let request = agent.received[at].clone();
-    agent.answer(&request, reply);
-    agent.response(prompt);
+    let request = agent.prompt_answering_permission(&session, reply);
     (agent, session, request)
 }
 
