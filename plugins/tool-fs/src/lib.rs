@@ -169,7 +169,7 @@ impl Plugin for ToolFs {
                 let args: ReadArgs = parse(call)?;
                 let path = absolute(call, &args.path);
                 let mut card = GenericCard::new(format!("Read {path}"), ToolKind::Read, None);
-                card.locations = vec![location(&path, args.offset)].into();
+                card.locations = vec![location(&path, Some(args.offset.unwrap_or(1)))].into();
                 card
             }
             "write_file" => {

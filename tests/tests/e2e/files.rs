@@ -141,7 +141,7 @@ fn with_an_editor_the_model_reads_its_buffer_and_edits_go_through_it_as_diffs() 
     let started: Vec<Value> =
         agent.updates(&session).into_iter().filter(|u| u["sessionUpdate"] == "tool_call").collect();
     assert_eq!(started[0]["kind"], "read");
-    assert_eq!(started[0]["locations"], json!([{"path": file.to_str().unwrap()}]));
+    assert_eq!(started[0]["locations"], json!([{"path": file.to_str().unwrap(), "line": 1}]));
     assert_eq!(finals[0]["title"], format!("Read {} (lines 1–2)", file.display()));
     assert_eq!(started[1]["kind"], "edit");
     let diff = json!({
