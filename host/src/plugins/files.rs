@@ -59,17 +59,14 @@ impl CallServices {
                 MAX_FILE_BYTES >> 20
             ));
         }
-        let real_text = display(&real);
-        let cwd = display(&self.sandbox.cwd);
         let action = Action {
-            what: &real_text,
-            workdir: &cwd,
+            what: display(&real),
+            workdir: display(&self.sandbox.cwd),
             writes_file: true,
-            request: write.sandbox_permissions.as_ref().into_option(),
+            request: write.sandbox_permissions.clone().into_option(),
         };
         let (sandbox, cancel) = (self.sandbox.clone(), self.cancel.clone());
-        let action = OwnedAction::from(action);
-        let gate = self.runtime(async move { sandbox.gate(action.borrow(), &cancel).await })??;
+        let gate = self.runtime(async move { sandbox.gate(&action, &cancel).await })??;
         let allowed = self.sandbox.sandbox.may_write(gate.mode, &self.sandbox.cwd, &real);
         let existed = real.exists();
         let written = |written: bool, through_client: bool| abi::FileWritten {
@@ -150,34 +147,6 @@ impl CallServices {
         future: impl std::future::Future<Output = T> + Send + 'static,
     ) -> Result<T, String> {
         self.on_runtime(future).map_err(RString::into_string)
-    }
-}
-
-/// An [`Action`] that owns its strings, to cross to the runtime.
-struct OwnedAction {
-    what: String,
-    workdir: String,
-    request: Option<abi::SandboxRequest>,
-}
-
-impl From<Action<'_>> for OwnedAction {
-    fn from(action: Action<'_>) -> Self {
-        Self {
-            what: action.what.to_owned(),
-            workdir: action.workdir.to_owned(),
-            request: action.request.cloned(),
-        }
-    }
-}
-
-impl OwnedAction {
-    fn borrow(&self) -> Action<'_> {
-        Action {
-            what: &self.what,
-            workdir: &self.workdir,
-            writes_file: true,
-            request: self.request.as_ref(),
-        }
     }
 }
 

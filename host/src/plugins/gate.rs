@@ -22,23 +22,23 @@ pub(crate) struct CallSandbox {
 }
 
 /// What a call asks to do under the sandbox: run a command, or write a file.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Action<'a> {
+#[derive(Debug, Clone)]
+pub(crate) struct Action {
     /// The exact command, or the absolute path written.
-    pub(crate) what: &'a str,
-    pub(crate) workdir: &'a str,
+    pub(crate) what: String,
+    pub(crate) workdir: String,
     pub(crate) writes_file: bool,
     /// The wider mode the call asks for, if any.
-    pub(crate) request: Option<&'a abi::SandboxRequest>,
+    pub(crate) request: Option<abi::SandboxRequest>,
 }
 
-impl<'a> Action<'a> {
-    pub(crate) fn command(spec: &'a abi::CommandSpec) -> Self {
+impl Action {
+    pub(crate) fn command(spec: &abi::CommandSpec) -> Self {
         Self {
-            what: &spec.command,
-            workdir: &spec.workdir,
+            what: spec.command.to_string(),
+            workdir: spec.workdir.to_string(),
             writes_file: false,
-            request: spec.sandbox_permissions.as_ref().into_option(),
+            request: spec.sandbox_permissions.clone().into_option(),
         }
     }
 
@@ -77,11 +77,11 @@ impl CallSandbox {
     /// the text the plugin returns: nothing was run (or written).
     pub(crate) async fn gate(
         &self,
-        action: Action<'_>,
+        action: &Action,
         cancel: &CancellationToken,
     ) -> Result<Gate, String> {
         let (standing, cap) = self.standing();
-        let mode = match action.request {
+        let mode = match &action.request {
             None => standing,
             Some(request) => self.escalate(action, request, standing, cap, cancel).await?,
         };
@@ -105,7 +105,7 @@ impl CallSandbox {
 
     async fn escalate(
         &self,
-        action: Action<'_>,
+        action: &Action,
         request: &abi::SandboxRequest,
         standing: Mode,
         cap: Option<Mode>,
@@ -130,8 +130,8 @@ impl CallSandbox {
         }
         let ask = EscalationAsk {
             call_id: self.call_id.clone(),
-            command: action.what.to_owned(),
-            workdir: action.workdir.to_owned(),
+            command: action.what.clone(),
+            workdir: action.workdir.clone(),
             justification: request.justification.to_string(),
             mode: wanted,
             standing,
@@ -154,7 +154,7 @@ impl CallSandbox {
 }
 
 /// The tool error for an escalation that was not allowed.
-fn refusal(answer: EscalationAnswer, wanted: Mode, action: Action<'_>) -> String {
+fn refusal(answer: EscalationAnswer, wanted: Mode, action: &Action) -> String {
     let (noun, nothing) = action.words();
     let doing = if action.writes_file { "writing this file" } else { "running this command" };
     match answer {

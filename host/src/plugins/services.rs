@@ -117,9 +117,9 @@ fn guarded<T>(service: &str, body: impl FnOnce() -> RResult<T, RString>) -> RRes
 impl CallServices {
     /// The sandbox decision for `spec` (asking the user when it wants a wider mode).
     fn gate(&self, spec: &abi::CommandSpec) -> Result<Gate, RString> {
-        let (sandbox, spec, cancel) = (self.sandbox.clone(), spec.clone(), self.cancel.clone());
-        self.on_runtime(async move { sandbox.gate(Action::command(&spec), &cancel).await })?
-            .map_err(RString::from)
+        let (sandbox, action, cancel) =
+            (self.sandbox.clone(), Action::command(spec), self.cancel.clone());
+        self.on_runtime(async move { sandbox.gate(&action, &cancel).await })?.map_err(RString::from)
     }
 
     fn run_command(&self, spec: abi::CommandSpec) -> RResult<abi::CommandOutcome, RString> {
