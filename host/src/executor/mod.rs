@@ -174,20 +174,28 @@ pub(crate) enum TaskError {
 /// `program` found on the commands' `PATH` once, so that no command searches for it again;
 /// a path, or a name not found, as given.
 fn on_path(program: &Path, env: &[(OsString, OsString)]) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt as _;
     if program.components().count() != 1 {
         return program.to_owned();
     }
-    let path = env.iter().find(|(key, _)| key == "PATH").map(|(_, value)| value);
-    path.into_iter()
-        .flat_map(std::env::split_paths)
+    env.iter()
+        .find(|(key, _)| key == "PATH")
+        .and_then(|(_, path)| find_on_path(program, path))
+        .unwrap_or_else(|| program.to_owned())
+}
+
+/// The first executable file named `program` in the absolute directories of `path` (a
+/// `PATH` value; a relative entry would mean another file in each command's directory).
+pub(crate) fn find_on_path(program: &Path, path: &std::ffi::OsStr) -> Option<PathBuf> {
+    std::env::split_paths(path)
         .filter(|dir| dir.is_absolute())
         .map(|dir| dir.join(program))
-        .find(|candidate| {
-            std::fs::metadata(candidate)
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-        .unwrap_or_else(|| program.to_owned())
+        .find(|candidate| std::fs::metadata(candidate).is_ok_and(|m| is_executable(&m)))
+}
+
+/// A regular file with an execute bit.
+pub(crate) fn is_executable(metadata: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    metadata.is_file() && metadata.permissions().mode() & 0o111 != 0
 }
 
 /// The host's bash executor.

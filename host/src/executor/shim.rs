@@ -343,14 +343,11 @@ impl Program {
     /// a re-executed `hotsh` takes), else this very executable.
     pub(crate) fn find() -> Self {
         use std::os::fd::AsRawFd as _;
-        use std::os::unix::fs::PermissionsExt as _;
         let beside = std::env::current_exe()
             .ok()
             .and_then(|exe| Some(exe.parent()?.join(PROGRAM)))
             .and_then(|shim| std::fs::File::open(shim).ok())
-            .filter(|file| {
-                file.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            });
+            .filter(|file| file.metadata().is_ok_and(|m| super::is_executable(&m)));
         match beside {
             Some(file) => Self {
                 path: format!("/proc/self/fd/{}", file.as_raw_fd()).into(),

@@ -327,12 +327,7 @@ fn landlock_backend() -> Backend {
 
 /// `bwrap` on the PATH.
 fn find_bwrap() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|dir| dir.join("bwrap")).find(|candidate| {
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::metadata(candidate)
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    })
+    crate::executor::find_on_path(Path::new("bwrap"), &std::env::var_os("PATH")?)
 }
 
 /// The resolution of a session's mode (DESIGN §7): an escalation grant, else the session's
