@@ -6,7 +6,7 @@
 
 use super::gate::Action;
 use super::services::CallServices;
-use crate::session::{ClientFs, Session};
+use crate::session::{ClientFs, EventSink, Session};
 use hotsh_abi::RString;
 use hotsh_abi::v1 as abi;
 use std::io::Write as _;
@@ -28,10 +28,14 @@ impl CallServices {
         self.session().and_then(|s| s.sink()).map(|sink| sink.client_fs()).unwrap_or_default()
     }
 
+    /// The client, for a file operation it offered.
+    fn client(&self) -> Result<Arc<dyn EventSink>, String> {
+        self.session().and_then(|s| s.sink()).ok_or_else(|| "the client went away".to_owned())
+    }
+
     pub(super) fn read_file(&self, read: abi::FileRead) -> Result<abi::FileText, String> {
         let path = resolve(&self.sandbox.cwd, &read.path)?;
         let real = real_path(&path);
-        check_readable(&path, &real)?;
         let (text, from_client) = self.current_text(&path, &real)?;
         let sha256 = sha256_hex(&text);
         let seen = match self.session().and_then(|s| s.seen_file(&real)) {
@@ -104,7 +108,7 @@ impl CallServices {
         }
         let through_client = self.client_fs().write;
         if through_client {
-            let sink = self.session().and_then(|s| s.sink()).ok_or("the client went away")?;
+            let sink = self.client()?;
             let (target, text) = (path.clone(), write.text.to_string());
             self.runtime(async move { sink.write_text_file(target, text).await })?.map_err(
                 |e| {
@@ -124,9 +128,11 @@ impl CallServices {
     }
 
     /// The file's text now: the client's buffer when the client reads files, else the disk.
+    /// Either way the file must be a readable text file on disk within the size bound.
     fn current_text(&self, path: &Path, real: &Path) -> Result<(String, bool), String> {
+        check_readable(path, real)?;
         if self.client_fs().read {
-            let sink = self.session().and_then(|s| s.sink()).ok_or("the client went away")?;
+            let sink = self.client()?;
             let target = path.to_owned();
             let text = self
                 .runtime(async move { sink.read_text_file(target).await })?
@@ -208,8 +214,8 @@ fn check_readable(path: &Path, real: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The text of a file [`check_readable`] accepted.
 fn disk_text(path: &Path, real: &Path) -> Result<String, String> {
-    check_readable(path, real)?;
     let bytes = std::fs::read(real).map_err(|error| match error.kind() {
         std::io::ErrorKind::NotFound => format!("{}: no such file", display(path)),
         _ => format!("{} cannot be read: {error}", display(path)),

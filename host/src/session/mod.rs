@@ -608,8 +608,8 @@ impl Session {
 
     /// Remembers (and logs) that the model has seen `sha256` as the text at `path`.
     pub(crate) async fn remember_file(&self, path: PathBuf, sha256: String) {
-        let changed = lock(&self.state).seen_files.insert(path.clone(), sha256.clone())
-            != Some(sha256.clone());
+        let previous = lock(&self.state).seen_files.insert(path.clone(), sha256.clone());
+        let changed = previous.as_ref() != Some(&sha256);
         if changed {
             self.record(Fact::FileSeen { path, sha256 }).await;
         }

@@ -304,13 +304,10 @@ fn write_file(call: &ToolCall, host: &HostRef<'_>) -> Result<ToolOutput, String>
     let args: WriteArgs = parse(call)?;
     let request =
         sandbox_request(call, args.sandbox_permissions.as_deref(), args.justification.as_deref())?;
-    let existing = match host
-        .read_text_file(FileRead { path: args.path.as_str().into(), remember: false })
-        .into_result()
-    {
+    let existing = match read(host, &args.path, false) {
         Ok(file) => Some(file),
-        Err(error) if error.as_str().ends_with(": no such file") => None,
-        Err(error) => return Err(error.into_string()),
+        Err(error) if error.ends_with(": no such file") => None,
+        Err(error) => return Err(error),
     };
     if let Some(file) = &existing {
         check_seen(file, "write_file replaces the whole file")?;
