@@ -559,7 +559,7 @@ impl EventSink for AcpSink {
         path: std::path::PathBuf,
     ) -> futures::future::BoxFuture<'static, Result<String, String>> {
         use agent_client_protocol::v1::schema::ReadTextFileRequest;
-        let read = self.fs_request(ReadTextFileRequest::new(self.session_id.0.clone(), path));
+        let read = self.request(ReadTextFileRequest::new(self.session_id.0.clone(), path));
         Box::pin(async move { read.await.map(|response| response.content) })
     }
 
@@ -569,8 +569,7 @@ impl EventSink for AcpSink {
         text: String,
     ) -> futures::future::BoxFuture<'static, Result<(), String>> {
         use agent_client_protocol::v1::schema::WriteTextFileRequest;
-        let write =
-            self.fs_request(WriteTextFileRequest::new(self.session_id.0.clone(), path, text));
+        let write = self.request(WriteTextFileRequest::new(self.session_id.0.clone(), path, text));
         Box::pin(async move { write.await.map(|_| ()) })
     }
 
@@ -593,11 +592,10 @@ impl EventSink for AcpSink {
         &self,
         ask: EscalationAsk,
     ) -> futures::future::BoxFuture<'static, EscalationAnswer> {
-        let request = to_acp::escalation_request(&self.session_id.0, &ask);
-        let cx = self.cx.clone();
+        let asked = self.request(to_acp::escalation_request(&self.session_id.0, &ask));
         Box::pin(async move {
             use agent_client_protocol::v1::schema::RequestPermissionOutcome;
-            match cx.send_request(request).block_task().await {
+            match asked.await {
                 Ok(response) => match response.outcome {
                     RequestPermissionOutcome::Selected(selected)
                         if selected.option_id.0.as_ref() == to_acp::ALLOW_ONCE =>
@@ -618,7 +616,8 @@ impl EventSink for AcpSink {
 }
 
 impl AcpSink {
-    fn fs_request<R: agent_client_protocol::JsonRpcRequest + 'static>(
+    /// Sends `request` to the client; the answer, or the error as text.
+    fn request<R: agent_client_protocol::JsonRpcRequest + 'static>(
         &self,
         request: R,
     ) -> futures::future::BoxFuture<'static, Result<R::Response, String>>
