@@ -19,6 +19,18 @@
 //! backend = "auto"             # auto (bwrap if installed, else landlock), bwrap, landlock, none
 //! network = false              # whether workspace-write commands reach the network
 //!
+//! [mcp]
+//! connect_timeout_secs = 30    # how long a server may take to start and list its tools
+//! call_timeout_secs = 300      # how long one tool call may take
+//! turn_wait_secs = 10          # how long a turn waits for servers still connecting
+//! [mcp.servers.github]         # a server every session gets (stdio: command, args, env)
+//! command = "github-mcp-server"
+//! args = ["stdio"]
+//! env = { GITHUB_TOOLSETS = "repos" }
+//! [mcp.servers.docs]           # (streamable HTTP: url, headers)
+//! url = "http://127.0.0.1:8080/mcp"
+//! headers = { Authorization = "Bearer …" }
+//!
 //! [models.local]               # a named model profile (OpenAI-compatible)
 //! base_url = "http://127.0.0.1:11434/v1"
 //! model = "qwen2.5-coder"
@@ -45,6 +57,7 @@ pub(crate) struct ConfigFile {
     /// Record every session of the agent into this arc (as `--record`).
     pub(crate) record: Option<PathBuf>,
     pub(crate) sandbox: crate::sandbox::SandboxConfig,
+    pub(crate) mcp: crate::mcp::McpConfig,
 }
 
 /// A named OpenAI-compatible model.

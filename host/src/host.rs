@@ -39,6 +39,8 @@ pub(crate) struct HostConfig {
     /// Log a warning when no plugin provides a tool (`hotsh run` says so itself, as an error).
     pub(crate) warn_without_tools: bool,
     pub(crate) sandbox: crate::sandbox::SandboxConfig,
+    /// MCP limits and the configured servers.
+    pub(crate) mcp: crate::mcp::McpSetup,
 }
 
 impl HostConfig {
@@ -78,6 +80,7 @@ impl HostConfig {
             record: file.record.clone(),
             warn_without_tools: true,
             sandbox: file.sandbox,
+            mcp: crate::mcp::McpSetup::from_config(&file.mcp)?,
         })
     }
 }
@@ -104,6 +107,9 @@ pub(crate) struct Host {
     task_cards: Arc<TaskCards>,
     /// Records an arc, when asked to.
     pub(crate) recorder: Option<Arc<crate::arc::Recorder>>,
+    mcp_setup: crate::mcp::McpSetup,
+    /// Each open session's MCP servers.
+    mcp: Mutex<HashMap<SessionId, Arc<crate::mcp::Servers>>>,
 }
 
 /// Variables that hold model credentials; commands never see them (nor copies of their values).
@@ -183,6 +189,8 @@ impl Host {
             store: SessionStore::new(config.data_dir.clone()),
             task_cards,
             recorder,
+            mcp_setup: config.mcp.clone(),
+            mcp: Mutex::default(),
         });
         let weak = Arc::downgrade(&host);
         host.runtime.spawn(async move {
@@ -305,12 +313,40 @@ impl Host {
         session.add_notice(notice);
     }
 
-    /// Closes a session open here: stops its background tasks, drops its pending notices,
-    /// flushes and releases its log. False when it is not open here.
+    /// Connects `session` to its MCP servers (the configured ones and the client's), in the
+    /// background; servers it had before are closed first.
+    pub(crate) fn connect_mcp(
+        &self,
+        session: &Arc<Session>,
+        from_client: &[agent_client_protocol::v1::schema::McpServer],
+    ) {
+        let specs = crate::mcp::merge(&self.mcp_setup.configured, from_client);
+        let servers = (!specs.is_empty()).then(|| {
+            crate::mcp::Servers::start(
+                Arc::clone(session),
+                Arc::clone(&self.executor),
+                self.mcp_setup.limits,
+                specs,
+            )
+        });
+        let previous = match servers {
+            Some(servers) => lock(&self.mcp).insert(session.id.clone(), servers),
+            None => lock(&self.mcp).remove(&session.id),
+        };
+        if let Some(previous) = previous {
+            previous.close();
+        }
+    }
+
+    /// Closes a session open here: stops its background tasks and MCP servers, drops its
+    /// pending notices, flushes and releases its log. False when it is not open here.
     pub(crate) async fn close_session(&self, id: &SessionId) -> bool {
         let Some(session) = lock(&self.sessions).remove(id) else {
             return false;
         };
+        if let Some(servers) = lock(&self.mcp).remove(id) {
+            servers.close();
+        }
         session.cancel();
         self.executor.kill_owned_by(&id.0).await;
         session.drop_notices();
@@ -363,12 +399,16 @@ impl Host {
             output_dir: self.output_root.session_dir(&session.0),
             task_cards: Arc::clone(&self.task_cards),
             recorder: self.recorder.clone(),
+            mcp: lock(&self.mcp).get(session).cloned(),
         }
     }
 
     /// Stops every background task, closes every session's log and removes this process's
     /// output files.
     pub(crate) async fn shutdown(&self) {
+        for (_, servers) in lock(&self.mcp).drain() {
+            servers.close();
+        }
         self.executor.dispose().await;
         let sessions: Vec<Arc<Session>> = lock(&self.sessions).drain().map(|(_, s)| s).collect();
         for session in sessions {

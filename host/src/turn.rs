@@ -46,6 +46,8 @@ pub(crate) struct Parts {
     pub(crate) task_cards: Arc<TaskCards>,
     /// Records model exchanges into an arc, when asked to.
     pub(crate) recorder: Option<Arc<crate::arc::Recorder>>,
+    /// The session's MCP servers.
+    pub(crate) mcp: Option<Arc<crate::mcp::Servers>>,
 }
 
 /// A turn that could not go on: the model failed. The message is for the user.
@@ -113,8 +115,18 @@ async fn run_turn(
     session.record(Fact::Prompt(prompt)).await;
     // What the user asked is on disk before anything runs.
     flush_or_warn(session).await;
+    if let Some(mcp) = &parts.mcp {
+        // Servers that failed get another chance with each prompt.
+        mcp.retry_failed();
+    }
+    let settled = async {
+        parts.registry.ready().await;
+        if let Some(mcp) = &parts.mcp {
+            mcp.settle().await;
+        }
+    };
     tokio::select! {
-        () = parts.registry.ready() => {}
+        () = settled => {}
         () = cancel.cancelled() => return Ok(StopReason::Cancelled),
     }
     let cwd = session.cwd.clone();
@@ -132,7 +144,7 @@ async fn run_turn(
         let request = ModelRequest {
             system: system_prompt(&host_sections, &snapshot),
             messages: session.messages(),
-            tools: offered_tools(parts, session, &snapshot),
+            tools: offered_tools(parts, session, &snapshot).await,
         };
         if let Some(transcript) = &parts.transcript {
             transcript.record(&request).await;
@@ -264,16 +276,21 @@ async fn ask_model(
     }
 }
 
-/// The tools the model is offered: all of them, except that plan mode offers `bash` only
-/// while a backend can confine commands to read-only (otherwise none could run).
-fn offered_tools(
+/// The tools the model is offered: the plugins' and the MCP servers', except that plan mode
+/// offers `bash` only while a backend can confine commands to read-only (otherwise none could
+/// run), and only the server tools their server says only read.
+async fn offered_tools(
     parts: &Parts,
     session: &Session,
     snapshot: &Snapshot,
 ) -> Vec<crate::model::ToolDefinition> {
     let mut tools = snapshot.tool_definitions();
-    if session.planning() && !parts.sandbox.confines() {
+    let planning = session.planning();
+    if planning && !parts.sandbox.confines() {
         tools.retain(|tool| tool.name != "bash");
+    }
+    if let Some(mcp) = &parts.mcp {
+        tools.extend(mcp.tool_definitions(planning).await);
     }
     tools
 }
@@ -288,6 +305,15 @@ async fn execute_call(
     let call_id = session.next_call_id();
     let raw_input = serde_json::from_str(&call.arguments)
         .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
+    if let Some(mcp) = &parts.mcp {
+        if let Some(found) = mcp.find(&call.name) {
+            return execute_mcp_call(mcp, &found, session, call_id, call, raw_input, cancel).await;
+        }
+        if let Some(text) = mcp.unavailable(&call.name) {
+            fail_without_running(session, call_id, call, raw_input, &text).await;
+            return (text, true);
+        }
+    }
     let snapshot = parts.registry.snapshot();
     let Some(plugin) = snapshot.find_tool(&call.name) else {
         let names: Vec<String> = snapshot.tool_definitions().into_iter().map(|t| t.name).collect();
@@ -397,6 +423,37 @@ async fn execute_call(
             (text, true)
         }
     }
+}
+
+/// Runs one call of an MCP server's tool with its card: kind read or other from the tool's
+/// annotations, the result's text as content; an `isError` result or a failed call closes it
+/// as failed.
+async fn execute_mcp_call(
+    mcp: &crate::mcp::Servers,
+    found: &crate::mcp::Found,
+    session: &Arc<Session>,
+    call_id: ToolCallId,
+    call: &ModelToolCall,
+    raw_input: serde_json::Value,
+    cancel: &CancellationToken,
+) -> (String, bool) {
+    let mut card = found.card();
+    open_card(session, &call_id, call, Card::Generic(card.clone()), raw_input).await;
+    let outcome = mcp.call(found, &call.arguments, cancel).await;
+    card.content = Some(outcome.text.clone());
+    let status = if outcome.is_error { CallStatus::Failed } else { CallStatus::Completed };
+    session
+        .emit(SessionEvent::ToolCallFinished {
+            call_id,
+            card: Card::Generic(card),
+            status,
+            raw_output: outcome.raw,
+            error: outcome.is_error.then(|| outcome.text.clone()),
+            output_text: Some(outcome.text.clone()),
+        })
+        .await;
+    flush_or_warn(session).await;
+    (outcome.text, outcome.is_error)
 }
 
 /// Runs the plugin's `invoke` on a blocking thread. If the turn is cancelled and the plugin

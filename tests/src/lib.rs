@@ -7,6 +7,8 @@
 #![allow(clippy::disallowed_methods, reason = "the harness starts hotsh and builds plugins")]
 
 use serde_json::{Value, json};
+
+pub mod mcp_fixture;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -958,6 +960,7 @@ pub enum Reply {
 /// One request the fake provider received.
 #[derive(Debug, Clone)]
 pub struct Received {
+    pub method: String,
     pub path: String,
     /// Header names in lower case.
     pub headers: Vec<(String, String)>,
@@ -1019,7 +1022,7 @@ impl FakeProvider {
 }
 
 /// Reads one HTTP/1.1 request (headers, then a `Content-Length` body).
-fn read_request(stream: &mut std::net::TcpStream) -> Option<Received> {
+pub(crate) fn read_request(stream: &mut std::net::TcpStream) -> Option<Received> {
     use std::io::Read as _;
     let mut bytes = Vec::new();
     let mut buffer = [0u8; 8192];
@@ -1035,7 +1038,9 @@ fn read_request(stream: &mut std::net::TcpStream) -> Option<Received> {
     };
     let head = String::from_utf8_lossy(&bytes[..header_end]).into_owned();
     let mut lines = head.split("\r\n");
-    let path = lines.next()?.split_whitespace().nth(1)?.to_owned();
+    let mut request_line = lines.next()?.split_whitespace();
+    let method = request_line.next()?.to_owned();
+    let path = request_line.next()?.to_owned();
     let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
@@ -1053,7 +1058,7 @@ fn read_request(stream: &mut std::net::TcpStream) -> Option<Received> {
         bytes.extend_from_slice(&buffer[..n]);
     }
     let body = serde_json::from_slice(&bytes[header_end..]).unwrap_or(Value::Null);
-    Some(Received { path, headers, body })
+    Some(Received { method, path, headers, body })
 }
 
 /// Answers one request; true when a `Hang` saw the client close the connection.

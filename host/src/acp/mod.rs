@@ -24,12 +24,13 @@ use agent_client_protocol::v1::schema::{
     AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest, CancelNotification,
     CloseSessionRequest, CloseSessionResponse, Implementation, InitializeRequest,
     InitializeResponse, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
-    LoadSessionResponse, NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest,
-    PromptResponse, ResumeSessionRequest, ResumeSessionResponse, SessionCapabilities,
-    SessionCloseCapabilities, SessionConfigOption, SessionConfigOptionCategory,
-    SessionConfigOptionValue, SessionConfigSelectOption, SessionInfo, SessionListCapabilities,
-    SessionNotification, SessionResumeCapabilities, SetSessionConfigOptionRequest,
-    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
+    LoadSessionResponse, McpCapabilities, NewSessionRequest, NewSessionResponse,
+    PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionRequest, ResumeSessionResponse,
+    SessionCapabilities, SessionCloseCapabilities, SessionConfigOption,
+    SessionConfigOptionCategory, SessionConfigOptionValue, SessionConfigSelectOption, SessionInfo,
+    SessionListCapabilities, SessionNotification, SessionResumeCapabilities,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
+    SetSessionModeResponse,
 };
 use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
 use std::collections::HashMap;
@@ -122,7 +123,8 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                                         .image(for_init.host.takes_images())
                                         .embedded_context(true),
                                 )
-                                .session_capabilities(sessions),
+                                .session_capabilities(sessions)
+                                .mcp_capabilities(McpCapabilities::new().http(true)),
                         )
                         .auth_methods(vec![AuthMethod::Agent(
                             AuthMethodAgent::new(API_KEY_METHOD, "Set a model API key")
@@ -143,6 +145,7 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                     Err(error) => return responder.respond_with_error(store_error(&error)),
                 };
                 session.attach(for_new.sink(cx, &session.id.0));
+                for_new.host.connect_mcp(&session, &request.mcp_servers);
                 tracing::info!(session = %session.id, cwd = %session.cwd.display(), "session created");
                 let options = config_options(&for_new.host, &session);
                 responder.respond(
@@ -178,6 +181,7 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                         sink.emit(event);
                     }
                     shared.host.settle_tasks_of_gone_agent(&session, &folded.open_tasks).await;
+                    shared.host.connect_mcp(&session, &request.mcp_servers);
                     tracing::info!(
                         session = %session.id,
                         events,
@@ -204,6 +208,7 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                     match shared.host.open_session(&id, sink).await {
                         Ok((session, folded)) => {
                             shared.host.settle_tasks_of_gone_agent(&session, &folded.open_tasks).await;
+                            shared.host.connect_mcp(&session, &request.mcp_servers);
                             tracing::info!(session = %session.id, "session resumed");
                             let options = config_options(&shared.host, &session);
                             let modes = session_modes(&shared.host, &session);

@@ -17,6 +17,7 @@ mod helper;
 mod live;
 mod output_root;
 mod process;
+mod service;
 mod shim;
 mod task;
 
@@ -26,6 +27,7 @@ pub(crate) use helper::{run_helper, spawn_agent, spawn_tool};
 pub(crate) use live::{Drained, LiveOutput};
 pub(crate) use output_root::OutputRoot;
 pub(crate) use process::ProcessHandle;
+pub(crate) use service::{ServiceControl, ServiceRequest};
 pub(crate) use shim::PROGRAM as SHIM_PROGRAM;
 pub(crate) use task::{TaskEnded, TaskId, TaskRead, TaskState, TaskStatus};
 
@@ -263,6 +265,20 @@ impl Executor {
         policy: Option<&Policy>,
         output: Output,
     ) -> Result<(Child, ProcessHandle, Pipes), RunError> {
+        self.spawn_shim(command, &[], &[], workdir, policy, output)
+    }
+
+    /// [`Self::spawn`] with positional arguments for the command (`$0`, `$1`, …) and
+    /// variables set on top of the commands' environment.
+    fn spawn_shim(
+        &self,
+        command: &str,
+        positional: &[OsString],
+        extra_env: &[(String, String)],
+        workdir: &Path,
+        policy: Option<&Policy>,
+        output: Output,
+    ) -> Result<(Child, ProcessHandle, Pipes), RunError> {
         if self.disposed.load(Ordering::SeqCst) {
             return Err(RunError::Disposed);
         }
@@ -278,13 +294,19 @@ impl Executor {
             policy,
             &self.config.shell,
             command,
+            positional,
         ))
         .current_dir(workdir)
         .env_clear()
         .envs(self.env.iter().map(|(k, v)| (k, v)))
+        .envs(extra_env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .process_group(0);
         let merged = match output {
+            Output::Service => {
+                shim.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+                None
+            }
             Output::Separate => {
                 shim.stdout(Stdio::piped()).stderr(Stdio::piped());
                 None
@@ -615,6 +637,9 @@ fn exit_of(status: std::process::ExitStatus) -> (Option<i32>, Option<String>) {
 /// Where a shim's stdout and stderr go.
 #[derive(Debug, Clone, Copy)]
 enum Output {
+    /// stdin, stdout and stderr each a pipe of its own (an MCP server: the host speaks on the
+    /// first two and keeps the tail of the third).
+    Service,
     /// Two pipes, read apart (a foreground command: the model sees the streams apart).
     Separate,
     /// One pipe for both (a background task).

@@ -41,9 +41,9 @@ pub(crate) const PROGRAM: &str = "hotsh-shim";
 
 /// Entry point; never returns.
 pub(crate) fn main(args: &[OsString]) -> ! {
-    let [build, grace_ms, lifeline, policy, shell, command] = args else {
+    let [build, grace_ms, lifeline, policy, shell, command, positional @ ..] = args else {
         eprintln!(
-            "hotsh __shim: usage: hotsh __shim BUILD GRACE_MS LIFELINE_FD POLICY SHELL COMMAND"
+            "hotsh __shim: usage: hotsh __shim BUILD GRACE_MS LIFELINE_FD POLICY SHELL COMMAND [ARG…]"
         );
         std::process::exit(2);
     };
@@ -86,9 +86,12 @@ pub(crate) fn main(args: &[OsString]) -> ! {
         // Fail closed: the command asked for confinement it would not get.
         fail(&format!("the sandbox cannot be enforced, so the command was not run: {error}"));
     }
-    let argv = confine::shell_argv(policy.as_ref(), std::path::Path::new(shell), command);
+    let mut argv = confine::shell_argv(policy.as_ref(), std::path::Path::new(shell), command);
+    // `$0`, `$1`, … of the command (an MCP server's program and arguments, never quoted).
+    argv.extend(positional.iter().cloned());
     let mut shell_command = std::process::Command::new(&argv[0]);
-    shell_command.args(&argv[1..]).stdin(Stdio::null());
+    // The shim's own stdin: nothing for a command, the host's pipe for an MCP server.
+    shell_command.args(&argv[1..]).stdin(Stdio::inherit());
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         shell_command.pre_exec(|| {
@@ -365,6 +368,7 @@ pub(crate) fn arguments(
     policy: Option<&Policy>,
     shell: &std::path::Path,
     command: &str,
+    positional: &[OsString],
 ) -> Vec<OsString> {
     let policy =
         policy.and_then(|p| serde_json::to_string(p).ok()).unwrap_or_else(|| "-".to_owned());
@@ -377,4 +381,7 @@ pub(crate) fn arguments(
         shell.as_os_str().to_owned(),
         command.into(),
     ]
+    .into_iter()
+    .chain(positional.iter().cloned())
+    .collect()
 }

@@ -11,6 +11,7 @@ mod files;
 mod first_run;
 mod guarantees;
 mod hostile;
+mod mcp;
 mod models;
 mod panics;
 mod plugins;
