@@ -186,6 +186,10 @@ struct AgentArgs {
     /// later with `hotsh replay` (default: the configuration file's `record`).
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
+    /// Serve MCP servers from the answers an arc recorded (`hotsh replay` uses it), instead
+    /// of starting or reaching them.
+    #[arg(long, value_name = "FILE", hide = true)]
+    mcp_replay: Option<PathBuf>,
     /// The configuration file (TOML). Default: `$XDG_CONFIG_HOME/hotsh/config.toml` (or
     /// `~/.config/hotsh/config.toml`), if it exists.
     #[arg(long, value_name = "FILE")]
@@ -223,6 +227,9 @@ impl AgentArgs {
         let mut config = HostConfig::new(models, plugin_dirs, file)?;
         config.model_transcript = self.model_transcript;
         config.record = self.record.or(config.record);
+        if let Some(path) = &self.mcp_replay {
+            config.mcp.replay = Some(std::sync::Arc::new(crate::mcp::Recording::load(path)?));
+        }
         config.data_dir = crate::dirs::data_dir(self.data_dir.as_deref());
         Ok(config)
     }

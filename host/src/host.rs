@@ -325,7 +325,8 @@ impl Host {
             crate::mcp::Servers::start(
                 Arc::clone(session),
                 Arc::clone(&self.executor),
-                self.mcp_setup.limits,
+                &self.mcp_setup,
+                self.recorder.clone(),
                 specs,
             )
         });

@@ -56,6 +56,20 @@ pub fn build_packages(profile: Profile, more: &[&str]) -> PathBuf {
     target_dir().join(if profile == Profile::Release { "release" } else { "debug" })
 }
 
+/// The tests' MCP server (`mcp_fixture`), built in `profile`.
+pub fn mcp_fixture_binary(profile: Profile) -> PathBuf {
+    let mut args = vec!["build", "-p", "hotsh-tests", "--bin", "mcp-fixture"];
+    if profile == Profile::Release {
+        args.push("--release");
+    }
+    let status =
+        Command::new(cargo()).args(&args).current_dir(workspace()).status().expect("cargo runs");
+    assert!(status.success(), "building the MCP fixture failed: cargo {}", args.join(" "));
+    target_dir()
+        .join(if profile == Profile::Release { "release" } else { "debug" })
+        .join("mcp-fixture")
+}
+
 pub fn hotsh_binary() -> PathBuf {
     build_dir().join("hotsh")
 }

@@ -31,6 +31,9 @@ pub(crate) enum Entry {
     Agent(Value),
     Model(ModelExchange),
     Step(Step),
+    /// What an MCP server answered (its tools, a call's outcome): replayed without the
+    /// server.
+    Mcp(Value),
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -60,6 +63,8 @@ struct Line {
     model: Option<ModelExchange>,
     #[serde(default)]
     step: Option<Step>,
+    #[serde(default)]
+    mcp: Option<Value>,
 }
 
 /// A parsed arc.
@@ -108,18 +113,27 @@ impl ArcFile {
             let parsed: Line =
                 serde_json::from_str(line).map_err(|e| at(number, format!("not valid: {e}")))?;
             let entry = match parsed {
-                Line { client: Some(m), agent: None, model: None, step: None } => Entry::Client(m),
-                Line { client: None, agent: Some(m), model: None, step: None } => Entry::Agent(m),
-                Line { client: None, agent: None, model: Some(m), step: None } => {
+                Line { client: Some(m), agent: None, model: None, step: None, mcp: None } => {
+                    Entry::Client(m)
+                }
+                Line { client: None, agent: Some(m), model: None, step: None, mcp: None } => {
+                    Entry::Agent(m)
+                }
+                Line { client: None, agent: None, model: None, step: None, mcp: Some(m) } => {
+                    Entry::Mcp(m)
+                }
+                Line { client: None, agent: None, model: Some(m), step: None, mcp: None } => {
                     crate::model::script::check_response(&m.response)
                         .map_err(|e| at(number, format!("the model response is not valid: {e}")))?;
                     Entry::Model(m)
                 }
-                Line { client: None, agent: None, model: None, step: Some(s) } => Entry::Step(s),
+                Line { client: None, agent: None, model: None, step: Some(s), mcp: None } => {
+                    Entry::Step(s)
+                }
                 _ => {
                     return Err(at(
                         number,
-                        "a line must have exactly one of `client`, `agent`, `model` and `step`"
+                        "a line must have exactly one of `client`, `agent`, `model`, `step` and `mcp`"
                             .into(),
                     ));
                 }

@@ -74,6 +74,11 @@ impl Recorder {
         }
     }
 
+    /// What an MCP server answered (see `mcp::Servers`), for a replay without the server.
+    pub(crate) fn mcp(&self, entry: &Value) {
+        self.write(&json!({ "mcp": entry }));
+    }
+
     /// A line the agent sent the client.
     pub(crate) fn agent(&self, line: &str) {
         if let Ok(message) = serde_json::from_str::<Value>(line) {

@@ -357,6 +357,17 @@ impl<'a> Replay<'a> {
                 }
             }
         }
+        // The MCP side: what the servers answered, served again without them.
+        let mcp: Vec<&Value> = arc
+            .entries
+            .iter()
+            .filter_map(|(_, entry, _)| match entry {
+                Entry::Mcp(entry) => Some(entry),
+                _ => None,
+            })
+            .collect();
+        let mcp_replay = root.join("mcp.json");
+        std::fs::write(&mcp_replay, serde_json::to_vec(&mcp)?)?;
         let script = root.join("script.json");
         let lists: Vec<&Vec<Value>> = answers.iter().map(|(_, list)| list).collect();
         std::fs::write(&script, serde_json::to_vec(&json!({ "sessions": lists }))?)?;
@@ -372,6 +383,8 @@ impl<'a> Replay<'a> {
             root.join("data").into(),
             "--record".into(),
             root.join("replayed.arc").into(),
+            "--mcp-replay".into(),
+            mcp_replay.into(),
         ];
         // Never the user's configuration or model settings: the arc says what to play.
         let env = [
@@ -453,7 +466,7 @@ impl<'a> Replay<'a> {
                         ));
                     }
                 }
-                Entry::Agent(_) | Entry::Model(_) => {}
+                Entry::Agent(_) | Entry::Model(_) | Entry::Mcp(_) => {}
             }
         }
         self.wait_until(usize::MAX).err()
@@ -749,6 +762,13 @@ impl<'a> Replay<'a> {
         let mut out = String::new();
         out.push_str(&self.arc.header_line);
         out.push('\n');
+        // The MCP answers are the replay's input, kept as they were.
+        for (_, entry, text) in &self.arc.entries {
+            if let Entry::Mcp(_) = entry {
+                out.push_str(text);
+                out.push('\n');
+            }
+        }
         let mut requests = replayed.iter().map(|m| m.request.clone());
         let mut write_model = |out: &mut String, exchange: &super::file::ModelExchange| {
             let request = requests.next().flatten().map(|r| self.to_arc.apply_literals(&r));

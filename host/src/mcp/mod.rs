@@ -13,9 +13,11 @@
 //! the next prompt tries it again.
 
 mod render;
+mod replay;
 mod spec;
 mod stdout;
 
+pub(crate) use replay::Recording;
 pub(crate) use spec::{Limits, McpConfig, ServerSpec, Transport, merge};
 
 use crate::executor::{Executor, ServiceControl, ServiceRequest};
@@ -42,6 +44,10 @@ pub(crate) struct Servers {
     executor: Arc<Executor>,
     limits: Limits,
     servers: Vec<Arc<Server>>,
+    /// Where servers' answers are recorded (an arc), when they are.
+    recorder: Option<Arc<crate::arc::Recorder>>,
+    /// Answers recorded in an arc, served instead of the servers (`hotsh replay`).
+    replay: Option<Arc<Recording>>,
     /// How many servers are connecting.
     connecting: watch::Sender<usize>,
     closed: AtomicBool,
@@ -68,7 +74,8 @@ enum State {
 
 /// A live connection to a server.
 struct Connection {
-    peer: Peer<RoleClient>,
+    /// `None` for answers replayed from an arc.
+    peer: Option<Peer<RoleClient>>,
     /// Ends the MCP session (taken on close).
     cancel: Mutex<Option<RunningServiceCancellationToken>>,
     process: Option<ServiceControl>,
@@ -156,7 +163,8 @@ impl Servers {
     pub(crate) fn start(
         session: Arc<Session>,
         executor: Arc<Executor>,
-        limits: Limits,
+        setup: &McpSetup,
+        recorder: Option<Arc<crate::arc::Recorder>>,
         specs: Vec<ServerSpec>,
     ) -> Arc<Self> {
         let mut prefixes: Vec<String> = Vec::new();
@@ -183,8 +191,10 @@ impl Servers {
         let this = Arc::new(Self {
             session,
             executor,
-            limits,
+            limits: setup.limits,
             servers,
+            recorder,
+            replay: setup.replay.clone(),
             connecting: watch::channel(0).0,
             closed: AtomicBool::new(false),
         });
@@ -237,14 +247,16 @@ impl Servers {
         let mut definitions = Vec::new();
         for server in &self.servers {
             let Some(connection) = server.connection() else { continue };
-            if connection.stale.swap(false, Ordering::SeqCst) {
-                match tokio::time::timeout(
-                    self.limits.connect,
-                    list_tools(&server.prefix, &connection.peer),
-                )
-                .await
+            if let Some(peer) = &connection.peer
+                && connection.stale.swap(false, Ordering::SeqCst)
+            {
+                match tokio::time::timeout(self.limits.connect, list_tools(&server.prefix, peer))
+                    .await
                 {
-                    Ok(Ok(tools)) => *lock(&connection.tools) = tools,
+                    Ok(Ok(tools)) => {
+                        self.record_tools(server, &tools);
+                        *lock(&connection.tools) = tools;
+                    }
                     Ok(Err(error)) => {
                         tracing::warn!(server = %server.spec.name, %error, "cannot list the changed tools; keeping the old list")
                     }
@@ -310,8 +322,14 @@ impl Servers {
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
+        let Some(peer) = &found.connection.peer else {
+            return self.replay.as_ref().map_or_else(
+                || fail("no recorded answers".to_owned()),
+                |replay| replay.next_call(name, &found.tool.remote),
+            );
+        };
         // Dropping the request (cancel, timeout) sends the server `notifications/cancelled`.
-        let call = found.connection.peer.call_tool(params);
+        let call = peer.call_tool(params);
         let answer = tokio::select! {
             answer = tokio::time::timeout(self.limits.call, call) => answer,
             () = cancel.cancelled() => {
@@ -322,7 +340,19 @@ impl Servers {
         match answer {
             Ok(Ok(result)) => {
                 let rendered = render::result(&serde_json::to_value(&result).unwrap_or_default());
-                CallOutcome { text: rendered.text, is_error: rendered.is_error, raw: rendered.raw }
+                let outcome = CallOutcome {
+                    text: rendered.text,
+                    is_error: rendered.is_error,
+                    raw: rendered.raw,
+                };
+                if let Some(recorder) = &self.recorder {
+                    recorder.mcp(&serde_json::json!({
+                        "server": name,
+                        "call": found.tool.remote,
+                        "outcome": {"text": outcome.text, "is_error": outcome.is_error, "raw": outcome.raw},
+                    }));
+                }
+                outcome
             }
             Ok(Err(rmcp::ServiceError::McpError(error))) => fail(format!(
                 "MCP server `{name}` refused the call: {} (code {})",
@@ -376,6 +406,17 @@ impl Servers {
         let handler = Handler { server: server.spec.name.clone(), stale: Arc::clone(&stale) };
         let limit = self.limits.connect;
         let too_slow = || format!("it did not finish starting within {} s", limit.as_secs());
+        if let Some(replay) = &self.replay {
+            let tools = replay.tools(&server.spec.name, &server.prefix)?;
+            return Ok(Arc::new(Connection {
+                peer: None,
+                cancel: Mutex::new(None),
+                process: None,
+                malformed: None,
+                tools: Mutex::new(tools),
+                stale,
+            }));
+        }
         let (running, process, malformed) = match &server.spec.transport {
             Transport::Unsupported(reason) => return Err(reason.clone()),
             Transport::Stdio { command, args, env } => {
@@ -423,7 +464,7 @@ impl Servers {
                 }
             }
         };
-        let peer = running.peer().clone();
+        let peer = Some(running.peer().clone());
         let connection = Arc::new(Connection {
             cancel: Mutex::new(Some(running.cancellation_token())),
             peer,
@@ -432,8 +473,7 @@ impl Servers {
             tools: Mutex::default(),
             stale,
         });
-        let listed =
-            tokio::time::timeout(limit, list_tools(&server.prefix, &connection.peer)).await;
+        let listed = tokio::time::timeout(limit, list_tools(&server.prefix, running.peer())).await;
         let tools = match listed {
             Ok(Ok(tools)) => tools,
             Ok(Err(error)) => {
@@ -445,6 +485,7 @@ impl Servers {
                 return Err(format!("it did not list its tools within {} s", limit.as_secs()));
             }
         };
+        self.record_tools(server, &tools);
         *lock(&connection.tools) = tools;
         // Watch the connection: its end (the server exited, the transport broke) drops it.
         let (this, watched, watcher) =
@@ -524,6 +565,14 @@ impl Servers {
                 "{message}.\n\nThe session goes on without its tools; the next prompt tries it again."
             );
             self.card(title, detail, true).await;
+        }
+    }
+
+    /// Records a server's tools into the arc, if one is recorded.
+    fn record_tools(&self, server: &Server, tools: &[Tool]) {
+        if let Some(recorder) = &self.recorder {
+            let tools: Vec<serde_json::Value> = tools.iter().map(replay::to_json).collect();
+            recorder.mcp(&serde_json::json!({"server": server.spec.name, "tools": tools}));
         }
     }
 
@@ -687,11 +736,13 @@ fn http_transport(
 pub(crate) struct McpSetup {
     pub(crate) limits: Limits,
     pub(crate) configured: Vec<ServerSpec>,
+    /// Answers to serve instead of the servers (`hotsh replay`).
+    pub(crate) replay: Option<Arc<Recording>>,
 }
 
 impl McpSetup {
     pub(crate) fn from_config(config: &McpConfig) -> anyhow::Result<Self> {
-        Ok(Self { limits: config.limits()?, configured: config.servers()? })
+        Ok(Self { limits: config.limits()?, configured: config.servers()?, replay: None })
     }
 }
 

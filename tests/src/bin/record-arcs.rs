@@ -21,6 +21,7 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("reload", reload),
     ("no-terminal", no_terminal),
     ("edit", edit),
+    ("mcp", mcp),
 ];
 
 fn main() {
@@ -188,4 +189,25 @@ fn copy_fixture(from: &Path, to: &Path) {
         let target: PathBuf = to.join(entry.file_name());
         std::fs::copy(entry.path(), target).expect("copy the fixture");
     }
+}
+
+/// A session with an MCP server (the tests' fixture over stdio): its read-only tool is
+/// called; the arc keeps the server's tools and answer, so it replays without the server.
+fn mcp(arc: &Path) {
+    let server = hotsh_tests::mcp_fixture_binary(hotsh_tests::Profile::Debug);
+    let mut agent = Agent::start(recording(
+        arc,
+        vec![
+            json!({"tool_calls": [{"name": "mcp__notes__echo", "arguments": {"text": "remember the milk"}}]}),
+            say("The notes server heard you."),
+        ],
+    ));
+    agent.initialize(true);
+    agent.wait_for_stderr("initial plugin scan done");
+    let cwd = agent.workdir.to_string_lossy().into_owned();
+    let servers = json!([{"name": "notes", "command": server, "args": ["notes"], "env": []}]);
+    let response = agent.call("session/new", json!({"cwd": cwd, "mcpServers": servers}));
+    let session = response["result"]["sessionId"].as_str().expect("a session").to_owned();
+    agent.prompt(&session, "Tell the notes server to remember the milk.");
+    agent.finish();
 }

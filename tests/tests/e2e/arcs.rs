@@ -215,7 +215,7 @@ fn broken_arcs_are_named_with_their_line_and_the_others_still_replay() {
     assert_reported(
         &stdout,
         &format!(
-            "{}:2: a line must have exactly one of `client`, `agent`, `model` and `step`",
+            "{}:2: a line must have exactly one of `client`, `agent`, `model`, `step` and `mcp`",
             two_lines.display()
         ),
     );
@@ -386,4 +386,61 @@ fn a_logged_session_exports_as_an_arc_that_replays() {
 
     let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
     assert!(ok && stdout.contains("1 arcs: 1 passed"), "{stdout}");
+}
+
+#[test]
+fn a_session_with_an_mcp_server_replays_without_the_server() {
+    let scratch = tempfile::tempdir().unwrap();
+    let arc = scratch.path().join("mcp.arc");
+    // A copy of the server, removed before the replay.
+    let server = scratch.path().join("server");
+    std::fs::copy(env!("CARGO_BIN_EXE_mcp-fixture"), &server).unwrap();
+    let mut options = AgentOptions::script(vec![
+        hotsh_tests::call_with("mcp__kept__echo", json!({"text": "offline"})),
+        say("Done."),
+    ]);
+    options.plugins = vec![tool_bash_plugin(), tool_fs_plugin(), hello_plugin()];
+    options.record = Some(arc.clone());
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    agent.wait_for_stderr("initial plugin scan done");
+    let cwd = agent.workdir.to_string_lossy().into_owned();
+    let servers = json!([{"name": "kept", "command": server, "args": ["kept"], "env": []}]);
+    let session = agent.call("session/new", json!({"cwd": cwd, "mcpServers": servers}));
+    let session = session["result"]["sessionId"].as_str().unwrap().to_owned();
+    agent.prompt(&session, "go");
+    assert_eq!(agent.last_tool_result(), ("kept says: offline".to_owned(), false));
+    agent.finish();
+    std::fs::remove_file(&server).unwrap();
+
+    let text = std::fs::read_to_string(&arc).unwrap();
+    let mcp: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).unwrap().get("mcp").cloned())
+        .collect();
+    assert_eq!(mcp.len(), 2, "{mcp:?}");
+    assert_eq!(mcp[0]["server"], "kept");
+    assert!(mcp[0]["tools"].as_array().unwrap().iter().any(|t| t["name"] == "echo"));
+    assert_eq!(mcp[1]["call"], "echo");
+    assert_eq!(mcp[1]["outcome"]["text"], "kept says: offline");
+
+    let (ok, stdout, stderr) = replay(scratch.path(), &[path_str(&arc)]);
+    assert!(ok && stdout.contains("1 arcs: 1 passed"), "{stdout}\n{stderr}");
+
+    // An arc whose recorded answer changed drifts: the replay serves what the arc says.
+    let altered: String = text
+        .lines()
+        .map(|line| {
+            let line = if line.starts_with("{\"mcp\"") {
+                line.replace("kept says: offline", "kept says: other")
+            } else {
+                line.to_owned()
+            };
+            line + "\n"
+        })
+        .collect();
+    assert_ne!(altered, text);
+    std::fs::write(&arc, altered).unwrap();
+    let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
+    assert!(!ok && stdout.contains("kept says: other"), "{stdout}");
 }
