@@ -5,7 +5,7 @@
 //! Its tools: `echo {text}` (read-only), `env {name}`, `pid`, `rich` (every content type),
 //! `oops` (an `isError` result), `hang` (never answers), `crash` (exits 3), `garbage` (answers
 //! a line that is not JSON), `grow` (adds the tool `late` and says the list changed), and
-//! `slow {ms}`.
+//! `slow {ms}`, `cancelled` (how many `notifications/cancelled` arrived).
 
 use serde_json::{Value, json};
 use std::io::{BufRead as _, Write as _};
@@ -52,11 +52,13 @@ pub struct Fixture {
     name: String,
     start: Start,
     grown: bool,
+    /// How many `notifications/cancelled` arrived.
+    cancelled: u32,
 }
 
 impl Fixture {
     pub fn new(name: &str, start: Start) -> Self {
-        Self { name: name.to_owned(), start, grown: false }
+        Self { name: name.to_owned(), start, grown: false, cancelled: 0 }
     }
 
     fn tools(&self) -> Value {
@@ -72,6 +74,7 @@ impl Fixture {
             json!({"name": "garbage", "description": "Answers something that is not JSON.", "inputSchema": object(json!({}))}),
             json!({"name": "grow", "description": "Adds a tool.", "inputSchema": object(json!({}))}),
             json!({"name": "slow", "description": "Answers after `ms` milliseconds.", "inputSchema": object(json!({"ms": {"type": "integer"}}))}),
+            json!({"name": "cancelled", "description": "How many calls the client cancelled.", "inputSchema": object(json!({}))}),
         ];
         if self.grown {
             tools.push(json!({"name": "late", "description": "Added by grow.", "inputSchema": object(json!({}))}));
@@ -82,7 +85,12 @@ impl Fixture {
     fn handle(&mut self, message: &Value) -> Action {
         let id = message.get("id").cloned();
         let method = message.get("method").and_then(Value::as_str).unwrap_or_default();
-        let Some(id) = id else { return Action::Nothing };
+        let Some(id) = id else {
+            if method == "notifications/cancelled" {
+                self.cancelled += 1;
+            }
+            return Action::Nothing;
+        };
         let reply =
             |result: Value| Action::Reply(json!({"jsonrpc": "2.0", "id": id, "result": result}));
         let text = |text: String| json!({"content": [{"type": "text", "text": text}]});
@@ -139,6 +147,7 @@ impl Fixture {
                         )
                     }
                     "late" => reply(text("the late tool answers".to_owned())),
+                    "cancelled" => reply(text(self.cancelled.to_string())),
                     "slow" => {
                         let ms = arguments.get("ms").and_then(Value::as_u64).unwrap_or(0);
                         std::thread::sleep(std::time::Duration::from_millis(ms));
@@ -175,10 +184,8 @@ pub fn stdio_main() {
                 write(&value);
                 write(&notification);
             }
-            Action::Nothing => {}
-            Action::Hang => loop {
-                std::thread::park();
-            },
+            // A request left unanswered; the server goes on reading.
+            Action::Nothing | Action::Hang => {}
             Action::Garbage => {
                 let _ = writeln!(std::io::stdout(), "this is not json {{");
                 let _ = std::io::stdout().flush();

@@ -190,6 +190,119 @@ fn a_stdio_servers_tools_reach_the_model_and_their_results_the_model_and_the_car
 }
 
 #[test]
+fn a_loaded_session_connects_the_servers_its_client_gives() {
+    let data = tempfile::tempdir().unwrap();
+    let sharing = |responses: Vec<Value>| {
+        let mut options = AgentOptions::script(responses);
+        options.env = vec![("HOTSH_DATA_DIR".into(), data.path().to_string_lossy().into_owned())];
+        options
+    };
+    let mut agent = Agent::start(sharing(vec![say("no servers yet")]));
+    agent.initialize(true);
+    let session = new_session(&mut agent, json!([]));
+    agent.prompt(&session, "hello");
+    let cwd = agent.workdir.clone();
+    agent.kill9();
+
+    let name = unique("later");
+    let mut again = Agent::start(sharing(vec![
+        call_with(&format!("mcp__{name}__echo"), json!({"text": "loaded"})),
+        say("ok"),
+    ]));
+    again.initialize(true);
+    again.wait_for_stderr("initial plugin scan done");
+    let loaded = again.call(
+        "session/load",
+        json!({"sessionId": session, "cwd": cwd, "mcpServers": [stdio(&name, "ok")]}),
+    );
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    again.prompt(&session, "use it");
+    assert_eq!(again.last_tool_result(), (format!("{name} says: loaded"), false));
+}
+
+#[test]
+fn cancelling_a_turn_during_a_call_tells_the_server_and_keeps_it() {
+    let name = unique("patient");
+    let mut agent = agent(
+        vec![
+            call_with(&format!("mcp__{name}__hang"), json!({})),
+            call_with(&format!("mcp__{name}__cancelled"), json!({})),
+            say("ok"),
+        ],
+        None,
+    );
+    let session = new_session(&mut agent, json!([stdio(&name, "ok")]));
+    let id = agent.start_prompt(&session, "wait");
+    agent.wait_for(|m| {
+        m["params"]["update"]["sessionUpdate"] == "tool_call"
+            && m["params"]["update"]["title"].as_str().is_some_and(|t| t.ends_with(": hang"))
+    });
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    let response = agent.response(id);
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    let finals = finals(&agent, &session);
+    assert_eq!(finals[0]["status"], "failed");
+    assert!(
+        text_of(&finals[0]).starts_with("[aborted: the user cancelled the turn"),
+        "{}",
+        finals[0]
+    );
+    // The server was told, and not dropped: the next prompt calls it at once.
+    agent.prompt(&session, "again");
+    assert_eq!(agent.last_tool_result(), ("1".to_owned(), false));
+    assert!(server_cards(&agent, &session).is_empty());
+}
+
+#[test]
+#[allow(clippy::disallowed_methods, reason = "runs hotsh run")]
+fn hotsh_run_uses_the_servers_of_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let script = tmp.path().join("script.json");
+    let responses = json!({"responses": [
+        call_with("mcp__conf__echo", json!({"text": "from the config"})),
+        say("The server answered."),
+    ]});
+    std::fs::write(&script, responses.to_string()).unwrap();
+    let config = tmp.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!("[mcp.servers.conf]\ncommand = {FIXTURE:?}\nargs = [\"conf\"]\n"),
+    )
+    .unwrap();
+    let output = std::process::Command::new(hotsh_tests::hotsh_binary())
+        .arg("run")
+        .arg("--model")
+        .arg(format!("script:{}", script.display()))
+        .arg("--config")
+        .arg(&config)
+        .arg("--cwd")
+        .arg(dir.path())
+        .arg("ask the server")
+        .env("TMPDIR", tmp.path())
+        .env("HOTSH_DATA_DIR", tmp.path().join("data"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("conf: Echo"), "{stdout}");
+    assert!(stdout.contains("conf says: from the config"), "{stdout}");
+
+    // A configured server needs a command or a URL.
+    std::fs::write(&config, "[mcp.servers.broken]\nargs = []\n").unwrap();
+    let output = std::process::Command::new(hotsh_tests::hotsh_binary())
+        .args(["run", "--config"])
+        .arg(&config)
+        .arg("hello")
+        .env("HOTSH_DATA_DIR", tmp.path().join("data"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("mcp.servers.broken needs either `command` or `url`"), "{stderr}");
+}
+
+#[test]
 fn an_http_server_works_like_a_stdio_one_with_the_clients_headers() {
     let server = HttpServer::start("web");
     let mut agent =
