@@ -12,6 +12,7 @@
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- reload [RELOADS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- sessions [EVENTS] [RUNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- models [TURNS] [CHUNKS]
+//! cargo run --release -p hotsh-tests --bin hotsh-bench -- mcp [CALLS] [RUNS]
 //! ```
 //!
 //! `startup`: per run, spawn `hotsh` (no arguments: plugins from its own directory) and time
@@ -53,6 +54,13 @@
 //! (CHUNKS, default 300): from the server writing a chunk to the client reading its
 //! `session/update`, median and p99.
 //!
+//! `mcp`: MCP servers (the tests' fixture over stdio, release build). `session/new` with 0, 1
+//! and 5 servers given (it must not wait for them), and the first prompt after it (which waits
+//! for them to connect). Per call: a turn of CALLS (default 50) calls of the server's `echo`
+//! through the whole tool path (model script, cards, rmcp, the server), against the same
+//! calls sent by the benchmark itself straight to the server over its pipes (the server's own
+//! time, with JSON-RPC both ways).
+//!
 //! Every benchmark prints each run and the medians. The machine is shared and noisy: compare
 //! medians, not runs.
 
@@ -79,9 +87,10 @@ fn main() {
         Some("arcs") => arcs(number(&args, 1, 5)),
         Some("card") => card(number(&args, 1, 20)),
         Some("edit") => edit(number(&args, 1, 20), number(&args, 2, 5)),
+        Some("mcp") => mcp(number(&args, 1, 50), number(&args, 2, 5)),
         _ => {
             eprintln!(
-                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS] | card [TURNS] | edit [CALLS] [RUNS])"
+                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS] | card [TURNS] | edit [CALLS] [RUNS] | mcp [CALLS] [RUNS])"
             );
             std::process::exit(2);
         }
@@ -411,6 +420,99 @@ fn edit(calls: usize, runs: usize) {
             median(per_edit)
         );
     }
+}
+
+fn mcp(calls: usize, runs: usize) {
+    let hotsh = release_dir().join("hotsh");
+    let server = hotsh_tests::mcp_fixture_binary(hotsh_tests::Profile::Release);
+    let servers = |count: usize| -> Value {
+        (0..count)
+            .map(|i| json!({"name": format!("s{i}"), "command": server, "args": [format!("s{i}")], "env": []}))
+            .collect()
+    };
+    for count in [0, 1, 5] {
+        let (mut new, mut first) = (Vec::new(), Vec::new());
+        for run in 1..=runs {
+            let mut agent = Agent::start(&hotsh, vec![json!({"text": "ok"})], "");
+            let cwd = agent._dir.path().to_owned();
+            let started = Instant::now();
+            let answer =
+                agent.ask("session/new", json!({"cwd": cwd, "mcpServers": servers(count)}));
+            let took_new = ms(started.elapsed());
+            agent.session = answer["result"]["sessionId"].clone();
+            let started = Instant::now();
+            agent.prompt("hello");
+            let took_first = ms(started.elapsed());
+            println!(
+                "{count} servers, run {run}: session/new {took_new:.2} ms, first prompt {took_first:.1} ms"
+            );
+            new.push(took_new);
+            first.push(took_first);
+            agent.finish();
+        }
+        println!(
+            "{count} servers: median of {runs} runs: session/new {:.2} ms, first prompt (waits for the servers) {:.1} ms",
+            median(new),
+            median(first)
+        );
+    }
+    let (mut through, mut direct) = (Vec::new(), Vec::new());
+    for run in 1..=runs {
+        let echo = json!({"name": "mcp__s0__echo", "arguments": {"text": "x"}});
+        let responses = vec![
+            json!({"text": "connected"}),
+            json!({ "tool_calls": vec![echo; calls] }),
+            json!({"text": "done"}),
+        ];
+        let mut agent = Agent::start(&hotsh, responses, "");
+        let cwd = agent._dir.path().to_owned();
+        let answer = agent.ask("session/new", json!({"cwd": cwd, "mcpServers": servers(1)}));
+        agent.session = answer["result"]["sessionId"].clone();
+        agent.prompt("connect");
+        let started = Instant::now();
+        agent.prompt("call it");
+        let each = ms(started.elapsed()) / calls as f64;
+        agent.finish();
+        let own = server_own_time(&server, calls);
+        println!("run {run}: {each:.3} ms per call through hotsh, {own:.3} ms straight to the server");
+        through.push(each);
+        direct.push(own);
+    }
+    let (through, direct) = (median(through), median(direct));
+    println!(
+        "median of {runs} runs: {through:.3} ms per MCP call through the tool path, {direct:.3} ms straight to the server: overhead {:.3} ms",
+        through - direct
+    );
+}
+
+/// The time per `tools/call` of `echo` sent straight to the server over its pipes.
+fn server_own_time(server: &std::path::Path, calls: usize) -> f64 {
+    let mut child = Command::new(server)
+        .arg("direct")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the server starts");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut exchange = |message: Value| -> Value {
+        writeln!(stdin, "{message}").expect("write");
+        stdin.flush().expect("flush");
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read");
+        serde_json::from_str(&line).expect("JSON")
+    };
+    exchange(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}));
+    let started = Instant::now();
+    for id in 1..=calls {
+        let answer = exchange(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}}}));
+        assert_eq!(answer["result"]["content"][0]["text"], "direct says: x");
+    }
+    let each = ms(started.elapsed()) / calls as f64;
+    drop(stdin);
+    let _ = child.wait();
+    each
 }
 
 fn tasks(count: usize, runs: usize) {
