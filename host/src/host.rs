@@ -318,7 +318,7 @@ impl Host {
     pub(crate) fn connect_mcp(
         &self,
         session: &Arc<Session>,
-        from_client: &[agent_client_protocol::v1::schema::McpServer],
+        from_client: Vec<crate::mcp::ServerSpec>,
     ) {
         let specs = crate::mcp::merge(&self.mcp_setup.configured, from_client);
         let servers = (!specs.is_empty()).then(|| {

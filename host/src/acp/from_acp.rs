@@ -1,8 +1,9 @@
 //! ACP → host conversions.
 
+use crate::mcp::{ServerSpec, Transport};
 use crate::model::PromptImage;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, EmbeddedResourceResource, InitializeRequest,
+    ContentBlock, EmbeddedResourceResource, InitializeRequest, McpServer,
 };
 
 /// Whether the client renders terminals fed through `_meta` (Zed's `terminal_output`).
@@ -62,4 +63,42 @@ fn prompt_text(blocks: &[ContentBlock]) -> String {
         })
         .collect();
     parts.join("\n")
+}
+
+/// The MCP servers a client named (`session/new`, `session/load`, `session/resume`).
+pub(super) fn mcp_servers(servers: &[McpServer]) -> Vec<ServerSpec> {
+    servers.iter().map(mcp_server).collect()
+}
+
+fn mcp_server(server: &McpServer) -> ServerSpec {
+    let (name, transport) = match server {
+        McpServer::Stdio(stdio) => (
+            stdio.name.clone(),
+            Transport::Stdio {
+                command: stdio.command.clone(),
+                args: stdio.args.clone(),
+                env: stdio.env.iter().map(|v| (v.name.clone(), v.value.clone())).collect(),
+            },
+        ),
+        McpServer::Http(http) => (
+            http.name.clone(),
+            Transport::Http {
+                url: http.url.clone(),
+                headers: http.headers.iter().map(|h| (h.name.clone(), h.value.clone())).collect(),
+            },
+        ),
+        McpServer::Sse(sse) => (
+            sse.name.clone(),
+            Transport::Unsupported(
+                "the SSE transport (deprecated in MCP) is not supported; use the server's \
+                 streamable HTTP endpoint"
+                    .to_owned(),
+            ),
+        ),
+        _ => (
+            "unnamed".to_owned(),
+            Transport::Unsupported("this MCP transport is not supported".to_owned()),
+        ),
+    };
+    ServerSpec { name, transport }
 }

@@ -145,7 +145,7 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                     Err(error) => return responder.respond_with_error(store_error(&error)),
                 };
                 session.attach(for_new.sink(cx, &session.id.0));
-                for_new.host.connect_mcp(&session, &request.mcp_servers);
+                for_new.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
                 tracing::info!(session = %session.id, cwd = %session.cwd.display(), "session created");
                 let options = config_options(&for_new.host, &session);
                 responder.respond(
@@ -181,7 +181,7 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                         sink.emit(event);
                     }
                     shared.host.settle_tasks_of_gone_agent(&session, &folded.open_tasks).await;
-                    shared.host.connect_mcp(&session, &request.mcp_servers);
+                    shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
                     tracing::info!(
                         session = %session.id,
                         events,
@@ -208,7 +208,7 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                     match shared.host.open_session(&id, sink).await {
                         Ok((session, folded)) => {
                             shared.host.settle_tasks_of_gone_agent(&session, &folded.open_tasks).await;
-                            shared.host.connect_mcp(&session, &request.mcp_servers);
+                            shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
                             tracing::info!(session = %session.id, "session resumed");
                             let options = config_options(&shared.host, &session);
                             let modes = session_modes(&shared.host, &session);

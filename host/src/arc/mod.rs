@@ -32,7 +32,12 @@
 //!   `tool_calls`, `usage`, `finish_reason`, `error`, or `cancelled`: the turn was cancelled
 //!   while the model answered, so on replay the model streams what it had and then waits);
 //! - `{"step": {"reload_plugin": FILE}}`: an action of the replay itself: a new build of the
-//!   plugin file FILE (of the replay's plugin directory) lands, as after `cargo build`.
+//!   plugin file FILE (of the replay's plugin directory) lands, as after `cargo build`;
+//! - `{"mcp": {"server": NAME, "tools": [TOOL…]}}`: the tools an MCP server offered when it
+//!   connected (each `name`, `title`, `description`, `input_schema`, `read_only`), and
+//!   `{"mcp": {"server": NAME, "call": TOOL, "outcome": {"text", "is_error", "raw"}}}`: what a
+//!   call of its tool gave. On replay the agent gets them instead of the server (`--mcp-replay`):
+//!   a server's first tool list, and its calls' outcomes in order; the server is not started.
 //!
 //! # Comparing
 //!

@@ -1,7 +1,7 @@
 //! Which MCP servers a session has: from its client (`session/new`, `session/load`,
-//! `session/resume`) and from the config file, and the settings they run under.
+//! `session/resume`, converted by `acp::from_acp`) and from the config file, and the settings
+//! they run under.
 
-use agent_client_protocol::v1::schema::McpServer;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -103,49 +103,9 @@ pub(crate) enum Transport {
     Unsupported(String),
 }
 
-impl ServerSpec {
-    /// A server a client named.
-    pub(crate) fn from_acp(server: &McpServer) -> Self {
-        match server {
-            McpServer::Stdio(stdio) => Self {
-                name: stdio.name.clone(),
-                transport: Transport::Stdio {
-                    command: stdio.command.clone(),
-                    args: stdio.args.clone(),
-                    env: stdio.env.iter().map(|v| (v.name.clone(), v.value.clone())).collect(),
-                },
-            },
-            McpServer::Http(http) => Self {
-                name: http.name.clone(),
-                transport: Transport::Http {
-                    url: http.url.clone(),
-                    headers: http
-                        .headers
-                        .iter()
-                        .map(|h| (h.name.clone(), h.value.clone()))
-                        .collect(),
-                },
-            },
-            McpServer::Sse(sse) => Self {
-                name: sse.name.clone(),
-                transport: Transport::Unsupported(
-                    "the SSE transport (deprecated in MCP) is not supported; use the server's \
-                     streamable HTTP endpoint"
-                        .to_owned(),
-                ),
-            },
-            _ => Self {
-                name: "unnamed".to_owned(),
-                transport: Transport::Unsupported("this MCP transport is not supported".to_owned()),
-            },
-        }
-    }
-}
-
 /// The servers of a session: the configured ones, then the client's; a client's server
 /// replaces a configured one of the same name.
-pub(crate) fn merge(configured: &[ServerSpec], from_client: &[McpServer]) -> Vec<ServerSpec> {
-    let client: Vec<ServerSpec> = from_client.iter().map(ServerSpec::from_acp).collect();
+pub(crate) fn merge(configured: &[ServerSpec], client: Vec<ServerSpec>) -> Vec<ServerSpec> {
     let mut servers: Vec<ServerSpec> =
         configured.iter().filter(|c| !client.iter().any(|s| s.name == c.name)).cloned().collect();
     servers.extend(client);

@@ -474,7 +474,9 @@ fn mcp(calls: usize, runs: usize) {
         let each = ms(started.elapsed()) / calls as f64;
         agent.finish();
         let own = server_own_time(&server, calls);
-        println!("run {run}: {each:.3} ms per call through hotsh, {own:.3} ms straight to the server");
+        println!(
+            "run {run}: {each:.3} ms per call through hotsh, {own:.3} ms straight to the server"
+        );
         through.push(each);
         direct.push(own);
     }
@@ -503,10 +505,14 @@ fn server_own_time(server: &std::path::Path, calls: usize) -> f64 {
         stdout.read_line(&mut line).expect("read");
         serde_json::from_str(&line).expect("JSON")
     };
-    exchange(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}));
+    exchange(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}),
+    );
     let started = Instant::now();
     for id in 1..=calls {
-        let answer = exchange(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}}}));
+        let answer = exchange(
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}}}),
+        );
         assert_eq!(answer["result"]["content"][0]["text"], "direct says: x");
     }
     let each = ms(started.elapsed()) / calls as f64;
