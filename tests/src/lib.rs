@@ -799,6 +799,18 @@ impl Agent {
         self.response(id)
     }
 
+    /// The final update (`tool_call_update` with status `completed` or `failed`) of every
+    /// call of `session` so far, in order.
+    pub fn final_updates(&self, session: &str) -> Vec<Value> {
+        self.updates(session)
+            .into_iter()
+            .filter(|u| {
+                u["sessionUpdate"] == "tool_call_update"
+                    && matches!(u["status"].as_str(), Some("completed" | "failed"))
+            })
+            .collect()
+    }
+
     /// The `session/update` payloads received so far for `session`.
     pub fn updates(&self, session: &str) -> Vec<Value> {
         self.received

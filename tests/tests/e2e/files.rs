@@ -37,18 +37,6 @@ fn run_on_disk(responses: Vec<Value>, setup: impl FnOnce(&Path)) -> (Agent, Stri
     (agent, session)
 }
 
-/// The final update (`tool_call_update` with a status) of every call, in order.
-fn final_updates(agent: &Agent, session: &str) -> Vec<Value> {
-    agent
-        .updates(session)
-        .into_iter()
-        .filter(|u| {
-            u["sessionUpdate"] == "tool_call_update"
-                && matches!(u["status"].as_str(), Some("completed" | "failed"))
-        })
-        .collect()
-}
-
 /// What the editor client does with the agent's file requests.
 struct Editor {
     buffers: HashMap<PathBuf, String>,
@@ -137,7 +125,7 @@ fn with_an_editor_the_model_reads_its_buffer_and_edits_go_through_it_as_diffs() 
     assert_eq!(editor.writes[0]["content"], "fn main() {}\n// reviewed note\n");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "fn main() {}\n");
 
-    let finals = final_updates(&agent, &session);
+    let finals = agent.final_updates(&session);
     let started: Vec<Value> =
         agent.updates(&session).into_iter().filter(|u| u["sessionUpdate"] == "tool_call").collect();
     assert_eq!(started[0]["kind"], "read");
@@ -172,7 +160,7 @@ fn an_editor_that_fails_a_write_is_a_tool_error_and_nothing_changes() {
         "{text}"
     );
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "draft\n");
-    assert_eq!(final_updates(&agent, &session)[1]["status"], "failed");
+    assert_eq!(agent.final_updates(&session)[1]["status"], "failed");
 }
 
 #[test]
@@ -223,7 +211,7 @@ fn without_an_editor_files_are_read_and_written_on_disk_atomically_keeping_their
         .collect();
     assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
 
-    let finals = final_updates(&agent, &session);
+    let finals = agent.final_updates(&session);
     let script = work.join("script.sh");
     assert_eq!(
         finals[3]["content"],
@@ -406,7 +394,7 @@ fn file_cards_and_what_the_model_saw_come_back_on_load() {
     agent.initialize(true);
     let session = agent.new_session();
     agent.prompt(&session, "go");
-    let finals = final_updates(&agent, &session);
+    let finals = agent.final_updates(&session);
     assert_eq!(finals.len(), 3);
     let cwd = agent.workdir.clone();
     agent.kill9();
@@ -418,7 +406,7 @@ fn file_cards_and_what_the_model_saw_come_back_on_load() {
     let loaded =
         agent.call("session/load", json!({"sessionId": session, "cwd": cwd, "mcpServers": []}));
     assert!(loaded.get("result").is_some(), "{loaded}");
-    let replayed = final_updates(&agent, &session);
+    let replayed = agent.final_updates(&session);
     assert_eq!(replayed.len(), finals.len());
     for (replayed, live) in replayed.iter().zip(&finals) {
         for key in ["title", "status", "locations", "content", "rawOutput"] {

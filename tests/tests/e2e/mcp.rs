@@ -59,18 +59,6 @@ fn offered(agent: &Agent) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// Every call's final update (`completed` or `failed`), in order.
-fn finals(agent: &Agent, session: &str) -> Vec<Value> {
-    agent
-        .updates(session)
-        .into_iter()
-        .filter(|u| {
-            u["sessionUpdate"] == "tool_call_update"
-                && matches!(u["status"].as_str(), Some("completed" | "failed"))
-        })
-        .collect()
-}
-
 /// Cards the host sent about servers: (title, status, text).
 fn server_cards(agent: &Agent, session: &str) -> Vec<(String, String, String)> {
     agent
@@ -156,7 +144,7 @@ fn a_stdio_servers_tools_reach_the_model_and_their_results_the_model_and_the_car
     assert_eq!(opened[1]["title"], format!("{name}: env"));
     // `other` is ACP's default kind, left out of the message.
     assert!(opened[1].get("kind").is_none_or(|kind| kind == "other"), "{}", opened[1]);
-    let finals = finals(&agent, &session);
+    let finals = agent.final_updates(&session);
     assert_eq!(finals.len(), 6);
     assert_eq!(finals[0]["status"], "completed");
     assert_eq!(text_of(&finals[0]), format!("{name} says: hi"));
@@ -176,7 +164,7 @@ fn a_stdio_servers_tools_reach_the_model_and_their_results_the_model_and_the_car
     let loaded =
         again.call("session/load", json!({"sessionId": session, "cwd": cwd, "mcpServers": []}));
     assert!(loaded.get("result").is_some(), "{loaded}");
-    let replayed = self::finals(&again, &session);
+    let replayed = again.final_updates(&session);
     assert_eq!(replayed.len(), finals.len());
     for (replayed, live) in replayed.iter().zip(&finals) {
         for key in ["title", "status", "content", "rawOutput"] {
@@ -240,7 +228,7 @@ fn cancelling_a_turn_during_a_call_tells_the_server_and_keeps_it() {
     agent.notify("session/cancel", json!({"sessionId": session}));
     let response = agent.response(id);
     assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
-    let finals = finals(&agent, &session);
+    let finals = agent.final_updates(&session);
     assert_eq!(finals[0]["status"], "failed");
     assert!(
         text_of(&finals[0]).starts_with("[aborted: the user cancelled the turn"),
@@ -315,7 +303,7 @@ fn an_http_server_works_like_a_stdio_one_with_the_clients_headers() {
     assert_eq!(agent.last_tool_result(), ("web says: over http".to_owned(), false));
     let tokens = server.tokens.lock().unwrap().clone();
     assert!(!tokens.is_empty() && tokens.iter().all(|t| t == "t0ken"), "{tokens:?}");
-    let finals = finals(&agent, &session);
+    let finals = agent.final_updates(&session);
     assert_eq!(finals[0]["status"], "completed");
     assert_eq!(text_of(&finals[0]), "web says: over http");
 }
