@@ -335,6 +335,7 @@ fn servers_that_fail_to_start_leave_one_card_each_and_the_session_goes_on() {
             stdio("refuser", "exit"),
             stdio("babbler", "garbage"),
             {"type": "sse", "name": "old", "url": "http://127.0.0.1:1/sse", "headers": []},
+            {"type": "http", "name": "offline", "url": "http://127.0.0.1:1/mcp", "headers": []},
             stdio(&good, "ok"),
         ]),
     );
@@ -372,14 +373,16 @@ fn servers_that_fail_to_start_leave_one_card_each_and_the_session_goes_on() {
     let (_, _, text) = card("old");
     assert!(text.contains("SSE transport"), "{text}");
     assert!(text.contains("the next prompt tries it again"), "{text}");
-    assert_eq!(cards.len(), 4, "{cards:?}");
+    let (_, _, text) = card("offline");
+    assert!(text.contains("cannot connect to http://127.0.0.1:1/mcp"), "{text}");
+    assert_eq!(cards.len(), 5, "{cards:?}");
 
     // The next prompt tries them again; the same failures are not shown twice.
     agent.prompt(&session, "again");
     eventually("the retries to fail", || {
-        agent.stderr().matches("MCP server unavailable").count() >= 7
+        agent.stderr().matches("MCP server unavailable").count() >= 10
     });
-    assert_eq!(server_cards(&agent, &session).len(), 4);
+    assert_eq!(server_cards(&agent, &session).len(), 5);
 }
 
 #[test]
