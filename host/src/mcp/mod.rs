@@ -34,6 +34,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+/// A live rmcp client session.
+type Running = rmcp::service::RunningService<RoleClient, Handler>;
+
 /// The longest tool name models accept.
 const MAX_TOOL_NAME: usize = 64;
 
@@ -219,7 +222,7 @@ impl Servers {
                 let outcome = this.connect(&server).await;
                 this.connecting.send_modify(|n| *n = n.saturating_sub(1));
                 match outcome {
-                    Ok(connection) => {
+                    Ok((connection, running)) => {
                         let tools = lock(&connection.tools).len();
                         tracing::info!(
                             server = %server.spec.name,
@@ -227,7 +230,11 @@ impl Servers {
                             ms = started.elapsed().as_secs_f64() * 1000.0,
                             "MCP server connected"
                         );
-                        this.connected(&server, connection).await;
+                        this.connected(&server, Arc::clone(&connection)).await;
+                        // Watched once it is in the state: an end seen now drops it.
+                        if let Some(running) = running {
+                            this.watch(&server, connection, running);
+                        }
                     }
                     Err(message) => this.failed(&server, None, message).await,
                 }
@@ -250,7 +257,7 @@ impl Servers {
             if let Some(peer) = &connection.peer
                 && connection.stale.swap(false, Ordering::SeqCst)
             {
-                match tokio::time::timeout(self.limits.connect, list_tools(&server.prefix, peer))
+                match tokio::time::timeout(self.limits.turn_wait, list_tools(&server.prefix, peer))
                     .await
                 {
                     Ok(Ok(tools)) => {
@@ -401,21 +408,22 @@ impl Servers {
 
     /// Connects to one server: starts it (stdio) or reaches it (HTTP), shakes hands and lists
     /// its tools, all within `limits.connect`.
-    async fn connect(self: &Arc<Self>, server: &Arc<Server>) -> Result<Arc<Connection>, String> {
+    async fn connect(&self, server: &Server) -> Result<(Arc<Connection>, Option<Running>), String> {
         let stale = Arc::new(AtomicBool::new(false));
         let handler = Handler { server: server.spec.name.clone(), stale: Arc::clone(&stale) };
         let limit = self.limits.connect;
         let too_slow = || format!("it did not finish starting within {} s", limit.as_secs());
         if let Some(replay) = &self.replay {
             let tools = replay.tools(&server.spec.name, &server.prefix)?;
-            return Ok(Arc::new(Connection {
+            let connection = Connection {
                 peer: None,
                 cancel: Mutex::new(None),
                 process: None,
                 malformed: None,
                 tools: Mutex::new(tools),
                 stale,
-            }));
+            };
+            return Ok((Arc::new(connection), None));
         }
         let (running, process, malformed) = match &server.spec.transport {
             Transport::Unsupported(reason) => return Err(reason.clone()),
@@ -487,9 +495,13 @@ impl Servers {
         };
         self.record_tools(server, &tools);
         *lock(&connection.tools) = tools;
-        // Watch the connection: its end (the server exited, the transport broke) drops it.
-        let (this, watched, watcher) =
-            (Arc::clone(self), Arc::clone(&connection), Arc::clone(server));
+        Ok((connection, Some(running)))
+    }
+
+    /// Watches a connection: its end (the server exited, the transport broke, a line that is
+    /// not JSON) drops it.
+    fn watch(self: &Arc<Self>, server: &Arc<Server>, watched: Arc<Connection>, running: Running) {
+        let (this, watcher) = (Arc::clone(self), Arc::clone(server));
         tokio::spawn(async move {
             let bad_line = async {
                 match &watched.malformed {
@@ -506,7 +518,6 @@ impl Servers {
             };
             this.failed(&watcher, Some(&watched), message).await;
         });
-        Ok(connection)
     }
 
     /// A server is connected: its tools are offered from the next model request on.
