@@ -311,7 +311,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     init_logging(if interactive {
         "warn,agent_client_protocol=error,hotsh_host::turn=error"
     } else {
-        "info"
+        // rmcp reports every connection's start and end at info; hotsh says it once itself.
+        "info,rmcp=warn"
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         // The agent waits on IO; two workers keep a stuck task from stalling the rest without

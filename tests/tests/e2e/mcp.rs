@@ -550,4 +550,13 @@ fn servers_end_with_their_session_and_with_a_sigkilled_hotsh() {
     assert!(!processes_matching(&kept).is_empty());
     agent.kill9();
     eventually("the server to die with hotsh", || processes_matching(&kept).is_empty());
+
+    // A hotsh that ends normally (its client closes stdin) stops its servers too.
+    let ending = unique("ending");
+    let mut agent = self::agent(vec![say("a")], None);
+    let session = new_session(&mut agent, json!([stdio(&ending, "ok")]));
+    agent.prompt(&session, "start");
+    assert!(!processes_matching(&ending).is_empty());
+    assert!(agent.finish().success());
+    eventually("the server to stop with hotsh", || processes_matching(&ending).is_empty());
 }
