@@ -309,6 +309,33 @@ fn an_http_server_works_like_a_stdio_one_with_the_clients_headers() {
 }
 
 #[test]
+fn an_http_server_that_hangs_on_a_call_is_dropped_and_reached_again_by_the_next_prompt() {
+    let server = HttpServer::start("slowweb");
+    let mut agent = agent(
+        vec![
+            call_with("mcp__slowweb__hang", json!({})),
+            say("first"),
+            call_with("mcp__slowweb__echo", json!({"text": "back"})),
+            say("second"),
+        ],
+        Some(QUICK),
+    );
+    let session = new_session(
+        &mut agent,
+        json!([{"type": "http", "name": "slowweb", "url": server.url, "headers": []}]),
+    );
+    agent.prompt(&session, "go");
+    let (text, is_error) = agent.last_tool_result();
+    assert!(is_error);
+    assert!(text.contains("did not answer a call of `hang` within 2 s"), "{text}");
+    agent.prompt(&session, "again");
+    assert_eq!(agent.last_tool_result(), ("slowweb says: back".to_owned(), false));
+    let cards = server_cards(&agent, &session);
+    let titles: Vec<&str> = cards.iter().map(|(title, _, _)| title.as_str()).collect();
+    assert_eq!(titles, ["MCP server slowweb is unavailable", "MCP server slowweb connected again"]);
+}
+
+#[test]
 fn the_agent_advertises_stdio_and_http_servers() {
     let mut agent = Agent::start(AgentOptions::script(vec![]));
     let init = agent.initialize(true);
