@@ -733,9 +733,7 @@ fn http_transport(
             .map_err(|error| format!("the value of header `{name}` is not valid: {error}"))?;
         custom.insert(name, value);
     }
-    let client = crate::http::builder()
-        .connect_timeout(Duration::from_secs(20))
-        .build()
+    let client = crate::http::client(|builder| builder.connect_timeout(Duration::from_secs(20)))
         .map_err(|error| format!("cannot make an HTTP client: {error}"))?;
     let mut config = StreamableHttpClientTransportConfig::with_uri(url);
     config.custom_headers = custom;

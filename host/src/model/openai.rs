@@ -68,11 +68,12 @@ pub(crate) struct OpenAiModel {
 
 impl OpenAiModel {
     pub(crate) fn new(spec: OpenAiSpec) -> anyhow::Result<Self> {
-        let client = crate::http::builder()
-            .connect_timeout(Duration::from_secs(20))
-            // Between two chunks of a stream: a provider that goes silent this long is gone.
-            .read_timeout(Duration::from_secs(300))
-            .build()?;
+        let client = crate::http::client(|builder| {
+            builder
+                .connect_timeout(Duration::from_secs(20))
+                // Between two chunks of a stream: a provider that goes silent this long is gone.
+                .read_timeout(Duration::from_secs(300))
+        })?;
         Ok(Self { spec, client })
     }
 

@@ -257,6 +257,32 @@ fn rate_limits_and_server_errors_are_retried_before_anything_is_shown() {
 }
 
 #[test]
+fn a_system_without_ca_certificates_still_reaches_a_model_over_plain_http() {
+    // rustls-native-certs reads these instead of the system's store: an empty store.
+    let empty = tempfile::tempdir().unwrap();
+    let provider = FakeProvider::start(vec![text_answer("Hello over HTTP.")]);
+    let mut options = AgentOptions::script(vec![]);
+    options.model_args = Some(vec![
+        "--model".into(),
+        "openai:test-model".into(),
+        "--base-url".into(),
+        provider.base_url.clone(),
+    ]);
+    let none = empty.path().join("none.pem").to_string_lossy().into_owned();
+    options.env = vec![
+        ("SSL_CERT_FILE".into(), none),
+        ("SSL_CERT_DIR".into(), empty.path().to_string_lossy().into_owned()),
+    ];
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    let response = agent.prompt(&session, "hello");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let stderr = agent.wait_for_stderr("no usable CA certificates");
+    assert!(stderr.contains("install ca-certificates"), "{stderr}");
+}
+
+#[test]
 fn an_unreachable_server_is_named() {
     // A port nothing listens on.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
