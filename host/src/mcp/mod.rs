@@ -220,7 +220,6 @@ impl Servers {
             tokio::spawn(async move {
                 let started = Instant::now();
                 let outcome = this.connect(&server).await;
-                this.connecting.send_modify(|n| *n = n.saturating_sub(1));
                 match outcome {
                     Ok((connection, running)) => {
                         let tools = lock(&connection.tools).len();
@@ -238,6 +237,8 @@ impl Servers {
                     }
                     Err(message) => this.failed(&server, None, message).await,
                 }
+                // Only now: a turn waiting for the servers finds this one in its new state.
+                this.connecting.send_modify(|n| *n = n.saturating_sub(1));
             });
         }
     }
