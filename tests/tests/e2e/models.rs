@@ -8,6 +8,11 @@ const KEY: &str = "sk-test-0a1b2c3d4e5f";
 
 /// An agent talking to `provider` as `openai:test-model`, with the key in HOTSH_API_KEY.
 fn agent_for(provider: &FakeProvider) -> Agent {
+    Agent::start(options_for(provider))
+}
+
+/// An agent talking to `provider` as `openai:test-model`, with a key.
+fn options_for(provider: &FakeProvider) -> AgentOptions {
     let mut options = AgentOptions::script(vec![]);
     options.model_args = Some(vec![
         "--model".into(),
@@ -16,7 +21,7 @@ fn agent_for(provider: &FakeProvider) -> Agent {
         provider.base_url.clone(),
     ]);
     options.env = vec![("HOTSH_API_KEY".into(), KEY.into())];
-    Agent::start(options)
+    options
 }
 
 /// A tool call fragment of a streamed delta.
@@ -261,18 +266,10 @@ fn a_system_without_ca_certificates_still_reaches_a_model_over_plain_http() {
     // rustls-native-certs reads these instead of the system's store: an empty store.
     let empty = tempfile::tempdir().unwrap();
     let provider = FakeProvider::start(vec![text_answer("Hello over HTTP.")]);
-    let mut options = AgentOptions::script(vec![]);
-    options.model_args = Some(vec![
-        "--model".into(),
-        "openai:test-model".into(),
-        "--base-url".into(),
-        provider.base_url.clone(),
-    ]);
+    let mut options = options_for(&provider);
     let none = empty.path().join("none.pem").to_string_lossy().into_owned();
-    options.env = vec![
-        ("SSL_CERT_FILE".into(), none),
-        ("SSL_CERT_DIR".into(), empty.path().to_string_lossy().into_owned()),
-    ];
+    options.env.push(("SSL_CERT_FILE".into(), none));
+    options.env.push(("SSL_CERT_DIR".into(), empty.path().to_string_lossy().into_owned()));
     let mut agent = Agent::start(options);
     agent.initialize(true);
     let session = agent.new_session();
