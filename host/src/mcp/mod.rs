@@ -116,6 +116,13 @@ pub(crate) struct CallOutcome {
     pub(crate) raw: serde_json::Value,
 }
 
+impl CallOutcome {
+    /// A call that failed, for this reason (the model's text, the card's, and `rawOutput`).
+    pub(crate) fn failure(text: String) -> Self {
+        Self { raw: serde_json::json!({ "error": text }), text, is_error: true }
+    }
+}
+
 /// A tool the model called, found.
 #[derive(Debug, Clone)]
 pub(crate) struct Found {
@@ -308,61 +315,67 @@ impl Servers {
         })
     }
 
-    /// Calls a tool. A server that does not answer in time is stopped and dropped (the next
-    /// prompt starts it again); one that breaks the connection is dropped.
+    /// Calls a tool: the server's answer, or in a replay the arc's. A call that reaches a
+    /// server has its outcome recorded into the arc, when one is recorded.
     pub(crate) async fn call(
         &self,
         found: &Found,
         arguments: &str,
         cancel: &CancellationToken,
     ) -> CallOutcome {
-        let name = &found.server.spec.name;
-        let fail = |text: String| CallOutcome {
-            raw: serde_json::json!({ "error": text }),
-            text,
-            is_error: true,
-        };
         let arguments = match arguments_object(arguments) {
             Ok(arguments) => arguments,
-            Err(text) => return fail(text),
+            Err(text) => return CallOutcome::failure(text),
         };
+        let name = &found.server.spec.name;
+        let Some(peer) = &found.connection.peer else {
+            return self.replay.as_ref().map_or_else(
+                || CallOutcome::failure("no recorded answers".to_owned()),
+                |replay| replay.next_call(name, &found.tool.remote),
+            );
+        };
+        let outcome = self.call_server(found, peer, arguments, cancel).await;
+        if let Some(recorder) = &self.recorder {
+            recorder.mcp(&serde_json::json!({
+                "server": name,
+                "call": found.tool.remote,
+                "outcome": {"text": outcome.text, "is_error": outcome.is_error, "raw": outcome.raw},
+            }));
+        }
+        outcome
+    }
+
+    /// Calls a tool on its server. A server that does not answer in time is stopped and
+    /// dropped (the next prompt starts it again); one that breaks the connection is dropped.
+    async fn call_server(
+        &self,
+        found: &Found,
+        peer: &Peer<RoleClient>,
+        arguments: Option<serde_json::Map<String, serde_json::Value>>,
+        cancel: &CancellationToken,
+    ) -> CallOutcome {
+        let name = &found.server.spec.name;
         let mut params = CallToolRequestParams::new(found.tool.remote.clone());
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
-        let Some(peer) = &found.connection.peer else {
-            return self.replay.as_ref().map_or_else(
-                || fail("no recorded answers".to_owned()),
-                |replay| replay.next_call(name, &found.tool.remote),
-            );
-        };
         // Dropping the request (cancel, timeout) sends the server `notifications/cancelled`.
         let call = peer.call_tool(params);
         let answer = tokio::select! {
             answer = tokio::time::timeout(self.limits.call, call) => answer,
             () = cancel.cancelled() => {
-                let text = "[aborted: the user cancelled the turn; the server was told to stop the call]".to_owned();
-                return fail(text);
+                return CallOutcome::failure(
+                    "[aborted: the user cancelled the turn; the server was told to stop the call]"
+                        .to_owned(),
+                );
             }
         };
         match answer {
             Ok(Ok(result)) => {
                 let rendered = render::result(&serde_json::to_value(&result).unwrap_or_default());
-                let outcome = CallOutcome {
-                    text: rendered.text,
-                    is_error: rendered.is_error,
-                    raw: rendered.raw,
-                };
-                if let Some(recorder) = &self.recorder {
-                    recorder.mcp(&serde_json::json!({
-                        "server": name,
-                        "call": found.tool.remote,
-                        "outcome": {"text": outcome.text, "is_error": outcome.is_error, "raw": outcome.raw},
-                    }));
-                }
-                outcome
+                CallOutcome { text: rendered.text, is_error: rendered.is_error, raw: rendered.raw }
             }
-            Ok(Err(rmcp::ServiceError::McpError(error))) => fail(format!(
+            Ok(Err(rmcp::ServiceError::McpError(error))) => CallOutcome::failure(format!(
                 "MCP server `{name}` refused the call: {} (code {})",
                 error.message, error.code.0
             )),
@@ -380,7 +393,7 @@ impl Servers {
                 self.failed(&found.server, Some(&found.connection), message.clone()).await;
                 // The watcher may have reported first (the line a server broke on).
                 let message = found.server.failure().unwrap_or(message);
-                fail(format!(
+                CallOutcome::failure(format!(
                     "MCP server `{name}`: {message}; it is left out until the next prompt tries it again"
                 ))
             }
@@ -391,7 +404,9 @@ impl Servers {
                     self.limits.call.as_secs()
                 );
                 self.failed(&found.server, Some(&found.connection), message.clone()).await;
-                fail(format!("MCP server `{name}`: {message}; the next prompt starts it again"))
+                CallOutcome::failure(format!(
+                    "MCP server `{name}`: {message}; the next prompt starts it again"
+                ))
             }
         }
     }
@@ -551,17 +566,14 @@ impl Servers {
     async fn failed(&self, server: &Server, of: Option<&Arc<Connection>>, message: String) {
         {
             let mut state = lock(&server.state);
-            let current = match &*state {
-                State::Closed => return,
-                State::Ready(connection) => Some(connection),
-                State::Connecting | State::Failed(_) => None,
+            // A connection's failure counts only while it is the server's connection.
+            let moved_on = match (&*state, of) {
+                (State::Closed, _) => true,
+                (State::Ready(current), Some(of)) => !Arc::ptr_eq(of, current),
+                (State::Connecting | State::Failed(_), Some(_)) => true,
+                (_, None) => false,
             };
-            if let (Some(of), Some(current)) = (of, current)
-                && !Arc::ptr_eq(of, current)
-            {
-                return;
-            }
-            if of.is_some() && current.is_none() {
+            if moved_on {
                 return;
             }
             let previous = std::mem::replace(&mut *state, State::Failed(message.clone()));

@@ -70,16 +70,14 @@ impl Recording {
         let calls = servers.get_mut(server).map(|r| &mut r.calls);
         match calls.and_then(|calls| calls.pop_front()) {
             Some((recorded, outcome)) if recorded == tool => outcome,
-            Some((recorded, _)) => missing(format!(
+            Some((recorded, _)) => CallOutcome::failure(format!(
                 "the arc's next call of MCP server `{server}` is of `{recorded}`, not `{tool}`"
             )),
-            None => missing(format!("the arc has no more calls of MCP server `{server}`")),
+            None => {
+                CallOutcome::failure(format!("the arc has no more calls of MCP server `{server}`"))
+            }
         }
     }
-}
-
-fn missing(text: String) -> CallOutcome {
-    CallOutcome { raw: json!({ "error": text }), text, is_error: true }
 }
 
 /// A tool as an arc keeps it.
