@@ -415,13 +415,9 @@ impl Executor {
         })
     }
 
-    /// Asks a shim to stop its command (SIGTERM, SIGKILL after the grace period; SIGCONT in
-    /// case the command stopped its shim). Returns when to kill the shim itself if it has not
-    /// exited by then.
+    /// Asks a shim to stop its command; see [`stop_shim`].
     fn stop(&self, process: &ProcessHandle) -> tokio::time::Instant {
-        process.signal(libc::SIGTERM);
-        process.signal(libc::SIGCONT);
-        tokio::time::Instant::now() + self.config.kill_grace + Duration::from_secs(5)
+        stop_shim(process, self.config.kill_grace)
     }
 
     /// Starts a background task and returns at once. Must run on a runtime worker thread.
@@ -621,6 +617,15 @@ fn lifeline() -> std::io::Result<(OwnedFd, OwnedFd)> {
     }
     // SAFETY: pipe2 just created these descriptors and nothing else owns them.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Asks a shim to stop its command (SIGTERM, SIGKILL after `grace`; SIGCONT in case the
+/// command stopped its shim). Returns when to kill the shim itself if it has not exited by
+/// then.
+fn stop_shim(process: &ProcessHandle, grace: Duration) -> tokio::time::Instant {
+    process.signal(libc::SIGTERM);
+    process.signal(libc::SIGCONT);
+    tokio::time::Instant::now() + grace + Duration::from_secs(5)
 }
 
 /// Kills a shim that did not stop in time (its shell then dies with it; what it leaves

@@ -5,7 +5,7 @@
 //! program with its arguments passed as positional parameters, never quoted into a string.
 
 use super::process::{self, ProcessHandle};
-use super::{Executor, Output, RunError, exit_of, kill_shim};
+use super::{Executor, Output, RunError, exit_of, kill_shim, stop_shim};
 use crate::sync::lock;
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -75,12 +75,11 @@ impl ServiceControl {
         if self.ended.borrow().is_some() {
             return;
         }
-        self.process.signal(libc::SIGTERM);
-        self.process.signal(libc::SIGCONT);
+        let last_resort = stop_shim(&self.process, self.grace);
         let (process, mut ended) = (Arc::clone(&self.process), self.ended.clone());
-        let last_resort = self.grace + Duration::from_secs(5);
         tokio::spawn(async move {
-            if tokio::time::timeout(last_resort, ended.wait_for(Option::is_some)).await.is_err() {
+            if tokio::time::timeout_at(last_resort, ended.wait_for(Option::is_some)).await.is_err()
+            {
                 kill_shim(&process);
             }
         });
