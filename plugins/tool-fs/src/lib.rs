@@ -168,22 +168,16 @@ impl Plugin for ToolFs {
             "read_file" => {
                 let args: ReadArgs = parse(call)?;
                 let path = absolute(call, &args.path);
-                let mut card = GenericCard::new(format!("Read {path}"), ToolKind::Read, None);
-                card.locations = vec![location(&path, Some(args.offset.unwrap_or(1)))].into();
-                card
+                file_card("Read", ToolKind::Read, &path, Some(args.offset.unwrap_or(1)))
             }
             "write_file" => {
                 let args: WriteArgs = parse(call)?;
-                let path = absolute(call, &args.path);
-                let mut card = GenericCard::new(format!("Write {path}"), ToolKind::Edit, None);
-                card.locations = vec![location(&path, None)].into();
-                card
+                file_card("Write", ToolKind::Edit, &absolute(call, &args.path), None)
             }
             "edit_file" => {
                 let args: EditArgs = parse(call)?;
                 let path = absolute(call, &args.path);
-                let mut card = GenericCard::new(format!("Edit {path}"), ToolKind::Edit, None);
-                card.locations = vec![location(&path, None)].into();
+                let mut card = file_card("Edit", ToolKind::Edit, &path, None);
                 card.diffs = vec![Diff {
                     path: path.into(),
                     old_text: ROption::RSome(args.old_string.into()),
@@ -241,6 +235,13 @@ impl Plugin for ToolFs {
         }
         Ok(FinalCard { card: Card::Generic(card), status: CardStatus::Completed })
     }
+}
+
+/// The card of a call on the file at `path`: "VERB path", pointing at the file (at `line`).
+fn file_card(verb: &str, kind: ToolKind, path: &str, line: Option<usize>) -> GenericCard {
+    let mut card = GenericCard::new(format!("{verb} {path}"), kind, None);
+    card.locations = vec![location(path, line)].into();
+    card
 }
 
 fn location(path: &str, line: Option<usize>) -> Location {
