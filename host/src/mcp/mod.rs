@@ -303,7 +303,12 @@ impl Servers {
     /// Why `name`, in a server's namespace, cannot be called: the server is down (and why),
     /// or no longer offers it. `None` when no server's namespace has it.
     pub(crate) fn unavailable(&self, name: &str) -> Option<String> {
-        let server = self.servers.iter().find(|s| name.starts_with(&s.prefix))?;
+        // The longest prefix: `mcp__a__b__` is server `a__b`'s, not `a`'s.
+        let server = self
+            .servers
+            .iter()
+            .filter(|s| name.starts_with(&s.prefix))
+            .max_by_key(|s| s.prefix.len())?;
         let server_name = &server.spec.name;
         Some(match &*lock(&server.state) {
             State::Ready(_) => format!("MCP server `{server_name}` does not offer `{name}`"),

@@ -509,16 +509,21 @@ fn two_servers_with_the_same_tool_and_even_the_same_name_are_told_apart() {
             call_with("mcp__alpha__echo", json!({"text": "1"})),
             call_with("mcp__beta__echo", json!({"text": "2"})),
             call_with("mcp__alpha_2__echo", json!({"text": "3"})),
+            call_with("mcp__alpha__down__echo", json!({"text": "4"})),
             say("ok"),
         ],
         None,
     );
     let mut twin = stdio("alpha-twin", "ok");
     twin["name"] = json!("alpha");
-    let session = new_session(&mut agent, json!([stdio("alpha", "ok"), stdio("beta", "ok"), twin]));
+    // `mcp__alpha__down__` starts with `mcp__alpha__`: its calls are still its own.
+    let down = stdio("alpha__down", "exit");
+    let session =
+        new_session(&mut agent, json!([stdio("alpha", "ok"), stdio("beta", "ok"), twin, down]));
     agent.prompt(&session, "go");
     let results: Vec<String> = agent.tool_results().into_iter().map(|(text, _)| text).collect();
-    assert_eq!(results, ["alpha says: 1", "beta says: 2", "alpha-twin says: 3"]);
+    assert_eq!(results[..3], ["alpha says: 1", "beta says: 2", "alpha-twin says: 3"]);
+    assert!(results[3].starts_with("MCP server `alpha__down` is unavailable ("), "{}", results[3]);
     let names = &offered(&agent)[0];
     for name in ["mcp__alpha__echo", "mcp__beta__echo", "mcp__alpha_2__echo"] {
         assert!(names.contains(&name.to_owned()), "{names:?}");
