@@ -19,6 +19,7 @@ mod output_root;
 mod process;
 mod service;
 mod shim;
+mod supervisor;
 mod task;
 
 pub(crate) use capture::{CaptureLimits, SpillSummary};
@@ -36,24 +37,23 @@ use crate::sync::lock;
 use capture::{OutputCapture, SpillFile, Stream};
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::os::fd::{AsRawFd as _, OwnedFd};
+use std::os::fd::{AsFd as _, AsRawFd as _, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use task::Task;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::{Child, Command};
+use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// Runs the shim if this process was started as one. Call first thing in `main`.
 pub fn run_shim_if_asked() {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    if args.first().is_some_and(|a| a == shim::SUBCOMMAND) {
-        shim::main(&args[1..]);
+    if args.first().is_some_and(|a| a == supervisor::SUBCOMMAND) {
+        supervisor::main(&args[1..]);
     }
 }
 
@@ -206,11 +206,11 @@ pub(crate) struct Executor {
     config: ExecutorConfig,
     /// The environment every command gets, computed once from the host's.
     env: Vec<(OsString, OsString)>,
-    /// The shim's program.
-    shim: shim::Program,
+    /// Forks the shim of every command.
+    supervisor: Arc<supervisor::Supervisor>,
     /// Read end of the lifeline, inherited by every shim (its number is an argument). The write end is only ever
     /// held by this process (close-on-exec), so its death is every shim's end of file.
-    lifeline_read: OwnedFd,
+    _lifeline_read: OwnedFd,
     _lifeline_write: OwnedFd,
     tasks: Mutex<HashMap<TaskId, Arc<Task>>>,
     /// Held from a start's limit check until its task is listed, so two starts at once cannot
@@ -240,8 +240,8 @@ impl Executor {
         let executor = Self {
             config,
             env,
-            shim: shim::Program::find(),
-            lifeline_read,
+            supervisor: Arc::new(supervisor::Supervisor::new(lifeline_read.as_raw_fd())),
+            _lifeline_read: lifeline_read,
             _lifeline_write: lifeline_write,
             tasks: Mutex::default(),
             starting: Mutex::default(),
@@ -249,7 +249,11 @@ impl Executor {
             completions,
             disposed: AtomicBool::new(false),
         };
-        Ok((Arc::new(executor), receiver))
+        let executor = Arc::new(executor);
+        // Started beside the rest of the host's start-up, so that no command waits for it.
+        let warm = Arc::clone(&executor);
+        tokio::task::spawn_blocking(move || warm.supervisor.warm_up());
+        Ok((executor, receiver))
     }
 
     pub(crate) fn config(&self) -> &ExecutorConfig {
@@ -264,12 +268,13 @@ impl Executor {
         workdir: &Path,
         policy: Option<&Policy>,
         output: Output,
-    ) -> Result<(Child, ProcessHandle, Pipes), RunError> {
+    ) -> Result<Spawned, RunError> {
         self.spawn_shim(command, &[], &[], workdir, policy, output)
     }
 
     /// [`Self::spawn`] with positional arguments for the command (`$0`, `$1`, …) and
-    /// variables set on top of the commands' environment.
+    /// variables set on top of the commands' environment. The supervisor forks the shim; the
+    /// host makes the pipes and keeps its ends.
     fn spawn_shim(
         &self,
         command: &str,
@@ -278,62 +283,64 @@ impl Executor {
         workdir: &Path,
         policy: Option<&Policy>,
         output: Output,
-    ) -> Result<(Child, ProcessHandle, Pipes), RunError> {
+    ) -> Result<Spawned, RunError> {
         if self.disposed.load(Ordering::SeqCst) {
             return Err(RunError::Disposed);
         }
         if !workdir.is_dir() {
             return Err(RunError::BadWorkdir(workdir.to_owned()));
         }
-        let mut shim = Command::new(&self.shim.path);
-        // No `pre_exec`: std then starts the shim with posix_spawn (a vfork, not a copy of the
-        // host's page tables); the lifeline is inherited under its own number.
-        shim.args(shim::arguments(
-            self.config.kill_grace,
-            self.lifeline_read.as_raw_fd(),
-            policy,
-            &self.config.shell,
-            command,
-            positional,
-        ))
-        .current_dir(workdir)
-        .env_clear()
-        .envs(self.env.iter().map(|(k, v)| (k, v)))
-        .envs(extra_env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .process_group(0);
-        let merged = match output {
+        let spawn_error = RunError::Spawn;
+        let (stdin, host_stdin): (OwnedFd, _) = match output {
             Output::Service => {
-                shim.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-                None
+                let (read, write) = std::io::pipe().map_err(spawn_error)?;
+                let write = pipe::Sender::from_owned_fd(write.into()).map_err(spawn_error)?;
+                (read.into(), Some(write))
             }
-            Output::Separate => {
-                shim.stdout(Stdio::piped()).stderr(Stdio::piped());
-                None
-            }
-            Output::Merged => {
-                // One pipe for both streams: a background task's output is one stream, and
-                // a task then costs one descriptor less.
-                let (writer, reader) = tokio::net::unix::pipe::pipe().map_err(RunError::Spawn)?;
-                let writer = writer.into_blocking_fd().map_err(RunError::Spawn)?;
-                let second = writer.try_clone().map_err(RunError::Spawn)?;
-                shim.stdout(Stdio::from(writer)).stderr(Stdio::from(second));
-                Some(reader)
+            Output::Separate | Output::Merged => {
+                (std::fs::File::open("/dev/null").map_err(spawn_error)?.into(), None)
             }
         };
-        #[expect(clippy::disallowed_methods, reason = "the executor is where processes start")]
-        let mut child = process::spawn_own(|| shim.spawn(), Child::id).map_err(RunError::Spawn)?;
-        // The parent's copies of the merged pipe's write end are gone with `shim`.
-        drop(shim);
-        let handle = ProcessHandle::of(child.id());
-        let pipes = match merged {
-            Some(reader) => Pipes { first: Some(Box::new(reader)), second: None },
-            None => Pipes {
-                first: child.stdout.take().map(|p| Box::new(p) as Box<dyn Pipe>),
-                second: child.stderr.take().map(|p| Box::new(p) as Box<dyn Pipe>),
+        let (first, stdout) = host_pipe()?;
+        let (second, stderr) = match output {
+            Output::Service | Output::Separate => {
+                let (second, stderr) = host_pipe()?;
+                (Some(second), stderr)
+            }
+            // One pipe for both streams: a background task's output is one stream, and
+            // a task then costs one descriptor less.
+            Output::Merged => (None, stdout.try_clone().map_err(spawn_error)?),
+        };
+        let (status_read, status) = host_pipe()?;
+        let job = shim::Job {
+            grace: self.config.kill_grace,
+            policy: policy.cloned(),
+            shell: self.config.shell.clone().into_os_string(),
+            command: command.into(),
+            positional: positional.to_vec(),
+            env: self
+                .env
+                .iter()
+                .cloned()
+                .chain(extra_env.iter().map(|(k, v)| (k.into(), v.into())))
+                .collect(),
+            workdir: workdir.as_os_str().to_owned(),
+        };
+        let started = self
+            .supervisor
+            .start(&job, [stdin.as_fd(), stdout.as_fd(), stderr.as_fd(), status.as_fd()])
+            .map_err(spawn_error)?;
+        // The host's copies of the shim's ends close here, so each pipe ends with the shim.
+        drop((stdin, stdout, stderr, status));
+        Ok(Spawned {
+            exit: ShimExit { pipe: status_read, status: Vec::new() },
+            process: ProcessHandle::supervised(started.pid, started.pidfd),
+            pipes: Pipes {
+                first: Some(Box::new(first)),
+                second: second.map(|p| Box::new(p) as Box<dyn Pipe>),
             },
-        };
-        Ok((child, handle, pipes))
+            stdin: host_stdin,
+        })
     }
 
     /// Runs a command to its end (or until it is stopped), streaming output into `live`. The
@@ -348,7 +355,7 @@ impl Executor {
         let timeout =
             request.timeout.unwrap_or(self.config.default_timeout).min(self.config.max_timeout);
         let started_at = Instant::now();
-        let (mut child, process, pipes) = self.spawn(
+        let Spawned { mut exit, process, pipes, .. } = self.spawn(
             &request.command,
             &request.workdir,
             request.policy.as_ref(),
@@ -375,7 +382,7 @@ impl Executor {
 
             let status = loop {
                 tokio::select! {
-                    status = child.wait() => break status,
+                    status = exit.wait() => break status,
                     () = &mut pump, if !pump_done => pump_done = true,
                     () = &mut deadline, if !timed_out && !aborted => {
                         timed_out = true;
@@ -391,7 +398,6 @@ impl Executor {
                     }
                 }
             };
-            process::reaped(process.pid());
             if !pump_done {
                 let _ = tokio::time::timeout(self.config.drain_grace, &mut pump).await;
             }
@@ -431,7 +437,7 @@ impl Executor {
         if running >= limit {
             return Err(RunError::TooManyTasks { running, limit });
         }
-        let (mut child, process, pipes) = self.spawn(
+        let Spawned { mut exit, process, pipes, .. } = self.spawn(
             &request.command,
             &request.workdir,
             request.policy.as_ref(),
@@ -464,11 +470,10 @@ impl Executor {
                 let mut pump_done = false;
                 let status = loop {
                     tokio::select! {
-                        status = child.wait() => break status,
+                        status = exit.wait() => break status,
                         () = &mut pump, if !pump_done => pump_done = true,
                     }
                 };
-                process::reaped(task.process.pid());
                 // The shim killed every writer before it exited, so the pipe ends at once; the
                 // bound only matters if the shim itself was killed.
                 if !pump_done {
@@ -596,9 +601,17 @@ impl Executor {
                 kill_shim(&task.process);
             }
         }
-        // Whatever a killed shim left behind came to the host: kill it before the host goes.
-        let _ = tokio::task::spawn_blocking(|| process::sweep_until_clear(Duration::from_secs(1)))
-            .await;
+        // The supervisor exits once its shims are gone (it kills what a killed shim left
+        // behind); whatever came to the host (the shims of a supervisor that died) is killed
+        // before the host goes.
+        let _ = tokio::task::spawn_blocking({
+            let supervisor = Arc::clone(&self.supervisor);
+            move || {
+                supervisor.close(Duration::from_secs(1));
+                process::sweep_until_clear(Duration::from_secs(1));
+            }
+        })
+        .await;
     }
 }
 
@@ -637,6 +650,48 @@ fn kill_shim(process: &ProcessHandle) {
 
 fn exit_of(status: std::process::ExitStatus) -> (Option<i32>, Option<String>) {
     (status.code(), status.signal().map(signal_name))
+}
+
+/// A shim just started: how to learn its end, how to signal it, its pipes.
+struct Spawned {
+    exit: ShimExit,
+    process: ProcessHandle,
+    pipes: Pipes,
+    /// The write end of its stdin, for [`Output::Service`].
+    stdin: Option<pipe::Sender>,
+}
+
+/// How the host learns that a shim has ended: the status pipe, on which the shim writes the
+/// shell's wait status just before it exits.
+struct ShimExit {
+    pipe: pipe::Receiver,
+    status: Vec<u8>,
+}
+
+impl ShimExit {
+    /// Waits until the shim has reported how the command ended (it has then killed and
+    /// reaped all of the command, and only exits), or until its end of the pipe is closed.
+    /// Cancel-safe. A shim that was killed before it could say anything ended by SIGKILL.
+    async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        let mut buf = [0u8; 4];
+        while self.status.len() < 4 {
+            match self.pipe.read(&mut buf[..4 - self.status.len()]).await? {
+                0 => break,
+                n => self.status.extend_from_slice(&buf[..n]),
+            }
+        }
+        let status =
+            <[u8; 4]>::try_from(self.status.as_slice()).map_or(libc::SIGKILL, i32::from_le_bytes);
+        Ok(std::process::ExitStatus::from_raw(status))
+    }
+}
+
+/// A pipe whose read end is the host's (registered with the runtime) and whose write end is
+/// for a shim (blocking, as a command expects its output to be).
+fn host_pipe() -> Result<(pipe::Receiver, OwnedFd), RunError> {
+    let (read, write) = std::io::pipe().map_err(RunError::Spawn)?;
+    let read = pipe::Receiver::from_owned_fd(read.into()).map_err(RunError::Spawn)?;
+    Ok((read, write.into()))
 }
 
 /// Where a shim's stdout and stderr go.

@@ -116,7 +116,7 @@ pub(crate) fn sweep_until_clear(within: Duration) {
 
 /// The pids of this process's children, from `/proc/self/task/*/children` (each thread's
 /// children), or from every process's parent when that file is not available.
-fn children() -> Vec<u32> {
+pub(crate) fn children() -> Vec<u32> {
     let mut pids = Vec::new();
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return pids;
@@ -157,6 +157,19 @@ pub(crate) fn parent_of(pid: u32) -> Option<u32> {
 #[derive(Debug)]
 pub(crate) struct Pidfd(OwnedFd);
 
+impl From<OwnedFd> for Pidfd {
+    /// A pidfd received from another process (the supervisor opens its shims').
+    fn from(fd: OwnedFd) -> Self {
+        Self(fd)
+    }
+}
+
+impl std::os::fd::AsFd for Pidfd {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
 impl Pidfd {
     pub(crate) fn open(pid: u32) -> std::io::Result<Self> {
         // SAFETY: pidfd_open takes a pid and flags; the result is a new descriptor or -1.
@@ -166,6 +179,13 @@ impl Pidfd {
         }
         // SAFETY: a new descriptor nothing else owns.
         Ok(Self(unsafe { OwnedFd::from_raw_fd(fd as i32) }))
+    }
+
+    /// True once the process has ended (without waiting).
+    pub(crate) fn has_exited(&self) -> bool {
+        let mut fds = [libc::pollfd { fd: self.0.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+        // SAFETY: one valid pollfd, no wait.
+        unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) > 0 }
     }
 
     /// Sends `signal`; an already ended process is not an error.
@@ -214,8 +234,10 @@ pub(crate) struct ProcessHandle {
 }
 
 impl ProcessHandle {
-    pub(crate) fn of(pid: Option<u32>) -> Self {
-        Self { pid, pidfd: pid.and_then(|pid| Pidfd::open(pid).ok()) }
+    /// A shim the supervisor started, with the pidfd it opened for it (none on kernels
+    /// without pidfds).
+    pub(crate) fn supervised(pid: u32, pidfd: Option<Pidfd>) -> Self {
+        Self { pid: Some(pid), pidfd }
     }
 
     /// A handle that reaches nothing (for tests).

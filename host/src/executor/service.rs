@@ -4,7 +4,7 @@
 //! the host however the host dies (the shim's lifeline). The shell runs `exec` on the
 //! program with its arguments passed as positional parameters, never quoted into a string.
 
-use super::process::{self, ProcessHandle};
+use super::process::ProcessHandle;
 use super::{Executor, Output, RunError, exit_of, kill_shim, stop_shim};
 use crate::sync::lock;
 use std::collections::VecDeque;
@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt as _};
-use tokio::process::ChildStdin;
+use tokio::net::unix::pipe;
 use tokio::sync::watch;
 
 /// How much of a service's stderr is kept (its last bytes, for the message when it fails).
@@ -31,7 +31,7 @@ pub(crate) struct ServiceRequest {
 
 /// A started service: its pipes and its control.
 pub(crate) struct Service {
-    pub(crate) stdin: ChildStdin,
+    pub(crate) stdin: pipe::Sender,
     pub(crate) stdout: Box<dyn AsyncRead + Unpin + Send>,
     pub(crate) control: ServiceControl,
 }
@@ -110,7 +110,7 @@ impl Executor {
         let positional: Vec<OsString> = std::iter::once(request.program.clone().into_os_string())
             .chain(request.args.iter().map(OsString::from))
             .collect();
-        let (mut child, handle, pipes) = self.spawn_shim(
+        let super::Spawned { mut exit, process: handle, pipes, stdin } = self.spawn_shim(
             r#"exec -- "$0" "$@""#,
             &positional,
             &request.env,
@@ -118,7 +118,7 @@ impl Executor {
             None,
             Output::Service,
         )?;
-        let (Some(stdin), Some(stdout)) = (child.stdin.take(), pipes.first) else {
+        let (Some(stdin), Some(stdout)) = (stdin, pipes.first) else {
             kill_shim(&handle);
             return Err(RunError::Spawn(std::io::Error::other("the service's pipes are missing")));
         };
@@ -138,8 +138,7 @@ impl Executor {
                     tail.drain(..excess);
                 }
             };
-            let (status, ()) = tokio::join!(child.wait(), keep);
-            process::reaped(reaped.pid());
+            let (status, ()) = tokio::join!(exit.wait(), keep);
             let end = match status {
                 Ok(status) => {
                     let (exit_code, signal) = exit_of(status);

@@ -1,8 +1,6 @@
-//! The process between the host and a command: `hotsh-shim __shim BUILD GRACE_MS LIFELINE_FD
-//! POLICY SHELL COMMAND` (POLICY is `-` or the sandbox policy as JSON). `hotsh-shim` is a small
-//! executable built beside `hotsh` from this same code; where it is missing, the host starts
-//! itself as `hotsh __shim …`. BUILD is the host's [`BUILD`]: a shim from another build refuses
-//! to run anything, since the arguments may mean something else to it.
+//! The process between the host and a command. It is a fork of the host's command supervisor
+//! (`supervisor.rs`), never a program of its own: [`run`] is what the fork runs, with the
+//! command's pipes already on its descriptors 0, 1 and 2.
 //!
 //! It exists so that no process of a command outlives the host, however the host ends (even
 //! SIGKILL), and so that stopping a command stops all of it (DESIGN §6):
@@ -10,117 +8,126 @@
 //! - It becomes a *child subreaper*: every process the command orphans (a `&` job whose shell
 //!   exited, a `setsid` daemon that double-forked) is re-parented to the shim, not to init.
 //! - It runs the command as `SHELL -c COMMAND` in a process group of its own.
-//! - It watches LIFELINE_FD, the read end of a pipe whose write end only the host holds. End of file
-//!   there means the host is gone: the shim kills everything and exits.
+//! - It watches the lifeline, the read end of a pipe whose write end only the host holds. End
+//!   of file there means the host is gone: the shim kills everything and exits.
 //! - SIGTERM (or SIGINT, SIGHUP) from the host means "stop the command": SIGTERM to the group and
-//!   every other descendant it can see, SIGKILL after GRACE_MS.
+//!   every other descendant it can see, SIGKILL after the grace period.
 //! - When the shell exits, whatever is left (group members, orphans) is killed, every child is
-//!   reaped, and the shim exits the way the shell did (same code, or the same signal).
+//!   reaped, the shell's wait status is written to the status pipe the host reads, and the shim
+//!   exits the way the shell did (same code, or the same signal).
 //!
 //! - Under a sandbox policy it confines itself before it starts the shell (Landlock, seccomp,
 //!   a read-only `.git`), or starts the shell inside bubblewrap (`sandbox/confine.rs`); if the
 //!   policy cannot be enforced it runs nothing and exits 125.
 //!
-//! It is plain blocking code on one thread (poll on the lifeline and a signalfd); it runs before
-//! any runtime is started.
+//! It is plain blocking code on one thread (poll on the lifeline and a signalfd).
 
 use crate::sandbox::{Policy, confine};
 use std::ffi::OsString;
-use std::os::unix::process::CommandExt;
-use std::process::Stdio;
+use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::time::{Duration, Instant};
 
-/// The hidden subcommand.
-pub(crate) const SUBCOMMAND: &str = "__shim";
-
-/// Which build of hotsh this shim belongs to.
+/// Which build of hotsh the supervisor belongs to.
 pub(crate) const BUILD: &str = concat!(env!("CARGO_PKG_VERSION"), "+", env!("HOTSH_COMMIT"));
 
-/// The small executable beside `hotsh` that runs only the shim.
+/// The small executable beside `hotsh` that runs only the supervisor.
 pub(crate) const PROGRAM: &str = "hotsh-shim";
 
-/// Entry point; never returns.
-pub(crate) fn main(args: &[OsString]) -> ! {
-    let [build, grace_ms, lifeline, policy, shell, command, positional @ ..] = args else {
-        eprintln!(
-            "hotsh __shim: usage: hotsh __shim BUILD GRACE_MS LIFELINE_FD POLICY SHELL COMMAND [ARG…]"
-        );
-        std::process::exit(2);
-    };
-    if build != BUILD {
-        fail(&format!(
-            "this shim is from hotsh {BUILD}, but the agent is hotsh {}; the command was not \
-             run: reinstall hotsh so that {PROGRAM} beside it comes from the same build",
-            build.to_string_lossy()
-        ));
+/// One command: everything the host sends the supervisor for it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Job {
+    /// Between SIGTERM and SIGKILL when the command is stopped.
+    pub(crate) grace: Duration,
+    pub(crate) policy: Option<Policy>,
+    pub(crate) shell: OsString,
+    pub(crate) command: OsString,
+    /// `$0`, `$1`, … of the command (an MCP server's program and arguments, never quoted).
+    pub(crate) positional: Vec<OsString>,
+    /// The command's whole environment.
+    pub(crate) env: Vec<(OsString, OsString)>,
+    pub(crate) workdir: OsString,
+}
+
+/// Where the shim writes how the command ended (four bytes: the shell's wait status) just
+/// before it exits. The host reads it to end of file; nothing there means the shim was killed.
+pub(crate) struct StatusPipe(OwnedFd);
+
+impl StatusPipe {
+    pub(crate) fn new(fd: OwnedFd) -> Self {
+        Self(fd)
     }
-    let policy: Option<Policy> = match policy.to_str() {
-        Some("-") => None,
-        Some(json) => match serde_json::from_str(json) {
-            Ok(policy) => Some(policy),
-            Err(error) => fail(&format!("the sandbox policy is not valid: {error}")),
-        },
-        None => fail("the sandbox policy is not UTF-8"),
-    };
-    let Some(lifeline) = lifeline.to_str().and_then(|fd| fd.parse::<i32>().ok()) else {
-        fail("the lifeline is not a descriptor number");
-    };
-    let grace =
-        Duration::from_millis(grace_ms.to_str().and_then(|g| g.parse().ok()).unwrap_or(2000));
-    // SAFETY: plain libc calls on this single-threaded process; arguments are valid.
-    let subreaper = unsafe {
-        libc::fcntl(lifeline, libc::F_SETFD, libc::FD_CLOEXEC);
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    };
-    if subreaper != 0 {
-        // Without it the command's orphans would escape: fail closed, run nothing.
-        fail(&format!("cannot become a child subreaper: {}", std::io::Error::last_os_error()));
+
+    /// Reports `status` and exits the same way. The command's pipes (the shim's own 0, 1
+    /// and 2) are closed first, so the host has all of the output when it reads the status.
+    fn exit(self, status: i32) -> ! {
+        let bytes = status.to_le_bytes();
+        // SAFETY: closing our own standard descriptors, then a write of four bytes from a valid
+        // buffer to a descriptor we own; a short or failed write leaves the host reading
+        // "killed", which is all it could mean.
+        unsafe {
+            for fd in 0..=2 {
+                libc::close(fd);
+            }
+            libc::write(self.0.as_raw_fd(), bytes.as_ptr().cast(), bytes.len());
+        }
+        exit_like(status)
     }
-    let signals = match SignalFd::new(&[libc::SIGCHLD, libc::SIGTERM, libc::SIGINT, libc::SIGHUP]) {
-        Ok(fd) => fd,
-        Err(error) => fail(&format!("cannot watch signals: {error}")),
-    };
-    if let Some(policy) = policy.as_ref().filter(|p| p.bwrap.is_none())
+
+    /// Says why nothing ran (on the command's stderr) and exits 125.
+    pub(crate) fn fail(self, message: &str) -> ! {
+        eprintln!("hotsh: {message}");
+        self.exit(125 << 8)
+    }
+}
+
+/// A shim made ready before its job arrives (a fork of the supervisor kept in reserve).
+pub(crate) struct Shim {
+    signals: SignalFd,
+}
+
+impl Shim {
+    /// Becomes a child subreaper and watches the signals; the error says what failed (the
+    /// shim then runs nothing: without it the command's orphans would escape).
+    pub(crate) fn prepare() -> Result<Self, String> {
+        // SAFETY: a plain prctl on this single-threaded process.
+        if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+            let error = std::io::Error::last_os_error();
+            return Err(format!("cannot become a child subreaper: {error}"));
+        }
+        let signals = SignalFd::new(&[libc::SIGCHLD, libc::SIGTERM, libc::SIGINT, libc::SIGHUP])
+            .map_err(|error| format!("cannot watch signals: {error}"))?;
+        Ok(Self { signals })
+    }
+
+    /// Runs `job` in this process (its descriptors 0 to 2 the command's) until the command has
+    /// ended; never returns.
+    pub(crate) fn run(self, job: Job, lifeline: i32, report: StatusPipe) -> ! {
+        run(self.signals, job, lifeline, report)
+    }
+}
+
+fn run(signals: SignalFd, job: Job, lifeline: i32, report: StatusPipe) -> ! {
+    if let Err(error) = std::env::set_current_dir(&job.workdir) {
+        let workdir = std::path::Path::new(&job.workdir).display();
+        report.fail(&format!("cannot enter {workdir}: {error}"));
+    }
+    if let Some(policy) = job.policy.as_ref().filter(|p| p.bwrap.is_none())
         && let Err(error) = confine::restrict_self(policy)
     {
         // Fail closed: the command asked for confinement it would not get.
-        fail(&format!("the sandbox cannot be enforced, so the command was not run: {error}"));
+        report
+            .fail(&format!("the sandbox cannot be enforced, so the command was not run: {error}"));
     }
-    let mut argv = confine::shell_argv(policy.as_ref(), std::path::Path::new(shell), command);
-    // `$0`, `$1`, … of the command (an MCP server's program and arguments, never quoted).
-    argv.extend(positional.iter().cloned());
-    let mut shell_command = std::process::Command::new(&argv[0]);
-    // The shim's own stdin: nothing for a command, the host's pipe for an MCP server.
-    shell_command.args(&argv[1..]).stdin(Stdio::inherit());
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        shell_command.pre_exec(|| {
-            // A session (and process group) of its own: the command has no controlling
-            // terminal of the host's to reach, and its group is the shell's pid.
-            if libc::setsid() < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The agent ignores SIGXFSZ for itself; a command gets the usual behaviour.
-            libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
-            let mut empty: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut empty);
-            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-            // Covers the shell if the shim itself is killed; the rest is the subreaper's job.
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-            Ok(())
-        });
-    }
-    #[expect(clippy::disallowed_methods, reason = "the shim is part of the executor")]
-    let shell_child = match shell_command.spawn() {
-        Ok(child) => child,
+    let shell = std::path::Path::new(&job.shell);
+    let mut argv = confine::shell_argv(job.policy.as_ref(), shell, &job.command);
+    argv.extend(job.positional.iter().cloned());
+    let shell_pid = match spawn_shell(&argv, &job.env) {
+        Ok(pid) => pid,
         Err(error) => {
-            eprintln!("hotsh: cannot start {}: {error}", shell.to_string_lossy());
-            std::process::exit(127);
+            eprintln!("hotsh: cannot start {}: {error}", shell.display());
+            report.exit(127 << 8);
         }
     };
-    let shell_pid = shell_child.id() as libc::pid_t;
-    // The child handle is not used to wait: the shim reaps with waitpid(-1) itself.
-    drop(shell_child);
 
     let mut shell_status: Option<i32> = None;
     let mut kill_at: Option<Instant> = None;
@@ -139,12 +146,12 @@ pub(crate) fn main(args: &[OsString]) -> ! {
                 continue;
             }
             kill_everything(shell_pid);
-            std::process::exit(125);
+            report.exit(125 << 8);
         }
         if fds[0].revents != 0 {
             // The host is gone (or wrote to a pipe it never writes to): nothing may survive.
             kill_everything(shell_pid);
-            exit_like(shell_status.unwrap_or(libc::SIGKILL));
+            report.exit(shell_status.unwrap_or(libc::SIGKILL));
         }
         if ready == 0 {
             // The grace period is over.
@@ -158,7 +165,7 @@ pub(crate) fn main(args: &[OsString]) -> ! {
                     libc::SIGCHLD => {}
                     _ if kill_at.is_none() => {
                         signal_all(shell_pid, libc::SIGTERM);
-                        kill_at = Some(Instant::now() + grace);
+                        kill_at = Some(Instant::now() + job.grace);
                     }
                     _ => {}
                 }
@@ -166,18 +173,87 @@ pub(crate) fn main(args: &[OsString]) -> ! {
             reap(shell_pid, &mut shell_status);
             if let Some(status) = shell_status {
                 kill_everything(shell_pid);
-                exit_like(status);
+                report.exit(status);
             }
         }
     }
 }
 
-fn fail(message: &str) -> ! {
-    eprintln!("hotsh __shim: {message}");
-    std::process::exit(125);
+/// Reaps every child that has ended, noting the shell's wait status.
+/// Starts the shell with `posix_spawn` (a vfork: nothing of the shim is copied), with the
+/// shim's descriptors 0 to 2 (the others are close-on-exec), `env` as its whole environment,
+/// in a session (and process group) of its own: the command has no controlling terminal of
+/// the host's to reach, and its group is the shell's pid. Its signal
+/// mask is empty (the shim blocks the signals it reads) and the signals the shim or the agent
+/// may ignore are back to their defaults. If the shim is killed, the shell is re-parented to the
+/// supervisor, which kills it.
+fn spawn_shell(argv: &[OsString], env: &[(OsString, OsString)]) -> std::io::Result<libc::pid_t> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt as _;
+    let c_string = |bytes: &[u8]| {
+        CString::new(bytes).map_err(|_| std::io::Error::other("an argument contains a NUL byte"))
+    };
+    let args = argv.iter().map(|a| c_string(a.as_bytes())).collect::<Result<Vec<_>, _>>()?;
+    let vars = env
+        .iter()
+        .map(|(k, v)| c_string(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut arg_ptrs: Vec<*mut libc::c_char> = args.iter().map(|a| a.as_ptr().cast_mut()).collect();
+    arg_ptrs.push(std::ptr::null_mut());
+    let mut var_ptrs: Vec<*mut libc::c_char> = vars.iter().map(|v| v.as_ptr().cast_mut()).collect();
+    var_ptrs.push(std::ptr::null_mut());
+    let mut pid: libc::pid_t = 0;
+    // SAFETY: the attribute object is initialised before use and destroyed after; every
+    // pointer handed to posix_spawn (path, argv, envp: NUL-terminated arrays of C strings)
+    // outlives the call.
+    let result = unsafe {
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        libc::posix_spawnattr_init(&mut attr);
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        let mut defaults: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut defaults);
+        for signal in [
+            libc::SIGPIPE,
+            libc::SIGXFSZ,
+            libc::SIGHUP,
+            libc::SIGINT,
+            libc::SIGQUIT,
+            libc::SIGTERM,
+            libc::SIGCHLD,
+            libc::SIGUSR1,
+            libc::SIGUSR2,
+            libc::SIGALRM,
+            libc::SIGTSTP,
+            libc::SIGTTIN,
+            libc::SIGTTOU,
+        ] {
+            libc::sigaddset(&mut defaults, signal);
+        }
+        libc::posix_spawnattr_setsigmask(&mut attr, &empty);
+        libc::posix_spawnattr_setsigdefault(&mut attr, &defaults);
+        libc::posix_spawnattr_setflags(
+            &mut attr,
+            (libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF) as libc::c_short
+                | libc::POSIX_SPAWN_SETSID,
+        );
+        let result = libc::posix_spawn(
+            &mut pid,
+            args[0].as_ptr(),
+            std::ptr::null(),
+            &attr,
+            arg_ptrs.as_ptr(),
+            var_ptrs.as_ptr(),
+        );
+        libc::posix_spawnattr_destroy(&mut attr);
+        result
+    };
+    if result != 0 {
+        return Err(std::io::Error::from_raw_os_error(result));
+    }
+    Ok(pid)
 }
 
-/// Reaps every child that has ended, noting the shell's wait status.
 fn reap(shell_pid: libc::pid_t, shell_status: &mut Option<i32>) {
     loop {
         let mut status = 0;
@@ -254,17 +330,9 @@ fn reap_ended() -> bool {
     }
 }
 
-/// The pids whose parent is this process, read from /proc.
-fn children() -> Vec<libc::pid_t> {
-    let own = std::process::id() as libc::pid_t;
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<libc::pid_t>().ok())
-        .filter(|&pid| super::process::parent_of(pid as u32) == Some(own as u32))
-        .collect()
+/// The pids whose parent is this process.
+pub(super) fn children() -> Vec<libc::pid_t> {
+    super::process::children().into_iter().map(|pid| pid as libc::pid_t).collect()
 }
 
 /// Exits with the shell's wait status: the same exit code, or death by the same signal.
@@ -289,12 +357,12 @@ fn exit_like(status: i32) -> ! {
 }
 
 /// Blocked signals delivered through a file descriptor.
-struct SignalFd {
-    fd: i32,
+pub(super) struct SignalFd {
+    pub(super) fd: i32,
 }
 
 impl SignalFd {
-    fn new(signals: &[i32]) -> std::io::Result<Self> {
+    pub(super) fn new(signals: &[i32]) -> std::io::Result<Self> {
         // SAFETY: a zeroed sigset is initialised by sigemptyset before use.
         unsafe {
             let mut mask: libc::sigset_t = std::mem::zeroed();
@@ -314,7 +382,7 @@ impl SignalFd {
     }
 
     /// The signals that arrived since the last read.
-    fn read(&self) -> Vec<i32> {
+    pub(super) fn read(&self) -> Vec<i32> {
         let mut signals = Vec::new();
         loop {
             // SAFETY: reading into a properly sized, zeroed siginfo buffer.
@@ -331,7 +399,7 @@ impl SignalFd {
     }
 }
 
-/// The program the host starts as a shim.
+/// The program the host starts as its command supervisor.
 #[derive(Debug)]
 pub(crate) struct Program {
     /// What is executed: `/proc/self/fd/N` for the opened [`PROGRAM`], or `/proc/self/exe`.
@@ -359,29 +427,4 @@ impl Program {
             None => Self { path: "/proc/self/exe".into(), _file: None },
         }
     }
-}
-
-/// The argument vector that starts a shim for `command`.
-pub(crate) fn arguments(
-    grace: Duration,
-    lifeline: i32,
-    policy: Option<&Policy>,
-    shell: &std::path::Path,
-    command: &str,
-    positional: &[OsString],
-) -> Vec<OsString> {
-    let policy =
-        policy.and_then(|p| serde_json::to_string(p).ok()).unwrap_or_else(|| "-".to_owned());
-    vec![
-        SUBCOMMAND.into(),
-        BUILD.into(),
-        grace.as_millis().to_string().into(),
-        lifeline.to_string().into(),
-        policy.into(),
-        shell.as_os_str().to_owned(),
-        command.into(),
-    ]
-    .into_iter()
-    .chain(positional.iter().cloned())
-    .collect()
 }

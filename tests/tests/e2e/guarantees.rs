@@ -221,10 +221,11 @@ fn a_command_that_kills_its_own_shim_leaves_nothing_behind() {
     let response = agent.prompt(&session, "go");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert!(agent.last_tool_result().0.contains("[killed by signal: SIGKILL]"));
-    // The orphan was re-parented to the agent, which killed it; the agent still runs.
+    // The orphan was re-parented to the command supervisor, which killed it; the agent still
+    // runs.
     eventually("the orphaned sleep to be gone", || processes_matching(marker).is_empty());
     assert!(processes_matching("sleep 1000.0813").is_empty());
-    agent.wait_for_stderr("a process was re-parented to the host; killing it");
+    agent.wait_for_stderr("a process was re-parented to the supervisor");
 }
 
 #[test]
@@ -246,11 +247,16 @@ fn a_command_that_stops_its_own_shim_is_still_stopped_on_time() {
 #[test]
 fn a_same_user_command_cannot_read_the_agents_environment() {
     let secret = "sk-environ-0816-secret";
-    // The agent's pid is the parent of the command's shim (`$PPID`).
-    let command = "agent=$(awk '{print $4}' /proc/$PPID/stat); \
-                   if cat /proc/$agent/environ >/dev/null 2>&1; then echo readable; else echo unreadable; fi; \
+    // The command's shim (`$PPID`) is a fork of the supervisor, whose parent is the agent.
+    let command = "supervisor=$(awk '{print $4}' /proc/$PPID/stat); \
+                   agent=$(awk '{print $4}' /proc/$supervisor/stat); \
+                   for pid in $agent $supervisor $PPID; do \
+                     if cat /proc/$pid/environ >/dev/null 2>&1; then echo readable; else echo unreadable; fi; \
+                   done; \
                    id -u";
     let mut options = AgentOptions::script(vec![bash_call(command), say("ok")]);
+    // Unconfined: inside bwrap's PID namespace the command would not see these processes.
+    options.config = Some(UNCONFINED.to_owned());
     options.env = vec![("DEEPSEEK_API_KEY".into(), secret.into())];
     // As root the check would prove nothing (root reads anything): run as another user.
     if hotsh_tests::running_as_root() {
@@ -262,7 +268,9 @@ fn a_same_user_command_cannot_read_the_agents_environment() {
     agent.prompt(&session, "peek");
     let (text, _) = agent.last_tool_result();
     let mut lines = text.lines();
-    assert_eq!(lines.next(), Some("unreadable"), "{text}");
+    for process in ["agent", "supervisor", "shim"] {
+        assert_eq!(lines.next(), Some("unreadable"), "the {process}'s environment: {text}");
+    }
     assert_ne!(lines.next(), Some("0"), "the command ran as root: {text}");
     assert!(!text.contains(secret));
 }
@@ -355,22 +363,88 @@ fn commands_run_under_the_small_shim_beside_hotsh_or_under_hotsh_itself_without_
 }
 
 #[test]
-#[allow(clippy::disallowed_methods, reason = "runs the shim by itself")]
-fn a_shim_from_another_build_runs_nothing_and_says_so() {
-    let dir = tempfile::tempdir().unwrap();
-    let made = dir.path().join("made");
-    // The build is checked first, before the lifeline (descriptor 3 here) is looked at.
+#[allow(clippy::disallowed_methods, reason = "runs the supervisor by itself")]
+fn a_supervisor_from_another_build_runs_nothing_and_says_so() {
+    // The build is checked first, before the lifeline and the socket (3 and 4) are looked at.
     let output = std::process::Command::new(hotsh_tests::shim_binary())
-        .args(["__shim", "0.0.0+another", "2000", "3", "-", "/bin/sh"])
-        .arg(format!("touch {}", made.display()))
+        .args(["__supervisor", "0.0.0+another", "3", "4"])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(125));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("but the agent is hotsh 0.0.0+another; the command was not run"),
+        stderr.contains("but the agent is hotsh 0.0.0+another; no command will run"),
         "{stderr}"
     );
     assert!(stderr.contains("reinstall hotsh"), "{stderr}");
-    assert!(!made.exists());
+}
+
+/// The pid of the command supervisor of the agent `agent_pid`: its child of that name.
+fn supervisor_of(agent_pid: u32) -> u32 {
+    let children: Vec<u32> = std::fs::read_dir(format!("/proc/{agent_pid}/task"))
+        .unwrap()
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|pids| pids.split_whitespace().filter_map(|p| p.parse().ok()).collect::<Vec<_>>())
+        .collect();
+    *children
+        .iter()
+        .find(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| comm.trim() == "hotsh-supervise")
+        })
+        .unwrap_or_else(|| panic!("the agent has no command supervisor among {children:?}"))
+}
+
+#[test]
+fn a_command_that_kills_the_supervisor_loses_only_running_commands() {
+    let marker = "sleep 1000.0818";
+    // The shim's parent is the supervisor.
+    let command = format!(
+        "{marker} & sleep 0.2; kill -9 $(awk '{{print $4}}' /proc/$PPID/stat); sleep 1000.0819"
+    );
+    let mut options = AgentOptions::script(vec![
+        bash_call(&command),
+        bash_call("echo the next command runs"),
+        say("ok"),
+    ]);
+    options.config = Some(UNCONFINED.to_owned());
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    let first_supervisor = supervisor_of(agent.pid());
+    let response = agent.prompt(&session, "go");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let results = agent.tool_results();
+    // The command died with its supervisor: its shim came to the agent, which killed it.
+    assert!(results[0].0.contains("[killed by signal: SIGKILL]"), "{results:?}");
+    assert_eq!(results[1], ("the next command runs".to_owned(), false), "{results:?}");
+    eventually("the command's processes to be gone", || {
+        processes_matching(marker).is_empty() && processes_matching("sleep 1000.0819").is_empty()
+    });
+    assert_ne!(supervisor_of(agent.pid()), first_supervisor, "a new supervisor was started");
+    agent.wait_for_stderr("the command supervisor has died; starting a new one");
+    assert!(agent.finish().success());
+}
+
+#[test]
+fn a_command_that_stops_the_supervisor_does_not_stop_the_next_command() {
+    let command = "kill -STOP $(awk '{print $4}' /proc/$PPID/stat); echo stopped it";
+    let mut options = AgentOptions::script(vec![
+        bash_call(command),
+        bash_call("echo the next command runs"),
+        say("ok"),
+    ]);
+    options.config = Some(UNCONFINED.to_owned());
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    let supervisor = supervisor_of(agent.pid());
+    agent.prompt(&session, "go");
+    let results = agent.tool_results();
+    assert_eq!(results[0], ("stopped it".to_owned(), false), "{results:?}");
+    // The host woke the supervisor up (SIGCONT) when it did not answer.
+    assert_eq!(results[1], ("the next command runs".to_owned(), false), "{results:?}");
+    assert_eq!(supervisor_of(agent.pid()), supervisor, "the same supervisor serves");
+    assert!(agent.finish().success());
 }
