@@ -366,17 +366,18 @@ async fn execute_call(
             cwd: session.cwd.clone(),
         },
     });
-    let result = invoke(&plugin, plugin_call.clone(), Arc::clone(&services), cancel).await;
+    let (result, presented) =
+        invoke(&plugin, plugin_call.clone(), Arc::clone(&services), cancel).await;
     live.close();
     let _ = forwarder.await;
 
     match result {
         Ok(output) => {
-            let presented = present(&plugin, {
-                let (call, output) = (plugin_call, output.clone());
-                move |p| p.api.present_result(&call, &output)
-            })
-            .await;
+            let presented = match tokio::time::timeout(PRESENT_TIMEOUT, presented).await {
+                Ok(Ok(presented)) => presented,
+                Ok(Err(_)) => Err("the plugin's thread ended without a card".to_owned()),
+                Err(_) => Err("presentation timed out".to_owned()),
+            };
             let (mut card, mut status) = presented.unwrap_or_else(|error| {
                 tracing::debug!(%error, "present_result failed; keeping the call's card");
                 (card, CallStatus::Completed)
@@ -456,18 +457,42 @@ async fn execute_mcp_call(
     (outcome.text, outcome.is_error)
 }
 
-/// Runs the plugin's `invoke` on a blocking thread. If the turn is cancelled and the plugin
-/// does not return within a grace period, the turn goes on without it (its thread is left to
-/// finish on its own).
+/// The result card a plugin draws for a call, or why it did not.
+type Presented = Result<(Card, CallStatus), String>;
+
+/// Runs the plugin's `invoke` on a blocking thread, and then, on the same thread, its
+/// `present_result` (one hop to the blocking pool instead of two); the card comes on the
+/// receiver, which the caller waits for within [`PRESENT_TIMEOUT`]. If the turn is cancelled
+/// and the plugin does not return within a grace period, the turn goes on without it (its
+/// thread is left to finish on its own).
 async fn invoke(
     plugin: &Arc<LoadedPlugin>,
     call: PluginCall,
     services: Arc<CallServices>,
     cancel: &CancellationToken,
-) -> Result<PluginOutput, String> {
+) -> (Result<PluginOutput, String>, tokio::sync::oneshot::Receiver<Presented>) {
     let plugin = Arc::clone(plugin);
     let name = plugin.name.clone();
-    let task = tokio::task::spawn_blocking(move || plugin.api.invoke(&call, &services));
+    let (invoked, task) = tokio::sync::oneshot::channel();
+    let (presented, card) = tokio::sync::oneshot::channel();
+    tokio::task::spawn_blocking(move || {
+        let output = plugin.api.invoke(&call, &services);
+        let drawn = output.as_ref().ok().map(|output| (call.clone(), output.clone()));
+        let _ = invoked.send(output);
+        if let Some((call, output)) = drawn {
+            let _ = presented.send(plugin.api.present_result(&call, &output));
+        }
+    });
+    (invoked_within(task, &name, cancel).await, card)
+}
+
+/// Waits for a plugin's `invoke` result: at most [`INVOKE_LIMIT`], or [`CANCEL_GRACE`] once
+/// the turn is cancelled.
+async fn invoked_within(
+    task: tokio::sync::oneshot::Receiver<Result<PluginOutput, String>>,
+    name: &str,
+    cancel: &CancellationToken,
+) -> Result<PluginOutput, String> {
     tokio::pin!(task);
     let joined = tokio::select! {
         joined = &mut task => joined,
@@ -486,7 +511,9 @@ async fn invoke(
             }
         },
     };
-    joined.unwrap_or_else(|error| Err(format!("plugin `{name}` failed: {error}")))
+    joined.unwrap_or_else(|_| {
+        Err(format!("plugin `{name}` failed: its thread ended without a result"))
+    })
 }
 
 /// What a loaded session's client is shown again: the logged view, with every tool call's

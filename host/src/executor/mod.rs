@@ -261,7 +261,7 @@ impl Executor {
     }
 
     /// Starts a shim running `command` in `workdir`, its stdout and stderr going to `output`.
-    /// Must run on a runtime worker thread.
+    /// Must run in the runtime's context (its pipes register with the runtime).
     fn spawn(
         &self,
         command: &str,
@@ -426,7 +426,7 @@ impl Executor {
         stop_shim(process, self.config.kill_grace)
     }
 
-    /// Starts a background task and returns at once. Must run on a runtime worker thread.
+    /// Starts a background task and returns at once. Must run in the runtime's context.
     pub(crate) fn start(self: &Arc<Self>, request: StartRequest) -> Result<Started, RunError> {
         let _starting = lock(&self.starting);
         let running = lock(&self.tasks)

@@ -105,7 +105,7 @@ impl ServiceControl {
 }
 
 impl Executor {
-    /// Starts a service and returns its pipes at once. Must run on a runtime worker thread.
+    /// Starts a service and returns its pipes at once. Must run in the runtime's context.
     pub(crate) fn start_service(&self, request: &ServiceRequest) -> Result<Service, RunError> {
         let positional: Vec<OsString> = std::iter::once(request.program.clone().into_os_string())
             .chain(request.args.iter().map(OsString::from))

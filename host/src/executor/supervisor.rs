@@ -37,7 +37,7 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt as _;
 use std::process::Stdio;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The hidden subcommand.
 pub(crate) const SUBCOMMAND: &str = "__supervisor";
@@ -47,6 +47,16 @@ const JOB_FDS: usize = 4;
 
 /// A job's frame larger than this is refused (the command, its arguments and environment).
 const MAX_FRAME: usize = 64 << 20;
+
+/// A frame up to this size goes in one message; a larger one in a memory file sent along
+/// (the socket's buffer bounds a message), the message then saying [`IN_FILE`].
+const INLINE_MAX: usize = 32 << 10;
+const IN_FILE: &[u8] = b"FILE";
+
+/// How long after handing a job over the supervisor forks the next spare: not at once, when
+/// the fork would take a core from the shim that starts the command (two cores here), but
+/// while the command runs, when the host is idle.
+const SPARE_DELAY: Duration = Duration::from_micros(500);
 
 /// How long the host waits for the supervisor to answer before it sends SIGCONT (a command
 /// may have stopped it), and before it gives the supervisor up.
@@ -153,8 +163,8 @@ pub(crate) fn main(args: &[OsString]) -> ! {
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
         // Its name in `ps` and `/proc/PID/comm` (exec'd as `/proc/self/fd/N`, it would be N).
         libc::prctl(libc::PR_SET_NAME, c"hotsh-supervise".as_ptr(), 0, 0, 0);
-        // A session of its own, without a controlling terminal, for it and every command:
-        // no command can reach the terminal hotsh runs in, nor get its Ctrl-C.
+        // A session of its own, without a controlling terminal: no shim can reach the
+        // terminal hotsh runs in, nor get its Ctrl-C.
         libc::setsid();
         // The host ignores SIGXFSZ for itself; commands get the usual behaviour.
         libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
@@ -171,18 +181,33 @@ pub(crate) fn main(args: &[OsString]) -> ! {
         Err(error) => fail(&format!("cannot watch signals: {error}")),
     };
     let mut shims = BTreeSet::new();
-    let mut spare = fork_spare(lifeline, &control, &signals).ok();
-    shims.extend(spare.as_ref().map(|s| s.pid));
+    let mut spare: Option<Spare> = None;
+    // When to fork the next spare: at once at start, a moment after each job (SPARE_DELAY).
+    let mut spare_due = Some(Instant::now());
     let mut taking_jobs = true;
     loop {
+        if taking_jobs && spare.is_none() && spare_due.is_some_and(|due| due <= Instant::now()) {
+            spare = fork_spare(lifeline, &control, &signals).ok();
+            shims.extend(spare.as_ref().map(|s| s.pid));
+            spare_due = None;
+        }
+        let timeout_ms = spare_due.map_or(-1, |due| {
+            due.saturating_duration_since(Instant::now()).as_millis().min(1000) as i32
+        });
+        // The spare reads the jobs; the supervisor looks at the socket only when there is no
+        // spare (a job waiting, or the host gone).
+        let (job_fd, job_events) = match (&spare, taking_jobs) {
+            (Some(spare), true) => (spare.channel.as_raw_fd(), libc::POLLIN),
+            (None, true) => (control.as_raw_fd(), libc::POLLIN),
+            (_, false) => (-1, 0),
+        };
         let mut fds = [
             libc::pollfd { fd: signals.fd, events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: lifeline, events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: control.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: job_fd, events: job_events, revents: 0 },
         ];
-        let watched = if taking_jobs { 3 } else { 1 };
-        // SAFETY: `fds` holds at least `watched` valid pollfd.
-        let ready = unsafe { libc::poll(fds.as_mut_ptr(), watched, -1) };
+        // SAFETY: `fds` holds three valid pollfd (a negative fd is ignored).
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), 3, timeout_ms) };
         if ready < 0 {
             if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
                 continue;
@@ -198,31 +223,27 @@ pub(crate) fn main(args: &[OsString]) -> ! {
             taking_jobs = false;
         }
         if taking_jobs && fds[2].revents != 0 {
-            match receive(control.as_fd()) {
-                Ok(Some((frame, pipes))) => {
-                    let answer =
-                        hand_over(&mut spare, &frame, &pipes, lifeline, &control, &signals);
-                    drop(pipes);
-                    if let Ok(shim) = &answer {
-                        shims.insert(shim.pid);
-                    }
-                    if answer_host(control.as_fd(), answer).is_err() {
-                        taking_jobs = false;
-                    }
-                    // The next job's shim is forked now, while this one's command runs.
-                    spare = fork_spare(lifeline, &control, &signals).ok();
-                    shims.extend(spare.as_ref().map(|s| s.pid));
-                }
-                Ok(None) => taking_jobs = false,
-                Err(error) => {
-                    eprintln!("hotsh supervisor: a job could not be read ({error}); stopping");
-                    taking_jobs = false;
-                }
+            if spare.is_some() {
+                // The spare took a job (a byte), or ended (the host closed the socket, or it
+                // was killed): either way it is a spare no more.
+                spare = None;
+                spare_due = Some(Instant::now() + SPARE_DELAY);
+            } else if fds[2].revents & libc::POLLIN != 0 {
+                // A job and no spare (the last one is being used, or a fork failed): fork now.
+                spare = fork_spare(lifeline, &control, &signals)
+                    .inspect_err(|&errno| refuse_job(control.as_fd(), errno))
+                    .ok();
+                shims.extend(spare.as_ref().map(|s| s.pid));
+                spare_due = None;
+            } else {
+                // The host closed the socket.
+                taking_jobs = false;
             }
         }
         if !taking_jobs {
             if let Some(idle) = spare.take() {
-                // SAFETY: our own unreaped child; it has no command yet.
+                // SAFETY: our own unreaped child; it has no command (or is starting one, which
+                // its shim's lifeline ends anyway).
                 unsafe { libc::kill(idle.pid, libc::SIGKILL) };
             }
             reap_and_sweep(&mut shims);
@@ -262,74 +283,86 @@ fn reap_and_sweep(shims: &mut BTreeSet<libc::pid_t>) {
     }
 }
 
-/// Reads one job's frame (its length included) and its descriptors; `None` at end of file
-/// (the host closed the socket).
-fn receive(control: BorrowedFd<'_>) -> std::io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
-    let mut length = [0u8; 4];
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(JOB_FDS))];
+/// A job as the spare receives it: the frame (its length included) and the four pipes.
+type Received = (Vec<u8>, Vec<OwnedFd>);
+
+/// Reads one job; `None` at end of file (the host closed the socket). A frame too large for
+/// one message comes in a memory file, the fifth descriptor.
+fn receive(control: BorrowedFd<'_>) -> std::io::Result<Option<Received>> {
+    let mut message = vec![0u8; INLINE_MAX];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(JOB_FDS + 1))];
     let mut ancillary = RecvAncillaryBuffer::new(&mut space);
     let received = rustix::net::recvmsg(
         control,
-        &mut [IoSliceMut::new(&mut length)],
+        &mut [IoSliceMut::new(&mut message)],
         &mut ancillary,
-        RecvFlags::CMSG_CLOEXEC | RecvFlags::WAITALL,
+        RecvFlags::CMSG_CLOEXEC,
     )?;
-    let mut fds = Vec::new();
-    for message in ancillary.drain() {
-        if let RecvAncillaryMessage::ScmRights(rights) = message {
+    let mut fds: Vec<OwnedFd> = Vec::new();
+    for part in ancillary.drain() {
+        if let RecvAncillaryMessage::ScmRights(rights) = part {
             fds.extend(rights);
         }
     }
     if received.bytes == 0 {
         return Ok(None);
     }
-    if received.bytes < 4 {
-        return Err(std::io::Error::other("the job's length is cut short"));
+    if received.flags.contains(rustix::net::ReturnFlags::TRUNC) {
+        return Err(std::io::Error::other("a job was cut short"));
     }
-    let length = u32::from_le_bytes(length) as usize;
-    if length > MAX_FRAME {
-        return Err(std::io::Error::other(format!("a job of {length} bytes is too large")));
+    message.truncate(received.bytes);
+    if message == IN_FILE && fds.len() == JOB_FDS + 1 {
+        use std::io::{Seek as _, SeekFrom};
+        let mut file = std::fs::File::from(fds.pop().expect("five descriptors"));
+        file.seek(SeekFrom::Start(0))?;
+        message.clear();
+        file.take(MAX_FRAME as u64 + 4).read_to_end(&mut message)?;
     }
-    let mut frame = vec![0; 4 + length];
-    frame[..4].copy_from_slice(&(length as u32).to_le_bytes());
-    // SAFETY: `control` stays open for the duration; ManuallyDrop keeps it from being closed.
-    let mut stream =
-        std::mem::ManuallyDrop::new(unsafe { UnixStream::from_raw_fd(control.as_raw_fd()) });
-    stream.read_exact(&mut frame[4..])?;
     if fds.len() != JOB_FDS {
         return Err(std::io::Error::other(format!("a job came with {} descriptors", fds.len())));
     }
-    Ok(Some((frame, fds)))
-}
-
-/// Sends a frame with descriptors: the descriptors go with the first bytes. The error says
-/// whether any byte went.
-fn send_frame(
-    socket: BorrowedFd<'_>,
-    frame: &[u8],
-    fds: &[BorrowedFd<'_>],
-) -> Result<(), (bool, std::io::Error)> {
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(JOB_FDS))];
-    let mut ancillary = SendAncillaryBuffer::new(&mut space);
-    ancillary.push(SendAncillaryMessage::ScmRights(fds));
-    let sent =
-        rustix::net::sendmsg(socket, &[IoSlice::new(frame)], &mut ancillary, SendFlags::NOSIGNAL)
-            .map_err(|e| (false, e.into()))?;
-    let mut rest = &frame[sent..];
-    while !rest.is_empty() {
-        let sent =
-            rustix::net::send(socket, rest, SendFlags::NOSIGNAL).map_err(|e| (true, e.into()))?;
-        rest = &rest[sent..];
+    let length = message.first_chunk::<4>().map(|l| u32::from_le_bytes(*l) as usize);
+    if length != Some(message.len().saturating_sub(4)) {
+        return Err(std::io::Error::other("a job's length does not match its frame"));
     }
-    Ok(())
+    Ok(Some((message, fds)))
 }
 
-/// A shim forked before its job, waiting on its end of a socket pair: the fork is then off
-/// the path of the command that uses it.
+/// Sends the host the answer to its job: the pid (or 0) and an error number, with a pidfd
+/// when the kernel has them.
+fn answer_host(control: BorrowedFd<'_>, answer: Result<libc::pid_t, i32>) {
+    let (pid, errno) = match answer {
+        Ok(pid) => (pid, 0),
+        Err(errno) => (0, errno),
+    };
+    let mut bytes = [0u8; 8];
+    bytes[..4].copy_from_slice(&pid.to_le_bytes());
+    bytes[4..].copy_from_slice(&errno.to_le_bytes());
+    let pidfd = (pid > 0).then(|| Pidfd::open(pid as u32).ok()).flatten();
+    let fds: Vec<BorrowedFd<'_>> = pidfd.iter().map(|p| p.as_fd()).collect();
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut ancillary = SendAncillaryBuffer::new(&mut space);
+    if !fds.is_empty() {
+        ancillary.push(SendAncillaryMessage::ScmRights(&fds));
+    }
+    // A host that is gone reads nothing; the lifeline ends everything then.
+    let _ =
+        rustix::net::sendmsg(control, &[IoSlice::new(&bytes)], &mut ancillary, SendFlags::NOSIGNAL);
+}
+
+/// Takes the waiting job off the socket and answers that no shim could be forked for it.
+fn refuse_job(control: BorrowedFd<'_>, errno: i32) {
+    eprintln!("hotsh supervisor: cannot fork a shim: {}", std::io::Error::from_raw_os_error(errno));
+    if let Ok(Some(_)) = receive(control) {
+        answer_host(control, Err(errno));
+    }
+}
+
+/// A shim forked before its job, reading the host's socket itself: neither the fork nor a
+/// hand-over through the supervisor is on the path of the command that uses it. It writes a
+/// byte on its channel when it has taken a job.
 struct Spare {
     pid: libc::pid_t,
-    /// Opened before the supervisor can reap it, so it names this very process.
-    pidfd: Option<Pidfd>,
     channel: UnixStream,
 }
 
@@ -344,14 +377,12 @@ fn fork_spare(lifeline: RawFd, control: &OwnedFd, signals: &SignalFd) -> Result<
     }
     if pid > 0 {
         drop(theirs);
-        let pidfd = Pidfd::open(pid as u32).ok();
-        return Ok(Spare { pid, pidfd, channel });
+        return Ok(Spare { pid, channel });
     }
     // SAFETY: the fork closes the supervisor's descriptors it must not hold (they belong to
     // the supervisor's frame, which this fork never returns to).
     unsafe {
         libc::close(signals.fd);
-        libc::close(control.as_raw_fd());
         libc::close(channel.as_raw_fd());
         // A process group of its own, as the host signals it alone.
         libc::setpgid(0, 0);
@@ -359,8 +390,25 @@ fn fork_spare(lifeline: RawFd, control: &OwnedFd, signals: &SignalFd) -> Result<
     }
     std::mem::forget(channel);
     let prepared = shim::Shim::prepare();
-    // The supervisor gone before a job came (its end closed): nothing to do.
-    let Ok(Some((frame, pipes))) = receive(theirs.as_fd()) else { std::process::exit(0) };
+    // Copies now (copy-on-write) the heap pages the job will write, while no command waits.
+    drop(std::hint::black_box(vec![1u8; 96 << 10]));
+    let (frame, pipes) = match receive(control.as_fd()) {
+        Ok(Some(job)) => job,
+        // The host closed the socket: nothing to do.
+        Ok(None) => std::process::exit(0),
+        Err(error) => {
+            // A job that cannot be read is answered, so the host does not wait for it.
+            eprintln!("hotsh supervisor: a job could not be read: {error}");
+            answer_host(control.as_fd(), Err(libc::EINVAL));
+            let _ = std::io::Write::write_all(&mut (&theirs), b"!");
+            std::process::exit(0);
+        }
+    };
+    // SAFETY: getpid cannot fail.
+    answer_host(control.as_fd(), Ok(unsafe { libc::getpid() }));
+    // SAFETY: this fork's own copy of the socket, no longer needed.
+    unsafe { libc::close(control.as_raw_fd()) };
+    let _ = std::io::Write::write_all(&mut (&theirs), b"!");
     drop(theirs);
     let [stdin, stdout, stderr, status]: [OwnedFd; JOB_FDS] =
         pipes.try_into().unwrap_or_else(|_| std::process::exit(125));
@@ -378,56 +426,6 @@ fn fork_spare(lifeline: RawFd, control: &OwnedFd, signals: &SignalFd) -> Result<
         (Err(error), _) => report.fail(&error),
         (_, Err(error)) => report.fail(&format!("the command could not be read: {error}")),
     }
-}
-
-/// Gives the job to the spare shim (forking one if there is none, or another if it died);
-/// the answer is the shim, or the error of `fork`.
-fn hand_over(
-    spare: &mut Option<Spare>,
-    frame: &[u8],
-    pipes: &[OwnedFd],
-    lifeline: RawFd,
-    control: &OwnedFd,
-    signals: &SignalFd,
-) -> Result<Spare, i32> {
-    let fds: Vec<BorrowedFd<'_>> = pipes.iter().map(|p| p.as_fd()).collect();
-    let mut error = libc::EIO;
-    for _ in 0..2 {
-        let shim = match spare.take() {
-            Some(shim) => shim,
-            None => fork_spare(lifeline, control, signals)?,
-        };
-        match send_frame(shim.channel.as_fd(), frame, &fds) {
-            Ok(()) => return Ok(shim),
-            Err((_, failed)) => {
-                // The spare died (a command can kill it); it is reaped with the others.
-                error = failed.raw_os_error().unwrap_or(libc::EIO);
-                // SAFETY: our own unreaped child.
-                unsafe { libc::kill(shim.pid, libc::SIGKILL) };
-            }
-        }
-    }
-    Err(error)
-}
-
-/// Sends the host the answer to its job: the pid (or 0) and an error number, with a pidfd for
-/// the shim when the kernel has them.
-fn answer_host(control: BorrowedFd<'_>, answer: Result<Spare, i32>) -> std::io::Result<()> {
-    let (pid, errno, pidfd) = match answer {
-        Ok(shim) => (shim.pid, 0, shim.pidfd),
-        Err(errno) => (0, errno, None),
-    };
-    let mut bytes = [0u8; 8];
-    bytes[..4].copy_from_slice(&pid.to_le_bytes());
-    bytes[4..].copy_from_slice(&errno.to_le_bytes());
-    let fds: Vec<BorrowedFd<'_>> = pidfd.iter().map(|p| p.as_fd()).collect();
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-    let mut ancillary = SendAncillaryBuffer::new(&mut space);
-    if !fds.is_empty() {
-        ancillary.push(SendAncillaryMessage::ScmRights(&fds));
-    }
-    rustix::net::sendmsg(control, &[IoSlice::new(&bytes)], &mut ancillary, SendFlags::NOSIGNAL)?;
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -453,7 +451,8 @@ pub(crate) struct Supervisor {
 struct Running {
     child: std::process::Child,
     pidfd: Option<Pidfd>,
-    socket: UnixStream,
+    /// A `SOCK_SEQPACKET` pair's end: one message per job, read whole by one spare.
+    socket: OwnedFd,
 }
 
 /// Why a job did not start.
@@ -492,6 +491,13 @@ impl Supervisor {
         pipes: [BorrowedFd<'_>; JOB_FDS],
     ) -> std::io::Result<Started> {
         let frame = encode(job);
+        if frame.len() > MAX_FRAME {
+            return Err(std::io::Error::other(format!(
+                "the command, its arguments and environment take {} bytes; the limit is {} MiB",
+                frame.len(),
+                MAX_FRAME >> 20
+            )));
+        }
         let mut running = lock(&self.running);
         // A supervisor that has died is replaced before the job is sent.
         if running.as_ref().is_some_and(|r| r.pidfd.as_ref().is_some_and(|p| p.has_exited())) {
@@ -528,7 +534,7 @@ impl Supervisor {
     /// and reaps the supervisor if it ends within `within`; kills it otherwise.
     pub(crate) fn close(&self, within: Duration) {
         let Some(mut running) = lock(&self.running).take() else { return };
-        let _ = running.socket.shutdown(std::net::Shutdown::Both);
+        let _ = rustix::net::shutdown(&running.socket, rustix::net::Shutdown::Both);
         let ended = running.pidfd.as_ref().is_none_or(|p| p.wait_exit(within));
         if !ended {
             let _ = running.child.kill();
@@ -538,7 +544,12 @@ impl Supervisor {
     }
 
     fn launch(&self) -> std::io::Result<Running> {
-        let (socket, theirs) = UnixStream::pair()?;
+        let (socket, theirs) = rustix::net::socketpair(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::SEQPACKET,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        )?;
         let theirs_fd = theirs.as_raw_fd();
         let mut command = std::process::Command::new(&self.program.path);
         command
@@ -573,9 +584,26 @@ impl Supervisor {
 
 impl Running {
     fn send(&self, frame: &[u8], pipes: [BorrowedFd<'_>; JOB_FDS]) -> Result<Started, Failure> {
-        send_frame(self.socket.as_fd(), frame, &pipes).map_err(|(partly, error)| {
-            if partly { Failure::Unknown(error) } else { Failure::NotSent(error) }
-        })?;
+        // A large job goes in a memory file (the socket's buffer bounds one message).
+        let file = if frame.len() > INLINE_MAX {
+            Some(frame_file(frame).map_err(Failure::Refused)?)
+        } else {
+            None
+        };
+        let mut fds = pipes.to_vec();
+        fds.extend(file.as_ref().map(|f| f.as_fd()));
+        let message = if file.is_some() { IN_FILE } else { frame };
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(JOB_FDS + 1))];
+        let mut ancillary = SendAncillaryBuffer::new(&mut space);
+        ancillary.push(SendAncillaryMessage::ScmRights(&fds));
+        // One message: it went whole, or not at all.
+        rustix::net::sendmsg(
+            &self.socket,
+            &[IoSlice::new(message)],
+            &mut ancillary,
+            SendFlags::NOSIGNAL,
+        )
+        .map_err(|e| Failure::NotSent(e.into()))?;
         self.answer().map_err(Failure::Unknown)?
     }
 
@@ -616,7 +644,7 @@ impl Running {
             &self.socket,
             &mut [IoSliceMut::new(&mut bytes)],
             &mut ancillary,
-            RecvFlags::CMSG_CLOEXEC | RecvFlags::WAITALL,
+            RecvFlags::CMSG_CLOEXEC,
         )?;
         let pidfd = ancillary
             .drain()
@@ -640,6 +668,20 @@ impl Running {
             Err(Failure::Refused(std::io::Error::from_raw_os_error(errno)))
         })
     }
+}
+
+/// A memory file holding `frame`, for a job too large for one message.
+fn frame_file(frame: &[u8]) -> std::io::Result<std::fs::File> {
+    use std::io::Write as _;
+    // SAFETY: a constant name and flags; the result is a new descriptor or -1.
+    let fd = unsafe { libc::memfd_create(c"hotsh-job".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor nothing else owns.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    file.write_all(frame)?;
+    Ok(file)
 }
 
 /// Kills a supervisor given up on and reaps it. Its shims are re-parented to the host, which

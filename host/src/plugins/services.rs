@@ -1,9 +1,11 @@
 //! The host services one plugin call receives (the ABI's `HostServices`).
 //!
 //! The object is bound to one call: commands it runs stream into that call's card and stop
-//! when the turn is cancelled. Plugin calls run on a blocking thread; each service hands its
-//! work to the host's runtime (processes are never spawned from a blocking-pool thread, see
-//! DESIGN §6) and waits for the answer.
+//! when the turn is cancelled. Plugin calls run on a blocking thread; each service runs its
+//! work there, in the host's runtime (`Handle::block_on`: the runtime's workers drive its IO
+//! and timers), and waits for the answer. That thread spawns no process: commands are forked
+//! by the executor's supervisor (DESIGN §6 keeps spawns off blocking-pool threads because a
+//! child's `PR_SET_PDEATHSIG` fires when the thread that spawned it ends).
 
 use super::gate::{Action, CallSandbox, Gate};
 use crate::executor::{
@@ -50,15 +52,13 @@ pub(crate) struct StartedTask {
 }
 
 impl CallServices {
-    /// Runs `future` on the host's runtime (a worker thread: processes are never spawned from
-    /// the blocking thread a plugin call runs on) and waits for it.
+    /// Runs `future` in the host's runtime on this (blocking) thread and waits for it: no
+    /// hop to a worker and back. A panic in it is caught by the service's guard.
     pub(super) fn on_runtime<T: Send + 'static>(
         &self,
         future: impl std::future::Future<Output = T> + Send + 'static,
     ) -> Result<T, RString> {
-        self.runtime
-            .block_on(self.runtime.spawn(future))
-            .map_err(|join| format!("the executor failed: {join}").into())
+        Ok(self.runtime.block_on(future))
     }
 }
 

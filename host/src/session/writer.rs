@@ -9,7 +9,6 @@ use super::log::{self, Record};
 use crate::sync::lock;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use tokio::io::AsyncWriteExt as _;
 use tokio::sync::{mpsc, oneshot};
 
 /// Records waiting for the writer at most; a slow disk then slows the session down.
@@ -94,7 +93,7 @@ async fn run(
     failure: Arc<Mutex<Option<String>>>,
 ) {
     let OpenLog { path, file, lock: _lock, mut next_seq, length } = open;
-    let mut file = tokio::fs::File::from_std(file);
+    let mut file = file;
     let mut buffer: Vec<u8> = Vec::with_capacity(BUFFER);
     // Everything up to here is complete records on disk.
     let mut durable = length;
@@ -116,14 +115,12 @@ async fn run(
                     }
                 }
                 if buffer.len() >= BUFFER {
-                    failed =
-                        !write_out(&path, &mut file, &mut buffer, &mut durable, &failure).await;
+                    failed = !write_out(&path, &mut file, &mut buffer, &mut durable, &failure);
                 }
             }
             Command::Flush(done) => {
                 if !failed {
-                    failed =
-                        !write_out(&path, &mut file, &mut buffer, &mut durable, &failure).await;
+                    failed = !write_out(&path, &mut file, &mut buffer, &mut durable, &failure);
                 }
                 let result = match lock(&failure).clone() {
                     Some(failure) => Err(failure),
@@ -133,7 +130,7 @@ async fn run(
             }
             Command::Close(done) => {
                 if !failed {
-                    write_out(&path, &mut file, &mut buffer, &mut durable, &failure).await;
+                    write_out(&path, &mut file, &mut buffer, &mut durable, &failure);
                 }
                 let _ = done.send(());
                 return;
@@ -141,15 +138,20 @@ async fn run(
         }
     }
     if !failed {
-        write_out(&path, &mut file, &mut buffer, &mut durable, &failure).await;
+        write_out(&path, &mut file, &mut buffer, &mut durable, &failure);
     }
 }
 
 /// Writes the buffer; on failure, cuts the file back to its last complete record and records
 /// why. Returns whether the write succeeded.
-async fn write_out(
+///
+/// The write is made on the writer task itself, not handed to the blocking pool: it is at
+/// most a buffer (256 KiB) into the page cache, and a hop to another thread and back cost more
+/// than the write on every tool call. A disk that stalls stalls this runtime worker for as
+/// long; the other worker goes on serving.
+fn write_out(
     path: &Path,
-    file: &mut tokio::fs::File,
+    file: &mut std::fs::File,
     buffer: &mut Vec<u8>,
     durable: &mut u64,
     failure: &Mutex<Option<String>>,
@@ -157,10 +159,7 @@ async fn write_out(
     if buffer.is_empty() {
         return true;
     }
-    let written = match file.write_all(buffer).await {
-        Ok(()) => file.flush().await,
-        Err(error) => Err(error),
-    };
+    let written = std::io::Write::write_all(file, buffer);
     match written {
         Ok(()) => {
             *durable += buffer.len() as u64;
@@ -174,7 +173,7 @@ async fn write_out(
                 path.display()
             );
             tracing::error!("{message}");
-            if let Err(error) = file.set_len(*durable).await {
+            if let Err(error) = file.set_len(*durable) {
                 tracing::error!(path = %path.display(), %error, "cannot cut the session log back to its last complete record");
             }
             buffer.clear();

@@ -448,3 +448,17 @@ fn a_command_that_stops_the_supervisor_does_not_stop_the_next_command() {
     assert_eq!(supervisor_of(agent.pid()), supervisor, "the same supervisor serves");
     assert!(agent.finish().success());
 }
+
+#[test]
+fn a_large_command_reaches_the_shell_whole() {
+    // 100,000 bytes: more than one message to the supervisor takes (the job then travels in a
+    // memory file), less than `exec` takes for one string (128 KiB).
+    let payload = "x".repeat(100_000);
+    let command = format!("payload={payload}; echo ${{#payload}}");
+    let mut agent = Agent::start(AgentOptions::script(vec![bash_call(&command), say("ok")]));
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "go");
+    assert_eq!(agent.last_tool_result(), ("100000".to_owned(), false));
+    assert!(agent.finish().success());
+}
