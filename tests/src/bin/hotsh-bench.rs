@@ -329,18 +329,38 @@ fn overhead(calls: usize, runs: usize) {
     }
 }
 
-/// Scripted turns running `echo x; uname -s` (a command with output): prompt to the card's
-/// closing update, and prompt to the answer.
+/// Scripted turns running one command (`true`, and `echo x; uname -s`: one with output),
+/// unconfined and under the default sandbox: prompt to the card's closing update, and prompt
+/// to the answer.
 fn card(turns: usize) {
+    let setups = [
+        ("unconfined", "[sandbox]\nmode = \"danger-full-access\"\n"),
+        ("default sandbox", ""),
+    ];
+    let mut summary = Vec::new();
+    for (setup, config) in setups {
+        for command in ["true", "echo x; uname -s"] {
+            let (closed, answered) = card_turns(turns, command, config);
+            summary.push(format!(
+                "{setup}, `{command}`: median of {turns} turns: card closed {closed:.2} ms, answer {answered:.2} ms after the prompt"
+            ));
+        }
+    }
+    for line in summary {
+        println!("{line}");
+    }
+}
+
+/// Medians of `turns` scripted turns running `command`: prompt to the card's closing update,
+/// prompt to the answer.
+fn card_turns(turns: usize, command: &str, config: &str) -> (f64, f64) {
     let hotsh = release_dir().join("hotsh");
     let mut responses = Vec::new();
     for _ in 0..=turns {
-        responses.push(
-            json!({"tool_calls": [{"name": "bash", "arguments": {"command": "echo x; uname -s"}}]}),
-        );
+        responses.push(json!({"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}));
         responses.push(json!({"text": "done"}));
     }
-    let mut agent = Agent::start(&hotsh, responses, "");
+    let mut agent = Agent::start(&hotsh, responses, config);
     agent.prompt("warm up");
     let (mut closed, mut answered) = (Vec::new(), Vec::new());
     for turn in 1..=turns {
@@ -365,16 +385,12 @@ fn card(turns: usize) {
         }
         let answer = ms(started.elapsed());
         let card = card_closed.expect("the card closed");
-        println!("turn {turn}: card closed after {card:.2} ms, answer after {answer:.2} ms");
+        println!("`{command}` turn {turn}: card closed after {card:.2} ms, answer after {answer:.2} ms");
         closed.push(card);
         answered.push(answer);
     }
-    println!(
-        "median of {turns} turns: card closed {:.2} ms, answer {:.2} ms after the prompt",
-        median(closed),
-        median(answered)
-    );
     agent.finish();
+    (median(closed), median(answered))
 }
 
 /// `edit_file` through the whole tool path on a 1 KiB and a 10 MiB file: one turn reads the
