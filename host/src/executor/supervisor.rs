@@ -203,7 +203,12 @@ pub(crate) fn main(args: &[OsString]) -> ! {
         };
         let mut fds = [
             libc::pollfd { fd: signals.fd, events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: lifeline, events: libc::POLLIN, revents: 0 },
+            // Once it has ended, the lifeline stays readable: no longer watched.
+            libc::pollfd {
+                fd: if taking_jobs { lifeline } else { -1 },
+                events: libc::POLLIN,
+                revents: 0,
+            },
             libc::pollfd { fd: job_fd, events: job_events, revents: 0 },
         ];
         // SAFETY: `fds` holds three valid pollfd (a negative fd is ignored).
@@ -241,6 +246,7 @@ pub(crate) fn main(args: &[OsString]) -> ! {
             }
         }
         if !taking_jobs {
+            spare_due = None;
             if let Some(idle) = spare.take() {
                 // SAFETY: our own unreaped child; it has no command (or is starting one, which
                 // its shim's lifeline ends anyway).

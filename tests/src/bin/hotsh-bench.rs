@@ -333,10 +333,8 @@ fn overhead(calls: usize, runs: usize) {
 /// unconfined and under the default sandbox: prompt to the card's closing update, and prompt
 /// to the answer.
 fn card(turns: usize) {
-    let setups = [
-        ("unconfined", "[sandbox]\nmode = \"danger-full-access\"\n"),
-        ("default sandbox", ""),
-    ];
+    let setups =
+        [("unconfined", "[sandbox]\nmode = \"danger-full-access\"\n"), ("default sandbox", "")];
     let mut summary = Vec::new();
     for (setup, config) in setups {
         for command in ["true", "echo x; uname -s"] {
@@ -357,7 +355,8 @@ fn card_turns(turns: usize, command: &str, config: &str) -> (f64, f64) {
     let hotsh = release_dir().join("hotsh");
     let mut responses = Vec::new();
     for _ in 0..=turns {
-        responses.push(json!({"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}));
+        responses
+            .push(json!({"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}));
         responses.push(json!({"text": "done"}));
     }
     let mut agent = Agent::start(&hotsh, responses, config);
@@ -385,7 +384,9 @@ fn card_turns(turns: usize, command: &str, config: &str) -> (f64, f64) {
         }
         let answer = ms(started.elapsed());
         let card = card_closed.expect("the card closed");
-        println!("`{command}` turn {turn}: card closed after {card:.2} ms, answer after {answer:.2} ms");
+        println!(
+            "`{command}` turn {turn}: card closed after {card:.2} ms, answer after {answer:.2} ms"
+        );
         closed.push(card);
         answered.push(answer);
     }

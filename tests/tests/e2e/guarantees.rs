@@ -19,6 +19,7 @@ fn sigkill_of_the_host_leaves_no_process_behind() {
     let session = agent.new_session();
     agent.start_prompt(&session, "go");
     eventually("six sleeps to run", || processes_matching(&format!("sleep {marker}")).len() >= 6);
+    let supervisor = supervisor_of(agent.pid());
 
     agent.kill9();
     let killed_at = Instant::now();
@@ -27,6 +28,14 @@ fn sigkill_of_the_host_leaves_no_process_behind() {
     });
     let took = killed_at.elapsed();
     assert!(took < Duration::from_secs(1), "processes outlived the host by {took:?}");
+    // The supervisor and its spare shim end too (gone, or a zombie for init to reap).
+    eventually("the supervisor to end", || !running(supervisor));
+}
+
+/// Whether `pid` is a process that has not ended (neither gone nor a zombie).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
 }
 
 #[test]
@@ -460,5 +469,28 @@ fn a_large_command_reaches_the_shell_whole() {
     let session = agent.new_session();
     agent.prompt(&session, "go");
     assert_eq!(agent.last_tool_result(), ("100000".to_owned(), false));
+    assert!(agent.finish().success());
+}
+
+#[test]
+fn a_command_that_kills_the_spare_shim_does_not_stop_the_next_command() {
+    // The supervisor forks the next command's shim ahead of time; kill it.
+    let command = "sleep 0.1; supervisor=$(awk '{print $4}' /proc/$PPID/stat); \
+                   for child in $(cat /proc/$supervisor/task/$supervisor/children); do \
+                     [ \"$child\" != \"$PPID\" ] && kill -9 \"$child\" && echo killed a spare; \
+                   done; true";
+    let mut options = AgentOptions::script(vec![
+        bash_call(command),
+        bash_call("echo the next command runs"),
+        say("ok"),
+    ]);
+    options.config = Some(UNCONFINED.to_owned());
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "go");
+    let results = agent.tool_results();
+    assert_eq!(results[0], ("killed a spare".to_owned(), false), "{results:?}");
+    assert_eq!(results[1], ("the next command runs".to_owned(), false), "{results:?}");
     assert!(agent.finish().success());
 }
