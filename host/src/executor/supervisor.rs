@@ -176,7 +176,10 @@ pub(crate) fn main(args: &[OsString]) -> ! {
     // SAFETY: the host passed this descriptor for the supervisor to own.
     let control = unsafe { OwnedFd::from_raw_fd(control) };
     // Ignored for itself, blocked and read: only the host's socket and lifeline end it.
-    let signals = match SignalFd::new(&[libc::SIGCHLD, libc::SIGTERM, libc::SIGINT, libc::SIGHUP]) {
+    // SIGCONT (the host's nudge when no answer comes) is read too, to pass on to the spare: a
+    // command may have stopped either.
+    let watched = [libc::SIGCHLD, libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGCONT];
+    let signals = match SignalFd::new(&watched) {
         Ok(fd) => fd,
         Err(error) => fail(&format!("cannot watch signals: {error}")),
     };
@@ -220,7 +223,12 @@ pub(crate) fn main(args: &[OsString]) -> ! {
             fail(&format!("poll failed: {}", std::io::Error::last_os_error()));
         }
         if fds[0].revents != 0 {
-            signals.read();
+            if signals.read().contains(&libc::SIGCONT)
+                && let Some(spare) = &spare
+            {
+                // SAFETY: our own unreaped child (it is reaped only on SIGCHLD, below).
+                unsafe { libc::kill(spare.pid, libc::SIGCONT) };
+            }
             reap_and_sweep(&mut shims);
         }
         if taking_jobs && fds[1].revents != 0 {

@@ -405,15 +405,12 @@ fn supervisor_of(agent_pid: u32) -> u32 {
         .unwrap_or_else(|| panic!("the agent has no command supervisor among {children:?}"))
 }
 
-#[test]
-fn a_command_that_kills_the_supervisor_loses_only_running_commands() {
-    let marker = "sleep 1000.0818";
-    // The shim's parent is the supervisor.
-    let command = format!(
-        "{marker} & sleep 0.2; kill -9 $(awk '{{print $4}}' /proc/$PPID/stat); sleep 1000.0819"
-    );
+/// An agent (commands unconfined) whose first command is `command` and whose second echoes a
+/// line, which must come back: the command did not stop the next one. Returns the agent after
+/// the turn, the first command's result, and the supervisor the agent had before the turn.
+fn then_the_next_command(command: &str) -> (Agent, (String, bool), u32) {
     let mut options = AgentOptions::script(vec![
-        bash_call(&command),
+        bash_call(command),
         bash_call("echo the next command runs"),
         say("ok"),
     ]);
@@ -421,13 +418,24 @@ fn a_command_that_kills_the_supervisor_loses_only_running_commands() {
     let mut agent = Agent::start(options);
     agent.initialize(true);
     let session = agent.new_session();
-    let first_supervisor = supervisor_of(agent.pid());
+    let supervisor = supervisor_of(agent.pid());
     let response = agent.prompt(&session, "go");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     let results = agent.tool_results();
-    // The command died with its supervisor: its shim came to the agent, which killed it.
-    assert!(results[0].0.contains("[killed by signal: SIGKILL]"), "{results:?}");
     assert_eq!(results[1], ("the next command runs".to_owned(), false), "{results:?}");
+    (agent, results[0].clone(), supervisor)
+}
+
+#[test]
+fn a_command_that_kills_the_supervisor_loses_only_running_commands() {
+    let marker = "sleep 1000.0818";
+    // The shim's parent is the supervisor.
+    let command = format!(
+        "{marker} & sleep 0.2; kill -9 $(awk '{{print $4}}' /proc/$PPID/stat); sleep 1000.0819"
+    );
+    let (agent, (first, _), first_supervisor) = then_the_next_command(&command);
+    // The command died with its supervisor: its shim came to the agent, which killed it.
+    assert!(first.contains("[killed by signal: SIGKILL]"), "{first}");
     eventually("the command's processes to be gone", || {
         processes_matching(marker).is_empty() && processes_matching("sleep 1000.0819").is_empty()
     });
@@ -439,22 +447,36 @@ fn a_command_that_kills_the_supervisor_loses_only_running_commands() {
 #[test]
 fn a_command_that_stops_the_supervisor_does_not_stop_the_next_command() {
     let command = "kill -STOP $(awk '{print $4}' /proc/$PPID/stat); echo stopped it";
-    let mut options = AgentOptions::script(vec![
-        bash_call(command),
-        bash_call("echo the next command runs"),
-        say("ok"),
-    ]);
-    options.config = Some(UNCONFINED.to_owned());
-    let mut agent = Agent::start(options);
-    agent.initialize(true);
-    let session = agent.new_session();
-    let supervisor = supervisor_of(agent.pid());
-    agent.prompt(&session, "go");
-    let results = agent.tool_results();
-    assert_eq!(results[0], ("stopped it".to_owned(), false), "{results:?}");
     // The host woke the supervisor up (SIGCONT) when it did not answer.
-    assert_eq!(results[1], ("the next command runs".to_owned(), false), "{results:?}");
+    let (agent, first, supervisor) = then_the_next_command(command);
+    assert_eq!(first, ("stopped it".to_owned(), false));
     assert_eq!(supervisor_of(agent.pid()), supervisor, "the same supervisor serves");
+    assert!(agent.finish().success());
+}
+
+/// A command that sends `signal` to the spare shim the supervisor forked ahead of time for
+/// the next command, and says so.
+fn signal_the_spare(signal: &str) -> String {
+    format!(
+        "sleep 0.1; supervisor=$(awk '{{print $4}}' /proc/$PPID/stat); \
+         for child in $(cat /proc/$supervisor/task/$supervisor/children); do \
+           [ \"$child\" != \"$PPID\" ] && kill -{signal} \"$child\" && echo sent to a spare; \
+         done; true"
+    )
+}
+
+#[test]
+fn a_command_that_kills_the_spare_shim_does_not_stop_the_next_command() {
+    let (agent, first, _) = then_the_next_command(&signal_the_spare("KILL"));
+    assert_eq!(first, ("sent to a spare".to_owned(), false));
+    assert!(agent.finish().success());
+}
+
+#[test]
+fn a_command_that_stops_the_spare_shim_does_not_stop_the_next_command() {
+    // The host nudges the supervisor (SIGCONT), which passes it on to its spare.
+    let (agent, first, _) = then_the_next_command(&signal_the_spare("STOP"));
+    assert_eq!(first, ("sent to a spare".to_owned(), false));
     assert!(agent.finish().success());
 }
 
@@ -469,28 +491,5 @@ fn a_large_command_reaches_the_shell_whole() {
     let session = agent.new_session();
     agent.prompt(&session, "go");
     assert_eq!(agent.last_tool_result(), ("100000".to_owned(), false));
-    assert!(agent.finish().success());
-}
-
-#[test]
-fn a_command_that_kills_the_spare_shim_does_not_stop_the_next_command() {
-    // The supervisor forks the next command's shim ahead of time; kill it.
-    let command = "sleep 0.1; supervisor=$(awk '{print $4}' /proc/$PPID/stat); \
-                   for child in $(cat /proc/$supervisor/task/$supervisor/children); do \
-                     [ \"$child\" != \"$PPID\" ] && kill -9 \"$child\" && echo killed a spare; \
-                   done; true";
-    let mut options = AgentOptions::script(vec![
-        bash_call(command),
-        bash_call("echo the next command runs"),
-        say("ok"),
-    ]);
-    options.config = Some(UNCONFINED.to_owned());
-    let mut agent = Agent::start(options);
-    agent.initialize(true);
-    let session = agent.new_session();
-    agent.prompt(&session, "go");
-    let results = agent.tool_results();
-    assert_eq!(results[0], ("killed a spare".to_owned(), false), "{results:?}");
-    assert_eq!(results[1], ("the next command runs".to_owned(), false), "{results:?}");
     assert!(agent.finish().success());
 }
