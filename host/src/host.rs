@@ -282,6 +282,7 @@ impl Host {
             exit_code: None,
             signal: None,
             with_agent: true,
+            sandbox: None,
         };
         session.record(Fact::TaskEnded(end.clone())).await;
         let notice =

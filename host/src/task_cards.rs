@@ -8,7 +8,8 @@
 
 use crate::executor::{Executor, TaskEnded, TaskState};
 use crate::session::{
-    CallStatus, Card, Fact, GenericCard, Session, SessionEvent, TaskEnd, ToolCallId, ToolKind,
+    CallStatus, Card, Fact, GenericCard, Session, SessionEvent, TaskEnd, TaskSandbox, ToolCallId,
+    ToolKind,
 };
 use crate::sync::lock;
 use std::collections::{HashMap, HashSet};
@@ -110,8 +111,10 @@ impl TaskCards {
 async fn close(session: &Session, call_id: &ToolCallId, title: &str, ended: &TaskEnded) {
     let end = task_end_of(ended);
     let failed = ended.status.exit_code != Some(0);
+    let marker = end.sandbox.as_ref().and_then(TaskSandbox::marker);
     let content = format!(
-        "{} {}; full output: {}",
+        "{}{} {}; full output: {}",
+        marker.map(|m| m + " ").unwrap_or_default(),
         ended.id,
         crate::session::describe_task_end(&end),
         ended.output_path.display()
@@ -127,6 +130,7 @@ async fn close(session: &Session, call_id: &ToolCallId, title: &str, ended: &Tas
                 "exit_code": ended.status.exit_code,
                 "signal": ended.status.signal,
                 "output_path": ended.output_path,
+                "sandbox": end.sandbox,
             }),
             error: None,
             output_text: None,
@@ -137,8 +141,22 @@ async fn close(session: &Session, call_id: &ToolCallId, title: &str, ended: &Tas
     }
 }
 
-/// A task's end as the log records it.
+/// A task's end as the log records it, with its sandbox facts: the mode, and whether its
+/// failure looks like a denial (judged from the policy and the end of its output, as a
+/// foreground command's is).
 fn task_end_of(ended: &TaskEnded) -> TaskEnd {
+    let confinement = &ended.confinement;
+    let denied = confinement.policy.as_ref().and_then(|policy| {
+        crate::sandbox::classify::classify(
+            policy,
+            &crate::sandbox::classify::Evidence {
+                exit_code: ended.status.exit_code,
+                signal: ended.status.signal.as_deref(),
+                output: [&ended.tail, ""],
+                workdir: &confinement.workdir,
+            },
+        )
+    });
     TaskEnd {
         task_id: ended.id.0.clone(),
         state: match ended.status.state {
@@ -150,5 +168,9 @@ fn task_end_of(ended: &TaskEnded) -> TaskEnd {
         exit_code: ended.status.exit_code,
         signal: ended.status.signal.clone(),
         with_agent: false,
+        sandbox: Some(TaskSandbox {
+            mode: confinement.mode.clone(),
+            denied: denied.map(|d| d.as_str().to_owned()),
+        }),
     }
 }

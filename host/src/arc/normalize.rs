@@ -17,8 +17,9 @@ pub(crate) struct Normalizer {
 /// Text that differs between runs by nature, and what it reads as.
 static PATTERNS: LazyLock<Vec<(regex::Regex, &'static str)>> = LazyLock::new(|| {
     [
-        // The agent's private output directory (`$TMPDIR/hotsh-<uid>-<pid>-<random>`).
-        (r#"(?:/[^/ \t\n"']+)*/hotsh-[0-9]+-[0-9]+-[0-9a-f]{12}"#, "<output>"),
+        // The agent's private output directory (`$TMPDIR/hotsh-<uid>-<pid>-<random>`), also as
+        // a blessed arc writes it (under the replay's own directory, `<replay>/…`).
+        (r#"(?:<replay>)?(?:/[^/ \t\n"']+)*/hotsh-[0-9]+-[0-9]+-[0-9a-f]{12}"#, "<output>"),
         // Plugin cards: the build's content hash, its load time, its generation.
         (r"hash [0-9a-f]{16}", "hash <hash>"),
         (r"loaded in [0-9.]+ ms at [0-9.]+", "loaded in <ms> at <time>"),
@@ -311,5 +312,8 @@ mod tests {
             json!({"a": "<cwd>/x in <output>/s/t1.out", "secret": "<any>",
                 "duration_ms": "<any>", "b": ["hash <hash>, build <n>"]})
         );
+        // As `hotsh replay --bless` writes an output path (under the replay's directory).
+        let blessed = json!("full output: <replay>/tmp/hotsh-0-9-0123456789ab/s/bash-1.log");
+        assert_eq!(normalizer.apply(&blessed), json!("full output: <output>/s/bash-1.log"));
     }
 }

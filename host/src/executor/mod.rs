@@ -133,6 +133,8 @@ pub(crate) struct StartRequest {
     pub(crate) output_dir: PathBuf,
     /// The confinement the shim applies; `None` runs unconfined.
     pub(crate) policy: Option<Policy>,
+    /// The sandbox mode's name, recorded with the task for its end (never interpreted here).
+    pub(crate) mode: String,
 }
 
 /// A background task that was just started.
@@ -453,6 +455,11 @@ impl Executor {
             process,
             self.config.unread_cap,
             output_path.clone(),
+            task::Confinement {
+                policy: request.policy,
+                mode: request.mode,
+                workdir: request.workdir,
+            },
         ));
         lock(&self.tasks).insert(id.clone(), Arc::clone(&task));
         let executor = Arc::clone(self);
@@ -528,6 +535,8 @@ impl Executor {
             command: task.command.clone(),
             status,
             output_path: task.output_path().clone(),
+            confinement: task.confinement.clone(),
+            tail: task.tail(),
         })
     }
 

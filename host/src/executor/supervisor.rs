@@ -3,19 +3,23 @@
 //! "Measured", says why: on this kind of machine an `exec` costs more than a millisecond).
 //!
 //! The host starts it once (`hotsh-shim __supervisor BUILD LIFELINE_FD CONTROL_FD`, or
-//! `hotsh __supervisor …` where `hotsh-shim` is missing) with an empty environment, in `/`, in a
-//! process group of its own. Over CONTROL_FD, one end of a Unix socket pair, the host sends a
-//! [`Job`] with four descriptors (the command's stdin, stdout, stderr and the status pipe's
-//! write end); the supervisor forks, the fork puts the pipes on 0, 1 and 2 and becomes the
-//! command's shim ([`shim::run`]), and the supervisor answers with the shim's pid and a pidfd
-//! for it. How the command ended comes to the host through the status pipe, not through the
-//! supervisor, so the host waits for nothing it cannot see.
+//! `hotsh __supervisor …` where `hotsh-shim` is missing) with an empty environment, in `/`; it
+//! makes itself a session of its own. CONTROL_FD is one end of a `SOCK_SEQPACKET` socket pair.
+//! The supervisor keeps one *spare* shim forked ahead of time, which reads the socket itself:
+//! the host sends a [`Job`] as one message with four descriptors (the command's stdin, stdout,
+//! stderr and the status pipe's write end; a job over [`INLINE_MAX`] comes in a memory file,
+//! a fifth); the spare answers with its pid and a pidfd for itself, tells the supervisor (a
+//! byte on its own channel), puts the pipes on 0, 1 and 2 and runs the command
+//! ([`shim::Shim::run`]). The supervisor forks the next spare [`SPARE_DELAY`] later, or at once
+//! when a job waits and there is none. How the command ended comes to the host through the
+//! status pipe, not through the supervisor, so the host waits for nothing it cannot see.
 //!
 //! The supervisor is a child subreaper: if a command kills its shim, what the shim leaves
 //! behind comes to the supervisor, which kills it. It stops taking jobs when the host closes
 //! the socket or the lifeline ends, and exits once it has no child left. If it dies (a command
 //! can kill it: it runs as the same user), its shims are re-parented to the host, which kills
-//! them as strangers; the host starts a new supervisor for the next command.
+//! them as strangers; the host starts a new supervisor for the next command. A SIGCONT (the
+//! host's nudge when no answer comes) is passed on to the spare.
 //!
 //! The supervisor must stay single-threaded: its forks run Rust code without an `exec`.
 
@@ -530,8 +534,8 @@ impl Supervisor {
                 Err(Failure::Unknown(error)) => {
                     end(running.take());
                     return Err(std::io::Error::other(format!(
-                        "the command supervisor ended while starting the command ({error}); \
-                         the command may have started and been killed with it"
+                        "the command supervisor did not answer ({error}); it was replaced, and \
+                         the command, if it had started, was stopped with it"
                     )));
                 }
                 Err(Failure::NotSent(error)) => {
@@ -541,7 +545,12 @@ impl Supervisor {
                 }
             }
         }
-        Err(last_error.unwrap_or_else(|| std::io::Error::other("no supervisor")))
+        let error = last_error.unwrap_or_else(|| std::io::Error::other("no supervisor"));
+        Err(std::io::Error::other(format!(
+            "the command supervisor ({} beside hotsh, or hotsh itself) ends as soon as it starts \
+             ({error}); its reason is in the agent's log",
+            shim::PROGRAM
+        )))
     }
 
     /// Closes the socket (the supervisor stops taking jobs and exits once its shims are gone)

@@ -58,7 +58,22 @@ pub(crate) struct TaskEnded {
     pub(crate) command: String,
     pub(crate) status: TaskStatus,
     pub(crate) output_path: PathBuf,
+    pub(crate) confinement: Confinement,
+    /// The last [`TAIL`] bytes of its output (lossy UTF-8), for judging whether it hit the
+    /// sandbox.
+    pub(crate) tail: String,
 }
+
+/// How a task was confined, as the host asked (kept to judge its end).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Confinement {
+    pub(crate) policy: Option<crate::sandbox::Policy>,
+    pub(crate) mode: String,
+    pub(crate) workdir: PathBuf,
+}
+
+/// Bytes of a task's latest output kept whatever was read.
+const TAIL: usize = 4 << 10;
 
 /// Unread output, bounded: older unread bytes give way to newer ones and are counted.
 #[derive(Debug)]
@@ -84,6 +99,9 @@ pub(crate) struct Task {
     status: watch::Sender<TaskStatus>,
     /// The host asked for the task to be killed.
     pub(crate) kill_requested: std::sync::atomic::AtomicBool,
+    pub(crate) confinement: Confinement,
+    /// Its latest output, read or not.
+    tail: Mutex<VecDeque<u8>>,
     /// A tool's answer already told the model how the task ended (a kill, a read after the
     /// end): no notice is needed.
     pub(crate) end_reported: std::sync::atomic::AtomicBool,
@@ -97,6 +115,7 @@ impl Task {
         process: super::ProcessHandle,
         unread_cap: usize,
         output_path: PathBuf,
+        confinement: Confinement,
     ) -> Self {
         Self {
             id,
@@ -108,6 +127,8 @@ impl Task {
             output_path,
             status: watch::Sender::new(TaskStatus::RUNNING),
             kill_requested: std::sync::atomic::AtomicBool::new(false),
+            confinement,
+            tail: Mutex::new(VecDeque::with_capacity(TAIL)),
             end_reported: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -118,6 +139,12 @@ impl Task {
 
     /// Keeps `bytes` for the next read (bounded).
     pub(crate) fn push(&self, bytes: &[u8]) {
+        {
+            let mut tail = lock(&self.tail);
+            tail.extend(&bytes[bytes.len().saturating_sub(TAIL)..]);
+            let excess = tail.len().saturating_sub(TAIL);
+            tail.drain(..excess);
+        }
         let mut unread = lock(&self.unread);
         unread.bytes.extend(bytes);
         if unread.bytes.len() > self.unread_cap {
@@ -125,6 +152,13 @@ impl Task {
             unread.bytes.drain(..excess);
             unread.dropped += excess as u64;
         }
+    }
+
+    /// Its latest output (at most [`TAIL`] bytes, lossy UTF-8).
+    pub(crate) fn tail(&self) -> String {
+        let tail = lock(&self.tail);
+        let (front, back) = tail.as_slices();
+        String::from_utf8_lossy(&[front, back].concat()).into_owned()
     }
 
     pub(crate) fn status(&self) -> TaskStatus {
@@ -173,7 +207,28 @@ mod tests {
 
     fn task(cap: usize) -> Task {
         let process = crate::executor::ProcessHandle::detached();
-        Task::new(TaskId("bash-1".into()), None, "x".into(), process, cap, "/nowhere".into())
+        let confinement =
+            Confinement { policy: None, mode: "danger-full-access".into(), workdir: "/".into() };
+        Task::new(
+            TaskId("bash-1".into()),
+            None,
+            "x".into(),
+            process,
+            cap,
+            "/nowhere".into(),
+            confinement,
+        )
+    }
+
+    #[test]
+    fn the_tail_keeps_the_latest_output_whatever_was_read() {
+        let task = task(8);
+        task.push(&vec![b'a'; TAIL]);
+        let _ = task.read();
+        task.push(b"last words");
+        let tail = task.tail();
+        assert_eq!(tail.len(), TAIL);
+        assert!(tail.ends_with("last words"), "{tail}");
     }
 
     #[test]

@@ -175,6 +175,7 @@ impl CallServices {
             owner: Some(self.session_id.clone()),
             output_dir: self.task_output_dir.clone(),
             policy: gate.policy,
+            mode: gate.mode.as_str().to_owned(),
         };
         let executor = Arc::clone(&self.executor);
         match self.on_runtime(async move { executor.start(request) }) {

@@ -233,6 +233,7 @@ mod tests {
                 exit_code: Some(0),
                 signal: None,
                 with_agent: false,
+                sandbox: None,
             })),
         ];
         let folded = fold(records).expect("folds");

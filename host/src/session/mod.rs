@@ -224,6 +224,26 @@ pub(crate) struct TaskEnd {
     /// The agent that ran it went away first.
     #[serde(default)]
     pub(crate) with_agent: bool,
+    /// The sandbox mode it ran under and whether its end looks like a sandbox denial (absent
+    /// in logs written before tasks carried them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) sandbox: Option<TaskSandbox>,
+}
+
+/// A background task's sandbox facts, judged when it ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct TaskSandbox {
+    pub(crate) mode: String,
+    /// `file`, `network` or `syscall` when its failure looks like the sandbox's doing.
+    pub(crate) denied: Option<String>,
+}
+
+impl TaskSandbox {
+    /// The marker the model reads first (DESIGN §8), when the task was denied something.
+    pub(crate) fn marker(&self) -> Option<String> {
+        let denied = self.denied.as_ref()?;
+        Some(format!("[sandbox: {denied} access denied under {} mode]", self.mode))
+    }
 }
 
 /// Where a session's events go.
@@ -664,9 +684,11 @@ pub(crate) fn task_notice(
              it cannot be read or killed any more; {output}]"
         )
     } else {
+        let marker = end.sandbox.as_ref().and_then(TaskSandbox::marker);
         format!(
-            "[background task {task_id} `{shown}` {}. Its unread output is still available with \
+            "{}[background task {task_id} `{shown}` {}. Its unread output is still available with \
              bash_output; full output: {}]",
+            marker.map(|m| m + " ").unwrap_or_default(),
             describe_task_end(end),
             output_path.display()
         )

@@ -132,6 +132,50 @@ fn workspace_write_confines_writes_to_the_cwd_keeps_git_read_only_and_cuts_the_n
 }
 
 #[test]
+fn a_background_task_denied_by_the_sandbox_ends_with_the_marker() {
+    for backend in backends() {
+        let outside = elsewhere();
+        let target = outside.path().join("escaped.txt");
+        let command = format!("sleep 0.1; echo out > {}", target.display());
+        let mut agent = Agent::start(options(
+            backend,
+            "",
+            vec![
+                bash_with(json!({"command": command, "run_in_background": true})),
+                say("started"),
+                say("heard"),
+            ],
+        ));
+        agent.initialize(true);
+        let session = agent.new_session();
+        agent.prompt(&session, "start it");
+        let closed = agent.wait_for(|m| {
+            let u = &m["params"]["update"];
+            u["sessionUpdate"] == "tool_call_update" && u["status"] == "failed"
+        });
+        let update = &closed["params"]["update"];
+        let marker = "[sandbox: file access denied under workspace-write mode]";
+        let content = update["content"][0]["content"]["text"].as_str().expect("card text");
+        assert!(content.starts_with(marker), "{backend}: {content}");
+        assert_eq!(update["rawOutput"]["sandbox"]["mode"], "workspace-write", "{backend}");
+        assert_eq!(update["rawOutput"]["sandbox"]["denied"], "file", "{backend}");
+        assert!(!target.exists(), "{backend}: the write outside went through");
+        // The model reads the marker first in the task's notice.
+        agent.prompt(&session, "anything new?");
+        let requests = agent.model_requests();
+        let messages =
+            requests.last().expect("a request")["messages"].as_array().expect("messages").clone();
+        let notice = messages.iter().find(|m| m["role"] == "notice").expect("a notice");
+        let text = notice["text"].as_str().expect("notice text");
+        assert!(
+            text.starts_with(&format!("{marker} [background task bash-1 ")),
+            "{backend}: {text}"
+        );
+        assert!(agent.finish().success());
+    }
+}
+
+#[test]
 fn read_only_denies_writes_inside_and_in_the_temp_dir() {
     for backend in backends() {
         let mut agent = Agent::start(options(
