@@ -1,10 +1,11 @@
 //! The bash executor: the only module that spawns processes (ARCHITECTURE.md, invariant 2).
 //!
-//! Every command runs under a shim (`shim.rs`, the small `hotsh-shim` beside the host) that runs
-//! `bash -c <command>` in a process group of its own, re-parents the command's orphans to
-//! itself, and kills all of it when the command ends, when it is told to stop, or when the host
-//! goes away (it watches a pipe only the host holds the write end of). stdin is `/dev/null`;
-//! the environment is the host's minus its secrets.
+//! Every command runs under a shim (`shim.rs`), a fork of the host's command supervisor
+//! (`supervisor.rs`, the small `hotsh-shim` beside the host), that runs `bash -c <command>` in
+//! a session of its own, re-parents the command's orphans to itself, and kills all of it when
+//! the command ends, when it is told to stop, or when the host goes away (it watches a pipe
+//! only the host holds the write end of). stdin is `/dev/null`; the environment is the host's
+//! minus its secrets.
 //!
 //! Output goes several ways: for a foreground command, a bounded head and tail per stream for
 //! the model, the full merged stream to a spill file (bounded) when the model's view is cut,
@@ -49,7 +50,8 @@ use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-/// Runs the shim if this process was started as one. Call first thing in `main`.
+/// Runs the command supervisor if this process was started as one. Call first thing in `main`
+/// (the supervisor must be single-threaded: nothing may start a thread before).
 pub fn run_shim_if_asked() {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     if args.first().is_some_and(|a| a == supervisor::SUBCOMMAND) {

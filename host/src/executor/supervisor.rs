@@ -57,7 +57,7 @@ const MAX_FRAME: usize = 64 << 20;
 const INLINE_MAX: usize = 32 << 10;
 const IN_FILE: &[u8] = b"FILE";
 
-/// How long after handing a job over the supervisor forks the next spare: not at once, when
+/// How long after a spare took a job the supervisor forks the next one: not at once, when
 /// the fork would take a core from the shim that starts the command (two cores here), but
 /// while the command runs, when the host is idle.
 const SPARE_DELAY: Duration = Duration::from_micros(500);
