@@ -46,6 +46,12 @@ enum Command {
         /// Continue this session (see `hotsh sessions list`) instead of starting a new one.
         #[arg(long, value_name = "ID")]
         session: Option<String>,
+        /// The session's sandbox mode from now on (`read-only`, `workspace-write` or
+        /// `danger-full-access`), chosen as a client would: logged with the session, so a
+        /// `--session` continuing it keeps it. Default: the session's own choice, else the
+        /// configuration file's `[sandbox] mode`.
+        #[arg(long, value_name = "MODE", value_parser = ["read-only", "workspace-write", "danger-full-access"])]
+        sandbox: Option<String>,
         /// The prompt.
         prompt: String,
     },
@@ -297,8 +303,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Some(Command::Acp(args)) => Mode::Serve(args),
         None => Mode::Serve(cli.agent),
-        Some(Command::Run { agent, cwd, session, prompt }) => {
-            Mode::Run { agent, cwd, session, prompt }
+        Some(Command::Run { agent, cwd, session, sandbox, prompt }) => {
+            Mode::Run { agent, cwd, session, sandbox, prompt }
         }
     };
     // A file that reaches the size limit (a full quota, `ulimit -f`) is a write error the
@@ -324,7 +330,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let result = runtime.block_on(async move {
         match command {
             Mode::Serve(args) => serve(args).await,
-            Mode::Run { agent, cwd, session, prompt } => {
+            Mode::Run { agent, cwd, session, sandbox, prompt } => {
                 let cwd = match cwd {
                     Some(cwd) => cwd,
                     None => std::env::current_dir().context("cannot read the current directory")?,
@@ -335,8 +341,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let mut config = agent.into_config()?;
                 config.warn_without_tools = false;
                 let host = Host::start(config)?;
-                let code =
-                    crate::run_cli::run_prompt(Arc::clone(&host), cwd, session, prompt).await;
+                let target = crate::run_cli::Target { cwd, resume: session, sandbox };
+                let code = crate::run_cli::run_prompt(Arc::clone(&host), target, prompt).await;
                 host.shutdown().await;
                 code
             }
@@ -350,7 +356,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 /// What the runtime is started for.
 enum Mode {
     Serve(AgentArgs),
-    Run { agent: AgentArgs, cwd: Option<PathBuf>, session: Option<String>, prompt: String },
+    Run {
+        agent: AgentArgs,
+        cwd: Option<PathBuf>,
+        session: Option<String>,
+        sandbox: Option<String>,
+        prompt: String,
+    },
 }
 
 async fn serve(args: AgentArgs) -> anyhow::Result<ExitCode> {

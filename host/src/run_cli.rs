@@ -9,7 +9,7 @@ use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, ContentBlock, InitializeRequest, Meta,
     NewSessionRequest, PromptRequest, ResumeSessionRequest, SessionId, SessionNotification,
-    SessionUpdate, StopReason, ToolCallContent, ToolCallStatus,
+    SessionUpdate, SetSessionConfigOptionRequest, StopReason, ToolCallContent, ToolCallStatus,
 };
 use std::collections::HashMap;
 use std::io::Write;
@@ -17,14 +17,22 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
+/// Where the prompt goes: the session (a new one in `cwd`, or `resume`), and the sandbox
+/// mode to choose for it first, if any.
+pub(crate) struct Target {
+    pub(crate) cwd: PathBuf,
+    pub(crate) resume: Option<String>,
+    pub(crate) sandbox: Option<String>,
+}
+
 /// Runs the prompt; a prompt the agent could not answer (no model, a model failure, no tools
 /// at all) is an error for the caller to print.
 pub(crate) async fn run_prompt(
     host: Arc<Host>,
-    cwd: PathBuf,
-    resume: Option<String>,
+    target: Target,
     prompt: String,
 ) -> anyhow::Result<ExitCode> {
+    let Target { cwd, resume, sandbox } = target;
     host.registry.ready().await;
     if host.registry.snapshot().tool_definitions().is_empty() {
         anyhow::bail!("{}", crate::plugins::no_tools_message(host.registry.dirs()));
@@ -60,6 +68,24 @@ pub(crate) async fn run_prompt(
                 }
                 None => cx.send_request(NewSessionRequest::new(cwd)).block_task().await?.session_id,
             };
+            if let Some(mode) = &sandbox {
+                // As a client's option menu would: logged with the session. An agent without a
+                // sandbox to offer refuses it, and nothing runs.
+                let chosen = cx
+                    .send_request(SetSessionConfigOptionRequest::new(
+                        session_id.clone(),
+                        "sandbox_mode",
+                        mode.as_str(),
+                    ))
+                    .block_task()
+                    .await;
+                if let Err(error) = chosen {
+                    return Ok(Err(format!(
+                        "cannot choose the sandbox mode {mode}: {}",
+                        error.message
+                    )));
+                }
+            }
             let on_interrupt = (cx.clone(), session_id.clone());
             let interrupt = tokio::spawn(async move {
                 if tokio::signal::ctrl_c().await.is_ok() {

@@ -4,10 +4,22 @@ use hotsh_tests::{hotsh_binary, workspace};
 use std::path::Path;
 
 /// `hotsh run --model script:SCRIPT --cwd CWD PROMPT`, its temp and data directories in `tmp`.
-#[allow(clippy::disallowed_methods, reason = "runs the hotsh binary")]
 fn run(script: &Path, cwd: &Path, tmp: &Path, prompt: &str) -> std::process::Output {
+    run_with(&[], script, cwd, tmp, prompt)
+}
+
+/// [`run`] with more arguments before the prompt.
+#[allow(clippy::disallowed_methods, reason = "runs the hotsh binary")]
+fn run_with(
+    extra: &[&str],
+    script: &Path,
+    cwd: &Path,
+    tmp: &Path,
+    prompt: &str,
+) -> std::process::Output {
     std::process::Command::new(hotsh_binary())
         .arg("run")
+        .args(extra)
         .arg("--model")
         .arg(format!("script:{}", script.display()))
         .arg("--cwd")
@@ -73,4 +85,35 @@ fn run_shows_an_edit_as_a_unified_diff_once_it_is_made() {
     assert_eq!(stdout.matches(&diff).count(), 1, "{stdout}");
     assert!(stdout.contains(&format!("• Edit {}", path.display())), "{stdout}");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "milk\nbread\neggs\n");
+}
+
+#[test]
+fn run_takes_the_sessions_sandbox_mode_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cwd, tmp) = (dir.path().join("work"), dir.path().join("tmp"));
+    std::fs::create_dir_all(&cwd).unwrap();
+    std::fs::create_dir_all(&tmp).unwrap();
+    let script = dir.path().join("script.json");
+    let call = |command: &str| serde_json::json!({"tool_calls": [{"name": "bash", "arguments": {"command": command}}]});
+    let responses =
+        serde_json::json!({"responses": [call("echo hi > made.txt"), {"text": "done"}]});
+    std::fs::write(&script, responses.to_string()).unwrap();
+
+    let output = run_with(&["--sandbox", "read-only"], &script, &cwd, &tmp, "write it");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("made.txt: Read-only file system\n[exit 1]"), "{stdout}");
+    assert!(!cwd.join("made.txt").exists(), "read-only let the write through");
+
+    let output = run_with(&["--sandbox", "workspace-write"], &script, &cwd, &tmp, "write it");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(std::fs::read_to_string(cwd.join("made.txt")).unwrap(), "hi\n");
+
+    // A mode that does not exist is refused before anything runs.
+    std::fs::remove_file(cwd.join("made.txt")).unwrap();
+    let output = run_with(&["--sandbox", "wide-open"], &script, &cwd, &tmp, "write it");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("invalid value 'wide-open' for '--sandbox <MODE>'"), "{stderr}");
+    assert!(!cwd.join("made.txt").exists());
 }
