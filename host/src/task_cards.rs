@@ -66,7 +66,7 @@ impl TaskCards {
             }
         };
         if ended_already && let Some(ended) = self.executor.ended(task_id) {
-            close(session, call_id, title, &ended).await;
+            close(session, call_id, title, &ended, &task_end_of(&ended)).await;
         }
     }
 
@@ -102,21 +102,26 @@ impl TaskCards {
         if let Some(card) = card
             && let Some(session) = card.session.upgrade()
         {
-            close(&session, &card.call_id, &card.title, &ended).await;
+            close(&session, &card.call_id, &card.title, &ended, &end).await;
         }
     }
 }
 
-/// Closes a task's card with its outcome.
-async fn close(session: &Session, call_id: &ToolCallId, title: &str, ended: &TaskEnded) {
-    let end = task_end_of(ended);
+/// Closes a task's card with its outcome (`end`: the task's end as logged, judged once).
+async fn close(
+    session: &Session,
+    call_id: &ToolCallId,
+    title: &str,
+    ended: &TaskEnded,
+    end: &TaskEnd,
+) {
     let failed = ended.status.exit_code != Some(0);
     let marker = end.sandbox.as_ref().and_then(TaskSandbox::marker);
     let content = format!(
         "{}{} {}; full output: {}",
         marker.map(|m| m + " ").unwrap_or_default(),
         ended.id,
-        crate::session::describe_task_end(&end),
+        crate::session::describe_task_end(end),
         ended.output_path.display()
     );
     session

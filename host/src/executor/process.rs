@@ -2,12 +2,13 @@
 //! the host started, and the sweeper that kills every other process that becomes the host's
 //! child.
 //!
-//! The host is a *child subreaper*, like each shim. Normally a command's leftovers are
-//! re-parented to its shim, which kills them. But a command can kill its own shim (or stop it
-//! with SIGSTOP, which the host answers with SIGCONT and, in the end, SIGKILL): its
-//! descendants are then re-parented to the host instead of to init. The host is told (a
-//! SIGCHLD for the shim's death arrives after the re-parenting), looks at its children, and
-//! kills and reaps every one it did not start itself. So the shim's death frees nothing.
+//! The host is a *child subreaper*, like each shim and the command supervisor. Normally a
+//! command's leftovers are re-parented to its shim, which kills them, and what a killed shim
+//! leaves behind to the supervisor, which kills it. But a command can kill the supervisor
+//! itself: its shims are then re-parented to the host instead of to init. The host is told (a
+//! SIGCHLD for the supervisor's death arrives after the re-parenting), looks at its children,
+//! and kills and reaps every one it did not start itself. So no death along the way frees
+//! anything.
 
 use crate::sync::lock;
 use std::collections::BTreeSet;

@@ -1,6 +1,6 @@
 //! The process between the host and a command. It is a fork of the host's command supervisor
-//! (`supervisor.rs`), never a program of its own: [`run`] is what the fork runs, with the
-//! command's pipes already on its descriptors 0, 1 and 2.
+//! (`supervisor.rs`), never a program of its own: [`Shim::run`] is what the fork runs, with
+//! the command's pipes already on its descriptors 0, 1 and 2.
 //!
 //! It exists so that no process of a command outlives the host, however the host ends (even
 //! SIGKILL), and so that stopping a command stops all of it (DESIGN §6):

@@ -308,20 +308,7 @@ type Received = (Vec<u8>, Vec<OwnedFd>);
 /// one message comes in a memory file, the fifth descriptor.
 fn receive(control: BorrowedFd<'_>) -> std::io::Result<Option<Received>> {
     let mut message = vec![0u8; INLINE_MAX];
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(JOB_FDS + 1))];
-    let mut ancillary = RecvAncillaryBuffer::new(&mut space);
-    let received = rustix::net::recvmsg(
-        control,
-        &mut [IoSliceMut::new(&mut message)],
-        &mut ancillary,
-        RecvFlags::CMSG_CLOEXEC,
-    )?;
-    let mut fds: Vec<OwnedFd> = Vec::new();
-    for part in ancillary.drain() {
-        if let RecvAncillaryMessage::ScmRights(rights) = part {
-            fds.extend(rights);
-        }
-    }
+    let (received, mut fds) = recv_with_fds(control, &mut message)?;
     if received.bytes == 0 {
         return Ok(None);
     }
@@ -358,14 +345,45 @@ fn answer_host(control: BorrowedFd<'_>, answer: Result<libc::pid_t, i32>) {
     bytes[4..].copy_from_slice(&errno.to_le_bytes());
     let pidfd = (pid > 0).then(|| Pidfd::open(pid as u32).ok()).flatten();
     let fds: Vec<BorrowedFd<'_>> = pidfd.iter().map(|p| p.as_fd()).collect();
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    // A host that is gone reads nothing; the lifeline ends everything then.
+    let _ = send_with_fds(control, &bytes, &fds);
+}
+
+/// Sends `bytes` as one message with `fds` attached (`SCM_RIGHTS`; at most a job's five).
+fn send_with_fds(
+    socket: BorrowedFd<'_>,
+    bytes: &[u8],
+    fds: &[BorrowedFd<'_>],
+) -> std::io::Result<()> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(JOB_FDS + 1))];
     let mut ancillary = SendAncillaryBuffer::new(&mut space);
     if !fds.is_empty() {
-        ancillary.push(SendAncillaryMessage::ScmRights(&fds));
+        ancillary.push(SendAncillaryMessage::ScmRights(fds));
     }
-    // A host that is gone reads nothing; the lifeline ends everything then.
-    let _ =
-        rustix::net::sendmsg(control, &[IoSlice::new(&bytes)], &mut ancillary, SendFlags::NOSIGNAL);
+    rustix::net::sendmsg(socket, &[IoSlice::new(bytes)], &mut ancillary, SendFlags::NOSIGNAL)?;
+    Ok(())
+}
+
+/// Receives one message into `buffer`, with the descriptors attached to it (close-on-exec).
+fn recv_with_fds(
+    socket: BorrowedFd<'_>,
+    buffer: &mut [u8],
+) -> std::io::Result<(rustix::net::RecvMsg, Vec<OwnedFd>)> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(JOB_FDS + 1))];
+    let mut ancillary = RecvAncillaryBuffer::new(&mut space);
+    let received = rustix::net::recvmsg(
+        socket,
+        &mut [IoSliceMut::new(buffer)],
+        &mut ancillary,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    let mut fds = Vec::new();
+    for part in ancillary.drain() {
+        if let RecvAncillaryMessage::ScmRights(rights) = part {
+            fds.extend(rights);
+        }
+    }
+    Ok((received, fds))
 }
 
 /// Takes the waiting job off the socket and answers that no shim could be forked for it.
@@ -616,17 +634,8 @@ impl Running {
         let mut fds = pipes.to_vec();
         fds.extend(file.as_ref().map(|f| f.as_fd()));
         let message = if file.is_some() { IN_FILE } else { frame };
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(JOB_FDS + 1))];
-        let mut ancillary = SendAncillaryBuffer::new(&mut space);
-        ancillary.push(SendAncillaryMessage::ScmRights(&fds));
         // One message: it went whole, or not at all.
-        rustix::net::sendmsg(
-            &self.socket,
-            &[IoSlice::new(message)],
-            &mut ancillary,
-            SendFlags::NOSIGNAL,
-        )
-        .map_err(|e| Failure::NotSent(e.into()))?;
+        send_with_fds(self.socket.as_fd(), message, &fds).map_err(Failure::NotSent)?;
         self.answer().map_err(Failure::Unknown)?
     }
 
@@ -661,22 +670,8 @@ impl Running {
 
     fn read_answer(&self) -> std::io::Result<Result<Started, Failure>> {
         let mut bytes = [0u8; 8];
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-        let mut ancillary = RecvAncillaryBuffer::new(&mut space);
-        let received = rustix::net::recvmsg(
-            &self.socket,
-            &mut [IoSliceMut::new(&mut bytes)],
-            &mut ancillary,
-            RecvFlags::CMSG_CLOEXEC,
-        )?;
-        let pidfd = ancillary
-            .drain()
-            .filter_map(|m| match m {
-                RecvAncillaryMessage::ScmRights(mut rights) => rights.next(),
-                _ => None,
-            })
-            .next()
-            .map(Pidfd::from);
+        let (received, fds) = recv_with_fds(self.socket.as_fd(), &mut bytes)?;
+        let pidfd = fds.into_iter().next().map(Pidfd::from);
         if received.bytes != bytes.len() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
