@@ -237,6 +237,17 @@ impl AgentArgs {
             config.mcp.replay = Some(std::sync::Arc::new(crate::mcp::Recording::load(path)?));
         }
         config.data_dir = crate::dirs::data_dir(self.data_dir.as_deref());
+        // Read-only to every confined command (the plugin directories are added by the host).
+        use crate::sandbox::{Trusted, TrustedKind};
+        let directory = |path: PathBuf| Trusted { path, kind: TrustedKind::Directory };
+        config.trusted = config
+            .data_dir
+            .clone()
+            .map(directory)
+            .into_iter()
+            .chain(crate::config::trusted(self.config.as_deref()))
+            .chain(crate::dirs::executable_dir().ok().map(directory))
+            .collect();
         Ok(config)
     }
 }
@@ -244,6 +255,9 @@ impl AgentArgs {
 /// Entry point of the `hotsh` binary. Every failure ends with one `error: …` line on stderr
 /// and exit status 1.
 pub fn main() -> ExitCode {
+    // What the client left open (not close-on-exec) is for hotsh only: no command, server or
+    // helper it starts gets any of it.
+    crate::executor::close_inherited_descriptors();
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,

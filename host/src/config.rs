@@ -98,6 +98,23 @@ pub(crate) fn default_path() -> Option<PathBuf> {
     Some(base.join("hotsh").join("config.toml"))
 }
 
+/// What of the configuration a confined command must not change: the file given with
+/// `--config`, else the directory the default file is looked for in (so that none can be
+/// made there either).
+pub(crate) fn trusted(explicit: Option<&Path>) -> Option<crate::sandbox::Trusted> {
+    use crate::sandbox::{Trusted, TrustedKind};
+    match explicit {
+        Some(file) => Some(Trusted {
+            path: std::path::absolute(file).unwrap_or_else(|_| file.to_owned()),
+            kind: TrustedKind::File,
+        }),
+        None => Some(Trusted {
+            path: default_path()?.parent()?.to_owned(),
+            kind: TrustedKind::Directory,
+        }),
+    }
+}
+
 impl ConfigFile {
     /// Reads `explicit` (which must exist) or the default file (which may be absent).
     pub(crate) fn load(explicit: Option<&Path>) -> anyhow::Result<Self> {

@@ -39,6 +39,9 @@ pub(crate) struct HostConfig {
     /// Log a warning when no plugin provides a tool (`hotsh run` says so itself, as an error).
     pub(crate) warn_without_tools: bool,
     pub(crate) sandbox: crate::sandbox::SandboxConfig,
+    /// What hotsh trusts besides the plugin directories (its data directory, its
+    /// configuration, its executable's directory): read-only to confined commands.
+    pub(crate) trusted: Vec<crate::sandbox::Trusted>,
     /// MCP limits and the configured servers.
     pub(crate) mcp: crate::mcp::McpSetup,
 }
@@ -80,6 +83,7 @@ impl HostConfig {
             record: file.record.clone(),
             warn_without_tools: true,
             sandbox: file.sandbox,
+            trusted: Vec::new(),
             mcp: crate::mcp::McpSetup::from_config(&file.mcp)?,
         })
     }
@@ -143,7 +147,16 @@ impl Host {
             drop: config.env_drop.clone(),
         };
         let (executor, mut completions) = Executor::new(config.executor.clone(), &env_policy)?;
-        let sandbox = Arc::new(Sandbox::detect(&config.sandbox));
+        let trusted = config
+            .plugin_dirs
+            .iter()
+            .map(|dir| crate::sandbox::Trusted {
+                path: dir.clone(),
+                kind: crate::sandbox::TrustedKind::Directory,
+            })
+            .chain(config.trusted.iter().cloned())
+            .collect();
+        let sandbox = Arc::new(Sandbox::detect(&config.sandbox, trusted));
         tracing::info!("{}", sandbox.describe());
         let context = hotsh_abi::ToolsContext { sandboxed: sandbox.offered() };
         let registry = Arc::new(Registry::new(config.plugin_dirs.clone(), context));

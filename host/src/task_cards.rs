@@ -159,6 +159,7 @@ fn task_end_of(ended: &TaskEnded) -> TaskEnd {
                 signal: ended.status.signal.as_deref(),
                 output: [&ended.tail, ""],
                 workdir: &confinement.workdir,
+                not_run: ended.not_run,
             },
         )
     });

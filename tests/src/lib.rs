@@ -395,6 +395,9 @@ pub struct AgentOptions {
     pub record: Option<PathBuf>,
     /// Run a copy of `hotsh` with no `hotsh-shim` beside it.
     pub without_shim: bool,
+    /// Start hotsh with this file open for writing on descriptor 7, not close-on-exec, as a
+    /// careless client would leave one.
+    pub inherited_file: Option<PathBuf>,
 }
 
 impl AgentOptions {
@@ -421,6 +424,7 @@ impl AgentOptions {
             soft_open_files: None,
             record: None,
             without_shim: false,
+            inherited_file: None,
         }
     }
 
@@ -440,6 +444,7 @@ impl AgentOptions {
             soft_open_files: None,
             record: None,
             without_shim: false,
+            inherited_file: None,
         }
     }
 }
@@ -510,6 +515,27 @@ impl Agent {
             use std::os::unix::process::CommandExt as _;
             chown_tree(dir.path(), uid, gid);
             command.uid(uid).gid(gid);
+        }
+        if let Some(path) = &options.inherited_file {
+            use std::os::fd::AsRawFd as _;
+            use std::os::unix::process::CommandExt as _;
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .expect("the inherited file opens");
+            let fd = file.as_raw_fd();
+            // SAFETY: dup2 is async-signal-safe; the closure owns `file` until the exec, and
+            // the duplicate on 7 is not close-on-exec.
+            unsafe {
+                command.pre_exec(move || {
+                    let _ = &file;
+                    if libc::dup2(fd, 7) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
         }
         if !options.bare {
             if !options.without_acp_word {
@@ -894,7 +920,7 @@ impl Drop for Agent {
 }
 
 /// Hands `dir` and everything in it to `uid`:`gid` (via chown(1), following no links).
-fn chown_tree(dir: &Path, uid: u32, gid: u32) {
+pub fn chown_tree(dir: &Path, uid: u32, gid: u32) {
     let status = Command::new("chown")
         .arg("-R")
         .arg("-h")

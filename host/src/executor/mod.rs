@@ -59,6 +59,12 @@ pub fn run_shim_if_asked() {
     }
 }
 
+/// Marks every descriptor this process inherited (from 3 up) close-on-exec: none reaches a
+/// program the host starts. Call first thing in `main`.
+pub(crate) fn close_inherited_descriptors() {
+    process::close_inherited(&[], process::Inherited::CloseOnExec);
+}
+
 /// Executor settings; the defaults are the documented contract.
 #[derive(Debug, Clone)]
 pub(crate) struct ExecutorConfig {
@@ -113,6 +119,8 @@ pub(crate) struct RunRequest {
 pub(crate) struct RunOutcome {
     pub(crate) exit_code: Option<i32>,
     pub(crate) signal: Option<String>,
+    /// The command never started (see the shim's stderr for why).
+    pub(crate) not_run: bool,
     pub(crate) timed_out: bool,
     pub(crate) timeout: Duration,
     pub(crate) aborted: bool,
@@ -409,10 +417,12 @@ impl Executor {
         };
 
         let captured = capture.finish().await;
-        let (exit_code, signal) = exit_of(status.map_err(RunError::Wait)?);
+        let end = status.map_err(RunError::Wait)?;
+        let (exit_code, signal) = exit_of(end.status);
         Ok(RunOutcome {
             exit_code,
             signal,
+            not_run: end.not_run,
             timed_out,
             timeout,
             aborted,
@@ -493,8 +503,9 @@ impl Executor {
             output.finish().await;
             let killed = task.kill_requested.load(Ordering::SeqCst);
             let status = match status {
-                Ok(status) => {
-                    let (exit_code, signal) = exit_of(status);
+                Ok(end) => {
+                    task.not_run.store(end.not_run, Ordering::SeqCst);
+                    let (exit_code, signal) = exit_of(end.status);
                     let state = if killed { TaskState::Killed } else { TaskState::Exited };
                     TaskStatus { state, exit_code, signal }
                 }
@@ -539,6 +550,7 @@ impl Executor {
             output_path: task.output_path().clone(),
             confinement: task.confinement.clone(),
             tail: task.tail(),
+            not_run: task.not_run.load(Ordering::SeqCst),
         })
     }
 
@@ -683,18 +695,34 @@ impl ShimExit {
     /// Waits until the shim has reported how the command ended (it has then killed and
     /// reaped all of the command, and only exits), or until its end of the pipe is closed.
     /// Cancel-safe. A shim that was killed before it could say anything ended by SIGKILL.
-    async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
-        let mut buf = [0u8; 4];
-        while self.status.len() < 4 {
-            match self.pipe.read(&mut buf[..4 - self.status.len()]).await? {
+    async fn wait(&mut self) -> std::io::Result<ShimEnd> {
+        let mut buf = [0u8; 8];
+        loop {
+            match self.pipe.read(&mut buf).await? {
                 0 => break,
                 n => self.status.extend_from_slice(&buf[..n]),
             }
+            if self.status.len() > 5 {
+                break;
+            }
         }
-        let status =
-            <[u8; 4]>::try_from(self.status.as_slice()).map_or(libc::SIGKILL, i32::from_le_bytes);
-        Ok(std::process::ExitStatus::from_raw(status))
+        let status = self
+            .status
+            .first_chunk::<4>()
+            .map_or(libc::SIGKILL, |bytes| i32::from_le_bytes(*bytes));
+        Ok(ShimEnd {
+            status: std::process::ExitStatus::from_raw(status),
+            not_run: self.status.get(4) == Some(&shim::NOT_RUN),
+        })
     }
+}
+
+/// How a shim ended: the shell's wait status, and whether the command never started (the
+/// shim could not enter its folder, confine it or start the shell, and said why on stderr).
+#[derive(Debug, Clone, Copy)]
+struct ShimEnd {
+    status: std::process::ExitStatus,
+    not_run: bool,
 }
 
 /// A pipe whose read end is the host's (registered with the runtime) and whose write end is

@@ -50,6 +50,36 @@ pub(crate) fn become_subreaper() -> std::io::Result<()> {
     Ok(())
 }
 
+/// Descriptors a process inherited without being meant to (what its own parent left open, not
+/// close-on-exec) are open in every program it starts: a command could write through one to
+/// a file outside the sandbox. `keep` descriptors (above 2) stay as they are; every other one
+/// from 3 up is closed, or, with `Inherited::CloseOnExec`, only kept from the next `exec`.
+pub(crate) fn close_inherited(keep: &[i32], how: Inherited) {
+    let flags = match how {
+        Inherited::Close => 0,
+        Inherited::CloseOnExec => libc::CLOSE_RANGE_CLOEXEC,
+    };
+    let mut keep: Vec<u32> = keep.iter().filter(|&&fd| fd > 2).map(|&fd| fd as u32).collect();
+    keep.sort_unstable();
+    let mut from = 3u32;
+    for fd in keep.into_iter().chain([u32::MAX]) {
+        if fd > from {
+            // SAFETY: close_range on descriptors this process owns; it has no other effect.
+            unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, flags) };
+        }
+        from = fd.saturating_add(1);
+    }
+}
+
+/// What [`close_inherited`] does with a descriptor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Inherited {
+    Close,
+    /// For a process that still uses its descriptors (the host, a shim before it starts the
+    /// shell): only its children lose them.
+    CloseOnExec,
+}
+
 /// Makes this process non-dumpable, as ssh-agent does: another process of the same user can
 /// then neither read `/proc/<pid>/environ` (the model keys the scrub keeps from commands) nor
 /// `/proc/<pid>/mem`, nor attach a debugger.

@@ -141,7 +141,7 @@ impl Executor {
             let (status, ()) = tokio::join!(exit.wait(), keep);
             let end = match status {
                 Ok(status) => {
-                    let (exit_code, signal) = exit_of(status);
+                    let (exit_code, signal) = exit_of(status.status);
                     ServiceEnd { exit_code, signal }
                 }
                 Err(error) => {

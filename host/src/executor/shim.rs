@@ -48,6 +48,9 @@ pub(crate) struct Job {
     pub(crate) workdir: OsString,
 }
 
+/// The byte after the wait status on the status pipe when the command never started.
+pub(crate) const NOT_RUN: u8 = b'!';
+
 /// Where the shim writes how the command ended (four bytes: the shell's wait status) just
 /// before it exits. The host reads it to end of file; nothing there means the shim was killed.
 pub(crate) struct StatusPipe(OwnedFd);
@@ -60,7 +63,17 @@ impl StatusPipe {
     /// Reports `status` and exits the same way. The command's pipes (the shim's own 0, 1
     /// and 2) are closed first, so the host has all of the output when it reads the status.
     fn exit(self, status: i32) -> ! {
-        let bytes = status.to_le_bytes();
+        self.report(status, false)
+    }
+
+    /// [`Self::exit`], with a fifth byte ([`NOT_RUN`]) when the command never started: the
+    /// host then knows that what the shim said is no answer of the command's (never a
+    /// sandbox denial, whatever its words).
+    fn report(self, status: i32, not_run: bool) -> ! {
+        let mut bytes = status.to_le_bytes().to_vec();
+        if not_run {
+            bytes.push(NOT_RUN);
+        }
         // SAFETY: closing our own standard descriptors, then a write of four bytes from a valid
         // buffer to a descriptor we own; a short or failed write leaves the host reading
         // "killed", which is all it could mean.
@@ -76,7 +89,7 @@ impl StatusPipe {
     /// Says why nothing ran (on the command's stderr) and exits 125.
     pub(crate) fn fail(self, message: &str) -> ! {
         eprintln!("hotsh: {message}");
-        self.exit(125 << 8)
+        self.report(125 << 8, true)
     }
 }
 
@@ -118,6 +131,16 @@ fn run(signals: SignalFd, job: Job, lifeline: i32, report: StatusPipe) -> ! {
         report
             .fail(&format!("the sandbox cannot be enforced, so the command was not run: {error}"));
     }
+    // Into the folder again: a directory entered before the mounts above is the one beneath
+    // them (a pinned directory's own mount would be bypassed, and the read-only paths in it).
+    if job.policy.is_some()
+        && let Err(error) = std::env::set_current_dir(&job.workdir)
+    {
+        let workdir = std::path::Path::new(&job.workdir).display();
+        report.fail(&format!("cannot enter {workdir}: {error}"));
+    }
+    // The shell starts with its 0, 1 and 2 and nothing else of the shim's.
+    super::process::close_inherited(&[], super::process::Inherited::CloseOnExec);
     let shell = std::path::Path::new(&job.shell);
     let mut argv = confine::shell_argv(job.policy.as_ref(), shell, &job.command);
     argv.extend(job.positional.iter().cloned());

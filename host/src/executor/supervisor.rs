@@ -159,6 +159,8 @@ pub(crate) fn main(args: &[OsString]) -> ! {
     let (Some(lifeline), Some(control)) = (descriptor(lifeline), descriptor(control)) else {
         fail("the lifeline and the control socket must be descriptor numbers");
     };
+    // Nothing but the two: a descriptor the host's own parent left open must reach no shim.
+    process::close_inherited(&[lifeline, control], process::Inherited::Close);
     // SAFETY: plain libc calls on this single-threaded process with valid arguments.
     let subreaper = unsafe {
         libc::fcntl(lifeline, libc::F_SETFD, libc::FD_CLOEXEC);

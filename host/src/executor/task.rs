@@ -62,6 +62,8 @@ pub(crate) struct TaskEnded {
     /// The last [`TAIL`] bytes of its output (lossy UTF-8), for judging whether it hit the
     /// sandbox.
     pub(crate) tail: String,
+    /// It never started (its shim said why).
+    pub(crate) not_run: bool,
 }
 
 /// How a task was confined, as the host asked (kept to judge its end).
@@ -99,6 +101,8 @@ pub(crate) struct Task {
     status: watch::Sender<TaskStatus>,
     /// The host asked for the task to be killed.
     pub(crate) kill_requested: std::sync::atomic::AtomicBool,
+    /// Its shim reported that it never started.
+    pub(crate) not_run: std::sync::atomic::AtomicBool,
     pub(crate) confinement: Confinement,
     /// Its latest output, read or not.
     tail: Mutex<VecDeque<u8>>,
@@ -127,6 +131,7 @@ impl Task {
             output_path,
             status: watch::Sender::new(TaskStatus::RUNNING),
             kill_requested: std::sync::atomic::AtomicBool::new(false),
+            not_run: std::sync::atomic::AtomicBool::new(false),
             confinement,
             tail: Mutex::new(VecDeque::with_capacity(TAIL)),
             end_reported: std::sync::atomic::AtomicBool::new(false),

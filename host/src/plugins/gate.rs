@@ -192,6 +192,7 @@ impl Gate {
                     signal: outcome.signal.as_deref(),
                     output: [&outcome.stdout, &outcome.stderr],
                     workdir,
+                    not_run: outcome.not_run,
                 },
             )
         });

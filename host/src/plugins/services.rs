@@ -321,7 +321,10 @@ mod tests {
                 started: std::sync::Mutex::default(),
                 last_end: std::sync::Mutex::default(),
                 sandbox: CallSandbox {
-                    sandbox: Arc::new(crate::sandbox::Sandbox::detect(&Default::default())),
+                    sandbox: Arc::new(crate::sandbox::Sandbox::detect(
+                        &Default::default(),
+                        Vec::new(),
+                    )),
                     session: None,
                     call_id: "call-1".to_owned(),
                     cwd: PathBuf::from("/"),

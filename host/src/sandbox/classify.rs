@@ -33,9 +33,16 @@ pub(crate) struct Evidence<'a> {
     pub(crate) signal: Option<&'a str>,
     pub(crate) output: [&'a str; 2],
     pub(crate) workdir: &'a Path,
+    /// The command never started: what the output says is the shim's, not a denial.
+    pub(crate) not_run: bool,
 }
 
 pub(crate) fn classify(policy: &Policy, evidence: &Evidence<'_>) -> Option<Denial> {
+    if evidence.not_run || bwrap_failed(policy, evidence) {
+        // Confinement that could not be set up is no boundary the command hit: offering a
+        // wider mode for it would teach the user to grant full access for nothing.
+        return None;
+    }
     if evidence.signal == Some("SIGSYS") {
         return Some(Denial::Syscall);
     }
@@ -59,6 +66,17 @@ pub(crate) fn classify(policy: &Policy, evidence: &Evidence<'_>) -> Option<Denia
         }
     }
     network.then_some(Denial::Network)
+}
+
+/// Whether bubblewrap itself failed before it started the command: exit status 1 and nothing
+/// but its own one-line error (`bwrap: …`).
+fn bwrap_failed(policy: &Policy, evidence: &Evidence<'_>) -> bool {
+    let text: String = evidence.output.concat();
+    let text = text.trim();
+    policy.bwrap.is_some()
+        && evidence.exit_code == Some(1)
+        && text.starts_with("bwrap: ")
+        && !text.contains('\n')
 }
 
 /// Whether `path` (absolute) is somewhere a command may write under `policy`.
@@ -150,6 +168,7 @@ mod tests {
         Policy {
             bwrap: None,
             writable: vec![dir.to_owned()],
+            pinned: Vec::new(),
             read_only: vec![dir.join(".git")],
             network: false,
         }
@@ -158,7 +177,13 @@ mod tests {
     fn judge(policy: &Policy, workdir: &Path, stderr: &str) -> Option<Denial> {
         classify(
             policy,
-            &Evidence { exit_code: Some(1), signal: None, output: ["", stderr], workdir },
+            &Evidence {
+                exit_code: Some(1),
+                signal: None,
+                output: ["", stderr],
+                workdir,
+                not_run: false,
+            },
         )
     }
 
@@ -215,8 +240,12 @@ mod tests {
             signal,
             output: ["", "/etc/x: Permission denied"],
             workdir: dir.path(),
+            not_run: false,
         };
         assert_eq!(classify(&p, &evidence(None, Some("SIGSYS"))), Some(Denial::Syscall));
         assert_eq!(classify(&p, &evidence(Some(0), None)), None);
+        // A command that never started hit no boundary, whatever the shim said.
+        let not_run = Evidence { not_run: true, ..evidence(Some(125), None) };
+        assert_eq!(classify(&p, &not_run), None);
     }
 }

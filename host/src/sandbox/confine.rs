@@ -46,7 +46,7 @@ pub(crate) fn shell_argv(
     command: &OsString,
 ) -> Vec<OsString> {
     let mut argv: Vec<OsString> = Vec::new();
-    if let Some(Policy { bwrap: Some(program), writable, read_only, network }) = policy {
+    if let Some(policy @ Policy { bwrap: Some(program), .. }) = policy {
         let bind = |flag: &str, path: &std::path::PathBuf| {
             [flag.into(), path.into(), path.into()] as [OsString; 3]
         };
@@ -54,12 +54,19 @@ pub(crate) fn shell_argv(
         argv.extend(
             ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"].map(OsString::from),
         );
-        argv.extend(writable.iter().flat_map(|dir| bind("--bind", dir)));
-        argv.extend(read_only.iter().flat_map(|path| bind("--ro-bind", path)));
-        if !network {
+        argv.extend(policy.writable.iter().flat_map(|dir| bind("--bind", dir)));
+        argv.extend(policy.pinned.iter().flat_map(|dir| bind("--bind", dir)));
+        argv.extend(policy.read_only.iter().flat_map(|path| bind("--ro-bind", path)));
+        if !policy.network {
             argv.push("--unshare-net".into());
         }
-        argv.extend(["--unshare-pid", "--die-with-parent", "--"].map(OsString::from));
+        // No capabilities, in a user namespace of its own where the kernel allows one: root
+        // inside can do no more than the user it is (no remount, no raw sockets, no ptrace of
+        // the agent).
+        argv.extend(
+            ["--unshare-user-try", "--cap-drop", "ALL", "--unshare-pid", "--die-with-parent", "--"]
+                .map(OsString::from),
+        );
     }
     argv.push(shell.into());
     argv.push("-c".into());
@@ -70,19 +77,62 @@ pub(crate) fn shell_argv(
 /// Restricts this process (and so every process it starts) to `policy`, for the landlock
 /// backend. Errors say what could not be enforced; the caller then runs nothing.
 pub(crate) fn restrict_self(policy: &Policy) -> Result<(), String> {
-    if !policy.read_only.is_empty() {
-        read_only_mounts(&policy.read_only)?;
+    if !policy.read_only.is_empty() || !policy.pinned.is_empty() {
+        protect_paths(&policy.pinned, &policy.read_only)?;
     }
     landlock(policy)?;
     if !policy.network {
         network_filter()?;
     }
+    drop_capabilities()
+}
+
+/// Secure bits that keep capabilities from coming back: root is not special on `exec`
+/// (`NOROOT`), changing uids does not touch them (`NO_SETUID_FIXUP`), none can be raised into
+/// the ambient set, each locked; `KEEP_CAPS` is locked off.
+const LOCKED_SECURE_BITS: libc::c_ulong = 0xef;
+
+/// Drops every capability of this process for good: the secure bits locked, the bounding and
+/// ambient sets emptied (which needs `CAP_SETPCAP`, so it is done while it is held), then the
+/// inheritable, permitted and effective sets. A process that holds no capabilities (an
+/// ordinary user outside a user namespace) has none to drop, and with `no_new_privs` (set by
+/// Landlock before this) no `exec` can grant any. Fails, and nothing runs, if any remain.
+pub(crate) fn drop_capabilities() -> Result<(), String> {
+    use caps::{CapSet, Capability};
+    let error = |what: &str, e: caps::errors::CapsError| format!("cannot drop {what}: {e}");
+    if caps::has_cap(None, CapSet::Effective, Capability::CAP_SETPCAP).unwrap_or(false) {
+        // SAFETY: a plain prctl on this process.
+        if unsafe { libc::prctl(libc::PR_SET_SECUREBITS, LOCKED_SECURE_BITS, 0, 0, 0) } != 0 {
+            return Err(format!(
+                "cannot lock the secure bits: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        caps::clear(None, CapSet::Bounding).map_err(|e| error("the bounding set", e))?;
+    }
+    caps::clear(None, CapSet::Ambient).map_err(|e| error("the ambient set", e))?;
+    for (set, what) in [
+        (CapSet::Inheritable, "the inheritable set"),
+        (CapSet::Effective, "the effective set"),
+        (CapSet::Permitted, "the permitted set"),
+    ] {
+        caps::clear(None, set).map_err(|e| error(what, e))?;
+    }
+    let left = caps::read(None, CapSet::Permitted).map_err(|e| error("capabilities", e))?;
+    if !left.is_empty() {
+        return Err(format!("capabilities are left after dropping them: {left:?}"));
+    }
     Ok(())
 }
 
-/// Makes each path read-only in a mount namespace of this process's own (entered as root
-/// directly, otherwise through a user namespace mapping this user to itself).
-fn read_only_mounts(paths: &[std::path::PathBuf]) -> Result<(), String> {
+/// In a mount namespace of this process's own (entered as root directly, otherwise through a
+/// user namespace mapping this user to itself): binds each of `pinned` onto itself, still
+/// writable (a mount point cannot be renamed or removed, so the read-only paths beneath it
+/// stay where they are), then makes each of `read_only` read-only.
+fn protect_paths(
+    pinned: &[std::path::PathBuf],
+    read_only: &[std::path::PathBuf],
+) -> Result<(), String> {
     // SAFETY: plain system calls on this single-threaded process.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
@@ -95,9 +145,17 @@ fn read_only_mounts(paths: &[std::path::PathBuf]) -> Result<(), String> {
         let write = |file: &str, text: String| {
             std::fs::write(file, text).map_err(|e| format!("cannot write {file}: {e}"))
         };
-        write("/proc/self/setgroups", "deny".to_owned())?;
-        write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
-        write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
+        // The shim is not dumpable (a fork of the supervisor), and the files under
+        // /proc/self of a process that is not dumpable belong to root: this user could not
+        // write its own maps. Dumpable for as long as it takes, then not again.
+        // SAFETY: plain prctls on this single-threaded process.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
+        let mapped = write("/proc/self/setgroups", "deny".to_owned())
+            .and_then(|()| write("/proc/self/uid_map", format!("{uid} {uid} 1")))
+            .and_then(|()| write("/proc/self/gid_map", format!("{gid} {gid} 1")));
+        // SAFETY: as above.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+        mapped?;
     }
     let root = c"/";
     // SAFETY: valid C strings; changes only this process's new mount namespace.
@@ -113,7 +171,28 @@ fn read_only_mounts(paths: &[std::path::PathBuf]) -> Result<(), String> {
     {
         return Err(format!("cannot make mounts private: {}", std::io::Error::last_os_error()));
     }
-    for path in paths {
+    for path in pinned {
+        let c_path = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| format!("{} contains a NUL byte", path.display()))?;
+        // SAFETY: valid C strings; a bind mount of a directory onto itself.
+        if unsafe {
+            libc::mount(
+                c_path.as_ptr(),
+                c_path.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND,
+                std::ptr::null(),
+            )
+        } != 0
+        {
+            return Err(format!(
+                "cannot pin {}: {}",
+                path.display(),
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    for path in read_only {
         let c_path = CString::new(path.as_os_str().as_bytes())
             .map_err(|_| format!("{} contains a NUL byte", path.display()))?;
         // SAFETY: valid C strings and a zeroed statvfs out-parameter.

@@ -17,7 +17,11 @@
 
 pub(crate) mod classify;
 pub(crate) mod confine;
+pub(crate) mod protect;
 
+pub(crate) use protect::{Trusted, TrustedKind};
+
+use protect::Layout;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -160,7 +164,10 @@ pub(crate) struct Policy {
     pub(crate) bwrap: Option<PathBuf>,
     /// Directories (canonical) where commands may write.
     pub(crate) writable: Vec<PathBuf>,
-    /// Paths inside the writable roots that stay read-only (`.git`).
+    /// Directories inside the writable roots bound onto themselves, still writable, so that
+    /// the read-only paths beneath them cannot be renamed away (`protect.rs`).
+    pub(crate) pinned: Vec<PathBuf>,
+    /// Paths inside the writable roots that stay read-only (`.git`, hotsh's own files).
     pub(crate) read_only: Vec<PathBuf>,
     pub(crate) network: bool,
 }
@@ -172,6 +179,8 @@ pub(crate) struct Sandbox {
     pub(crate) default_mode: Mode,
     network: bool,
     tmpdir: PathBuf,
+    /// What hotsh itself trusts: read-only to every confined command.
+    trusted: Vec<Trusted>,
 }
 
 /// Confinement asked for that this machine cannot give: the command does not run.
@@ -187,7 +196,7 @@ pub(crate) struct Unenforceable {
 impl Sandbox {
     /// Picks the backend for `config` on this machine. Cheap: a PATH lookup and one system
     /// call; nothing is started.
-    pub(crate) fn detect(config: &SandboxConfig) -> Self {
+    pub(crate) fn detect(config: &SandboxConfig, trusted: Vec<Trusted>) -> Self {
         let backend = match config.backend {
             BackendChoice::None => Backend::Off,
             BackendChoice::Bwrap => match find_bwrap() {
@@ -209,7 +218,7 @@ impl Sandbox {
             Backend::Off => Mode::DangerFullAccess,
             _ => config.mode.unwrap_or(Mode::WorkspaceWrite),
         };
-        Self { backend, default_mode, network: config.network, tmpdir }
+        Self { backend, default_mode, network: config.network, tmpdir, trusted }
     }
 
     /// Whether modes and escalation are offered at all (sandboxing is not switched off).
@@ -232,63 +241,95 @@ impl Sandbox {
         if mode == Mode::DangerFullAccess || matches!(self.backend, Backend::Off) {
             return Ok((None, Enforcement::None));
         }
-        let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_owned());
-        let (writable, read_only) = match mode {
-            Mode::ReadOnly => (Vec::new(), Vec::new()),
-            _ => {
-                let git = cwd.join(".git");
-                let read_only = if git.exists() { vec![git] } else { Vec::new() };
-                (vec![cwd, self.tmpdir.clone()], read_only)
-            }
-        };
+        let layout = self.layout(mode, cwd);
         let network = self.network && mode == Mode::WorkspaceWrite;
+        let Layout { mut writable, mut pinned, mut read_only, given_up } = layout;
+        let mut gaps = Vec::new();
+        if !given_up.is_empty() {
+            gaps.push(format!(
+                "read-only: {} (inside what hotsh trusts)",
+                given_up.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            ));
+        }
         match &self.backend {
-            Backend::Bwrap { program } => Ok((
-                Some(Policy { bwrap: Some(program.clone()), writable, read_only, network }),
-                Enforcement::Full,
-            )),
+            Backend::Bwrap { program } => {
+                let enforcement = enforcement(gaps);
+                let bwrap = Some(program.clone());
+                Ok((Some(Policy { bwrap, writable, pinned, read_only, network }), enforcement))
+            }
             Backend::Landlock { abi, mount_namespaces } => {
-                let mut gaps = Vec::new();
                 if *abi < 3 {
                     gaps.push(format!(
                         "Landlock ABI {abi} cannot refuse truncating files (needs ABI 3, Linux 6.2)"
                     ));
                 }
-                let mut read_only = read_only;
                 if !read_only.is_empty() && !mount_namespaces {
-                    // The shim would fail to make it read-only: run without, and say so.
+                    // The shim could not mount anything. `.git` stays writable, and says so;
+                    // a root holding hotsh's own files is given up whole.
+                    let trusted = self.trusted_paths(&writable);
+                    let holds_trusted =
+                        |root: &PathBuf| trusted.iter().any(|t| t.starts_with(root) && t != root);
+                    let (kept, lost): (Vec<_>, Vec<_>) =
+                        writable.into_iter().partition(|root| !holds_trusted(root));
+                    writable = kept;
+                    if !lost.is_empty() {
+                        gaps.push(format!(
+                            "read-only: {} (it holds hotsh's own files, and this user cannot make a mount namespace to protect them)",
+                            lost.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+                        ));
+                    }
+                    if read_only
+                        .iter()
+                        .any(|p| is_git(p) && writable.iter().any(|r| p.starts_with(r)))
+                    {
+                        gaps.push(
+                            "`.git` stays writable: this user cannot make a mount namespace"
+                                .to_owned(),
+                        );
+                    }
                     read_only.clear();
-                    gaps.push(
-                        "`.git` stays writable: this user cannot make a mount namespace".to_owned(),
-                    );
+                    pinned.clear();
                 }
-                let enforcement = if gaps.is_empty() {
-                    Enforcement::Full
-                } else {
-                    Enforcement::Partial(gaps.join("; "))
-                };
-                Ok((Some(Policy { bwrap: None, writable, read_only, network }), enforcement))
+                let enforcement = enforcement(gaps);
+                Ok((
+                    Some(Policy { bwrap: None, writable, pinned, read_only, network }),
+                    enforcement,
+                ))
             }
             Backend::Missing { what } => Err(Unenforceable { mode, what: what.clone() }),
             Backend::Off => Ok((None, Enforcement::None)),
         }
     }
 
-    /// Whether the host may write the file at `path` (absolute, symlinks resolved) for a
-    /// session rooted at `cwd` under `mode`: the writable roots of commands, `.git` never.
-    pub(crate) fn may_write(&self, mode: Mode, cwd: &Path, path: &Path) -> bool {
-        if !self.offered() {
-            return true;
-        }
-        match mode {
-            Mode::DangerFullAccess => true,
-            Mode::ReadOnly => false,
-            Mode::WorkspaceWrite => {
-                let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_owned());
-                let inside = path.starts_with(&cwd) || path.starts_with(&self.tmpdir);
-                inside && !path.starts_with(cwd.join(".git"))
+    /// What a command under `mode` (which confines) in a session rooted at `cwd` may write.
+    fn layout(&self, mode: Mode, cwd: &Path) -> Layout {
+        let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_owned());
+        let roots = match mode {
+            Mode::ReadOnly | Mode::DangerFullAccess => return Layout::default(),
+            Mode::WorkspaceWrite => vec![cwd, self.tmpdir.clone()],
+        };
+        let mut protected = self.trusted_paths(&roots);
+        for root in &roots {
+            let git = root.join(".git");
+            if git.symlink_metadata().is_ok() {
+                protected.push(git);
             }
         }
+        Layout::new(&roots, &protected)
+    }
+
+    fn trusted_paths(&self, roots: &[PathBuf]) -> Vec<PathBuf> {
+        protect::trusted_paths(&self.trusted, roots)
+    }
+
+    /// Whether the host may write the file at `path` (absolute, symlinks resolved) for a
+    /// session rooted at `cwd` under `mode`: where a command could, never `.git` or hotsh's
+    /// own files.
+    pub(crate) fn may_write(&self, mode: Mode, cwd: &Path, path: &Path) -> bool {
+        if !self.offered() || mode == Mode::DangerFullAccess {
+            return true;
+        }
+        self.layout(mode, cwd).allows(path)
     }
 
     /// One line for the log at start.
@@ -311,6 +352,14 @@ impl Sandbox {
             ),
         }
     }
+}
+
+fn enforcement(gaps: Vec<String>) -> Enforcement {
+    if gaps.is_empty() { Enforcement::Full } else { Enforcement::Partial(gaps.join("; ")) }
+}
+
+fn is_git(path: &Path) -> bool {
+    path.file_name().is_some_and(|name| name == ".git")
 }
 
 fn landlock_backend() -> Backend {
@@ -373,6 +422,7 @@ mod tests {
             default_mode: Mode::WorkspaceWrite,
             network: false,
             tmpdir: PathBuf::from("/tmp"),
+            trusted: Vec::new(),
         };
         let (policy, enforcement) =
             sandbox(false).policy(Mode::WorkspaceWrite, dir.path()).expect("confined");
@@ -394,6 +444,7 @@ mod tests {
             default_mode: Mode::WorkspaceWrite,
             network: false,
             tmpdir: PathBuf::from("/tmp"),
+            trusted: Vec::new(),
         };
         let error = sandbox.policy(Mode::ReadOnly, Path::new("/")).expect_err("fails closed");
         assert!(error.to_string().contains("nothing here"), "{error}");

@@ -18,4 +18,5 @@ mod plugins;
 mod reload;
 mod run_cli;
 mod sandbox;
+mod sandbox_real;
 mod sessions;

@@ -8,7 +8,7 @@ use std::path::Path;
 
 /// The backends present here: landlock always (the kernel has it on this kind of machine),
 /// bwrap when installed (`.ci/run` installs it).
-fn backends() -> Vec<&'static str> {
+pub(crate) fn backends() -> Vec<&'static str> {
     let mut backends = vec!["landlock"];
     let bwrap_installed = std::env::var_os("PATH")
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("bwrap").is_file()));
@@ -18,7 +18,7 @@ fn backends() -> Vec<&'static str> {
     backends
 }
 
-fn options(backend: &str, extra: &str, responses: Vec<Value>) -> AgentOptions {
+pub(crate) fn options(backend: &str, extra: &str, responses: Vec<Value>) -> AgentOptions {
     let mut options = AgentOptions::script(responses);
     options.config = Some(format!("[sandbox]\nbackend = \"{backend}\"\n{extra}"));
     options
@@ -29,7 +29,7 @@ fn bash_with(arguments: Value) -> Value {
 }
 
 /// The final `rawOutput` of every tool call, in order.
-fn raw_outputs(agent: &Agent, session: &str) -> Vec<Value> {
+pub(crate) fn raw_outputs(agent: &Agent, session: &str) -> Vec<Value> {
     agent
         .updates(session)
         .into_iter()
@@ -54,7 +54,7 @@ fn sandbox_option(answer: &Value) -> &Value {
 }
 
 /// A directory outside the agent's cwd and temp dir.
-fn elsewhere() -> tempfile::TempDir {
+pub(crate) fn elsewhere() -> tempfile::TempDir {
     tempfile::tempdir_in(std::env::temp_dir()).expect("a directory outside the agent's")
 }
 

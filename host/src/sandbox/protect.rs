@@ -1,0 +1,210 @@
+//! What a confined command may write: the writable roots, the paths inside them that stay
+//! read-only (every `.git`, and everything hotsh itself trusts: its data directory, its
+//! configuration, its plugin directories, its own executable's directory), and the directories
+//! *pinned* so that those stay where they are.
+//!
+//! A read-only bind mount keeps a path's contents safe, but a command that may write the
+//! directory above it could rename that directory away and make a new one in its place (a
+//! fresh `target/debug` for a watched plugin directory, a fresh `.git`). Each directory
+//! between a writable root and a read-only path is therefore bound onto itself, still
+//! writable: a mount point cannot be renamed or removed, and what is in it stays writable.
+
+use std::path::{Path, PathBuf};
+
+/// A path hotsh trusts: what a command changes there, hotsh would believe or run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Trusted {
+    pub(crate) path: PathBuf,
+    /// A directory is made (empty) when it is missing inside a writable root, so that it can
+    /// be protected before a command could make it; a file that is missing is not needed.
+    pub(crate) kind: TrustedKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TrustedKind {
+    Directory,
+    File,
+}
+
+/// The file system as one confined command sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Layout {
+    /// Where the command may write (canonical directories).
+    pub(crate) writable: Vec<PathBuf>,
+    /// Directories inside the writable roots bound onto themselves, outermost first.
+    pub(crate) pinned: Vec<PathBuf>,
+    /// Paths inside the writable roots that stay read-only.
+    pub(crate) read_only: Vec<PathBuf>,
+    /// Writable roots given up because they lie inside a protected path.
+    pub(crate) given_up: Vec<PathBuf>,
+}
+
+impl Layout {
+    /// `roots` (canonical directories) minus what `protected` (canonical paths) keeps.
+    pub(crate) fn new(roots: &[PathBuf], protected: &[PathBuf]) -> Self {
+        let mut layout = Layout::default();
+        for root in roots {
+            if layout.writable.contains(root) || layout.given_up.contains(root) {
+                continue;
+            }
+            if protected.iter().any(|p| root.starts_with(p)) {
+                layout.given_up.push(root.clone());
+            } else {
+                layout.writable.push(root.clone());
+            }
+        }
+        let mut read_only: Vec<PathBuf> = protected
+            .iter()
+            .filter(|p| layout.writable.iter().any(|root| p.starts_with(root) && *p != root))
+            .cloned()
+            .collect();
+        read_only.sort();
+        read_only.dedup();
+        // A path inside another read-only one is read-only already.
+        let nested = |p: &PathBuf, all: &[PathBuf]| all.iter().any(|q| q != p && p.starts_with(q));
+        let snapshot = read_only.clone();
+        read_only.retain(|p| !nested(p, &snapshot));
+        let mut pinned = Vec::new();
+        for path in &read_only {
+            let Some(outermost) = layout
+                .writable
+                .iter()
+                .filter(|root| path.starts_with(root))
+                .min_by_key(|root| root.components().count())
+            else {
+                continue;
+            };
+            let mut ancestor = path.parent();
+            while let Some(dir) = ancestor {
+                if dir == outermost.as_path() || !dir.starts_with(outermost) {
+                    break;
+                }
+                pinned.push(dir.to_owned());
+                ancestor = dir.parent();
+            }
+        }
+        pinned.sort_by_key(|dir| (dir.components().count(), dir.clone()));
+        pinned.dedup();
+        layout.read_only = read_only;
+        layout.pinned = pinned;
+        layout
+    }
+
+    /// Whether a command (or a file write of the host's, judged the same way) may write
+    /// `path` (absolute, symbolic links resolved).
+    pub(crate) fn allows(&self, path: &Path) -> bool {
+        self.writable.iter().any(|root| path.starts_with(root))
+            && !self.read_only.iter().any(|ro| path.starts_with(ro))
+    }
+}
+
+/// `path` canonical when it exists; otherwise its nearest existing ancestor canonical with the
+/// rest appended (so that it compares with the canonical roots).
+pub(crate) fn resolve(path: &Path) -> PathBuf {
+    let mut existing = path;
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            let mut resolved = real;
+            resolved.extend(rest.into_iter().rev());
+            return resolved;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return path.to_owned(),
+        }
+    }
+}
+
+/// The protected paths of `trusted` for commands that may write `roots`: each one's real
+/// path, a missing trusted directory inside a root made first (0700), a missing file left out.
+pub(crate) fn trusted_paths(trusted: &[Trusted], roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    for entry in trusted {
+        let real = resolve(&entry.path);
+        let exists = real.exists();
+        if !exists {
+            let inside = roots.iter().any(|root| real.starts_with(root));
+            if entry.kind == TrustedKind::File || !inside {
+                continue;
+            }
+            use std::os::unix::fs::DirBuilderExt as _;
+            if let Err(error) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&real)
+            {
+                tracing::warn!(
+                    path = %real.display(),
+                    %error,
+                    "cannot make a trusted directory so as to protect it; its root stays read-only"
+                );
+                // Protecting the missing path gives up every root it would be made in.
+                paths.push(real);
+                continue;
+            }
+        }
+        paths.push(std::fs::canonicalize(&real).unwrap_or(real));
+    }
+    paths
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths(list: &[&str]) -> Vec<PathBuf> {
+        list.iter().map(PathBuf::from).collect()
+    }
+
+    #[test]
+    fn read_only_paths_inside_a_root_are_pinned_up_to_the_outermost_root() {
+        let layout = Layout::new(
+            &paths(&["/home/u/work", "/tmp/agent"]),
+            &paths(&["/home/u/work/.git", "/home/u/work/target/debug", "/tmp/agent/data", "/etc"]),
+        );
+        assert_eq!(layout.writable, paths(&["/home/u/work", "/tmp/agent"]));
+        assert_eq!(
+            layout.read_only,
+            paths(&["/home/u/work/.git", "/home/u/work/target/debug", "/tmp/agent/data"])
+        );
+        assert_eq!(layout.pinned, paths(&["/home/u/work/target"]));
+        assert!(layout.allows(Path::new("/home/u/work/target/release/x")));
+        assert!(!layout.allows(Path::new("/home/u/work/target/debug/libx.so")));
+        assert!(!layout.allows(Path::new("/etc/passwd")));
+    }
+
+    #[test]
+    fn a_root_inside_a_protected_path_is_given_up_and_nested_roots_pin_through() {
+        // The cwd inside the data directory: nothing there is writable.
+        let layout = Layout::new(
+            &paths(&["/d/data/work", "/tmp"]),
+            &paths(&["/d/data", "/tmp/a/b/.git", "/tmp/a/b/.git/hooks"]),
+        );
+        assert_eq!(layout.writable, paths(&["/tmp"]));
+        assert_eq!(layout.given_up, paths(&["/d/data/work"]));
+        assert_eq!(layout.read_only, paths(&["/tmp/a/b/.git"]));
+        assert_eq!(layout.pinned, paths(&["/tmp/a", "/tmp/a/b"]));
+        // A cwd inside the temp dir: the outermost root decides what is pinned.
+        let layout = Layout::new(&paths(&["/tmp/x/work", "/tmp/x"]), &paths(&["/tmp/x/work/.git"]));
+        assert_eq!(layout.pinned, paths(&["/tmp/x/work"]));
+    }
+
+    #[test]
+    fn a_missing_trusted_directory_inside_a_root_is_made_and_a_missing_file_skipped() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = std::fs::canonicalize(dir.path()).expect("canonical");
+        let trusted = [
+            Trusted { path: root.join("target/debug"), kind: TrustedKind::Directory },
+            Trusted { path: root.join("config.toml"), kind: TrustedKind::File },
+            Trusted {
+                path: PathBuf::from("/nonexistent-0817/plugins"),
+                kind: TrustedKind::Directory,
+            },
+        ];
+        let found = trusted_paths(&trusted, std::slice::from_ref(&root));
+        assert_eq!(found, vec![root.join("target/debug")]);
+        assert!(root.join("target/debug").is_dir());
+        assert!(!PathBuf::from("/nonexistent-0817").exists());
+    }
+}

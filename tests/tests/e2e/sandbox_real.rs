@@ -1,0 +1,143 @@
+//! The sandbox as a real user meets it, and as an attacker driving the model tries it: root
+//! without capabilities, an ordinary user in a git repository, descriptors a client left open,
+//! hotsh's own files, a log edited from inside, the approval prompt. Each test runs on every
+//! backend this machine has (`sandbox::backends`), and each would fail on the build before
+//! the fix it covers.
+
+use crate::guarantees::UNCONFINED;
+use crate::sandbox::{backends, options, raw_outputs};
+use hotsh_tests::{Agent, AgentOptions, bash_call, say};
+use serde_json::{Value, json};
+
+/// Every command's (text, is_error) of one prompt of an agent started with `options`.
+fn run_commands(options: AgentOptions) -> (Agent, String, Vec<(String, bool)>) {
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "go");
+    let results = agent.tool_results();
+    (agent, session, results)
+}
+
+/// The capability sets of the command's shell, then whether root could remount `/` writable.
+const CAPABILITIES: &str = "awk '/^Cap(Prm|Eff|Bnd|Amb|Inh)/ {print $1, $2}' /proc/self/status; \
+     if mount -o remount,rw,bind / 2>/dev/null; then echo remounted; else echo refused; fi";
+
+#[test]
+fn confined_commands_hold_no_capabilities_even_as_root() {
+    let empty = "0000000000000000";
+    for backend in backends() {
+        for mode in ["workspace-write", "read-only"] {
+            let extra = format!("mode = \"{mode}\"\n");
+            let (_agent, _, results) =
+                run_commands(options(backend, &extra, vec![bash_call(CAPABILITIES), say("ok")]));
+            let text = &results[0].0;
+            let expected = format!(
+                "CapInh: {empty}\nCapPrm: {empty}\nCapEff: {empty}\nCapBnd: {empty}\nCapAmb: {empty}\nrefused"
+            );
+            assert_eq!(text, &expected, "{backend}, {mode}");
+        }
+    }
+}
+
+#[test]
+fn an_ordinary_user_runs_commands_in_a_git_repository_and_git_stays_read_only() {
+    for backend in backends() {
+        let mut options = options(
+            backend,
+            "",
+            vec![bash_call("echo ran; id -u"), bash_call("echo changed > .git/config"), say("ok")],
+        );
+        if hotsh_tests::running_as_root() {
+            options.run_as = Some((65534, 65534));
+        }
+        let mut agent = Agent::start(options);
+        std::fs::create_dir_all(agent.workdir.join(".git")).expect(".git");
+        std::fs::write(agent.workdir.join(".git/config"), "original\n").expect(".git/config");
+        if hotsh_tests::running_as_root() {
+            hotsh_tests::chown_tree(agent.dir.path(), 65534, 65534);
+        }
+        agent.initialize(true);
+        let session = agent.new_session();
+        agent.prompt(&session, "go");
+        let results = agent.tool_results();
+        let mut lines = results[0].0.lines();
+        assert_eq!(lines.next(), Some("ran"), "{backend}: {}", results[0].0);
+        assert_ne!(lines.next(), Some("0"), "{backend}: ran as root");
+        assert!(!results[0].1, "{backend}: {}", results[0].0);
+        let marker = "[sandbox: file access denied under workspace-write mode]";
+        assert!(results[1].0.contains(marker), "{backend}: {}", results[1].0);
+        assert_eq!(
+            std::fs::read_to_string(agent.workdir.join(".git/config")).expect(".git/config"),
+            "original\n",
+            "{backend}"
+        );
+        assert_eq!(raw_outputs(&agent, &session)[0]["sandbox"]["enforcement"], "full");
+    }
+}
+
+#[test]
+fn a_sandbox_that_cannot_be_set_up_is_no_denial_and_offers_no_escalation() {
+    // A bubblewrap that fails before it starts anything, as one does where user namespaces
+    // are off.
+    let fake = tempfile::tempdir().expect("a directory for the fake bwrap");
+    let program = fake.path().join("bwrap");
+    std::fs::write(
+        &program,
+        "#!/bin/sh\necho 'bwrap: Creating new namespace failed: Operation not permitted' >&2\nexit 1\n",
+    )
+    .expect("fake bwrap");
+    std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("executable");
+    let path = format!("{}:{}", fake.path().display(), std::env::var("PATH").unwrap_or_default());
+    let mut options = options("bwrap", "", vec![bash_call("echo x > /etc/hotsh-0817"), say("ok")]);
+    options.env = vec![("PATH".into(), path)];
+    let (agent, session, results) = run_commands(options);
+    let text = &results[0].0;
+    assert!(text.contains("bwrap: Creating new namespace failed"), "{text}");
+    assert!(!text.contains("[sandbox:"), "an enforcement failure read as a denial: {text}");
+    assert!(!text.contains("[escalation available"), "{text}");
+    let raw = &raw_outputs(&agent, &session)[0]["sandbox"];
+    assert_eq!(raw["denied"], Value::Null, "{raw}");
+    assert_eq!(raw["escalation_available"], false, "{raw}");
+}
+
+/// The shell's open descriptors (`ls` runs in a child, so its own are not listed), then
+/// whether descriptor 7 (the inherited file's) can be written.
+const OPEN_DESCRIPTORS: &str =
+    "echo fds; ls /proc/$$/fd; (echo leaked >&7) 2>/dev/null || echo 'no 7'";
+
+#[test]
+fn descriptors_the_client_left_open_reach_no_command() {
+    let configs = backends()
+        .into_iter()
+        .map(|backend| (backend.to_owned(), format!("[sandbox]\nbackend = \"{backend}\"\n")))
+        .chain([("unconfined".to_owned(), UNCONFINED.to_owned())]);
+    for (name, config) in configs {
+        let scratch = tempfile::tempdir().expect("a directory outside the agent's");
+        let inherited = scratch.path().join("inherited.log");
+        let background = "ls /proc/$$/fd > report.txt; (echo leaked >&7) 2>/dev/null || echo 'no 7' >> report.txt";
+        let mut options = AgentOptions::script(vec![
+            bash_call(OPEN_DESCRIPTORS),
+            json!({"tool_calls": [{"name": "bash", "arguments": {
+                "command": background, "run_in_background": true}}]}),
+            say("ok"),
+        ]);
+        options.config = Some(config);
+        options.inherited_file = Some(inherited.clone());
+        let (agent, _, results) = run_commands(options);
+        assert_eq!(
+            results[0].0, "fds\n0\n1\n2\nno 7",
+            "{name}: a command holds more than 0, 1 and 2"
+        );
+        let report = agent.workdir.join("report.txt");
+        hotsh_tests::wait_for_file_containing(&report, "no 7");
+        let text = std::fs::read_to_string(&report).expect("the task's report");
+        assert_eq!(text, "0\n1\n2\nno 7\n", "{name}: a background task holds more than 0, 1 and 2");
+        assert_eq!(
+            std::fs::read_to_string(&inherited).expect("the inherited file"),
+            "",
+            "{name}: a command wrote through the agent's descriptor"
+        );
+    }
+}
