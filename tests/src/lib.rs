@@ -377,7 +377,8 @@ pub struct AgentOptions {
     pub bare: bool,
     /// The configuration file's text (TOML), passed with `--config`.
     pub config: Option<String>,
-    /// More plugin directories, after the agent's own.
+    /// More plugin directories, after the agent's own (relative: inside its working
+    /// directory).
     pub extra_plugin_dirs: Vec<PathBuf>,
     /// Load the default plugin directories too (the executable's and the data directory's).
     pub default_plugins: bool,
@@ -395,6 +396,10 @@ pub struct AgentOptions {
     pub record: Option<PathBuf>,
     /// Run a copy of `hotsh` with no `hotsh-shim` beside it.
     pub without_shim: bool,
+    /// The agent's home is its working directory (`HOME`, the XDG directories and so the data
+    /// directory and the configuration file inside it), as when an editor opens `$HOME`;
+    /// `config` is written to `~/.config/hotsh/config.toml` instead of `--config`.
+    pub home_is_workdir: bool,
     /// Start hotsh with this file open for writing on descriptor 7, not close-on-exec, as a
     /// careless client would leave one.
     pub inherited_file: Option<PathBuf>,
@@ -424,6 +429,7 @@ impl AgentOptions {
             soft_open_files: None,
             record: None,
             without_shim: false,
+            home_is_workdir: false,
             inherited_file: None,
         }
     }
@@ -444,6 +450,7 @@ impl AgentOptions {
             soft_open_files: None,
             record: None,
             without_shim: false,
+            home_is_workdir: false,
             inherited_file: None,
         }
     }
@@ -462,6 +469,7 @@ pub struct Agent {
     /// The session's working directory (inside `dir`).
     pub workdir: PathBuf,
     stderr: std::sync::Arc<Mutex<String>>,
+    home_is_workdir: bool,
 }
 
 impl Agent {
@@ -555,7 +563,8 @@ impl Agent {
                 .arg("--model-transcript")
                 .arg(dir.path().join("transcript.jsonl"));
             for dir in &options.extra_plugin_dirs {
-                command.arg("--plugin-dir").arg(dir);
+                // A relative one is inside the agent's working directory.
+                command.arg("--plugin-dir").arg(workdir.join(dir));
             }
             if !options.default_plugins {
                 command.arg("--no-default-plugins");
@@ -564,9 +573,15 @@ impl Agent {
                 command.arg("--record").arg(record);
             }
             if let Some(config) = &options.config {
-                let path = dir.path().join("config.toml");
-                std::fs::write(&path, config).expect("config file");
-                command.arg("--config").arg(path);
+                if options.home_is_workdir {
+                    let path = workdir.join(".config/hotsh/config.toml");
+                    std::fs::create_dir_all(path.parent().expect("a parent")).expect("config dir");
+                    std::fs::write(&path, config).expect("config file");
+                } else {
+                    let path = dir.path().join("config.toml");
+                    std::fs::write(&path, config).expect("config file");
+                    command.arg("--config").arg(path);
+                }
             }
         }
         command
@@ -582,10 +597,15 @@ impl Agent {
             .env_remove("HOTSH_API_KEY")
             .env_remove("DEEPSEEK_API_KEY")
             .env_remove("OPENAI_API_KEY")
-            .envs(options.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .envs(options.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        if options.home_is_workdir {
+            command
+                .env("HOME", &workdir)
+                .env("XDG_CONFIG_HOME", workdir.join(".config"))
+                .env("XDG_DATA_HOME", workdir.join(".local/share"))
+                .env_remove("HOTSH_DATA_DIR");
+        }
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = command.spawn().expect("hotsh starts");
         let stdout = child.stdout.take().expect("stdout");
         let (send, incoming) = channel();
@@ -612,11 +632,25 @@ impl Agent {
             }
         });
         let stdin = child.stdin.take();
-        Self { child, stdin, incoming, received: Vec::new(), next_id: 1, dir, workdir, stderr }
+        let home_is_workdir = options.home_is_workdir;
+        Self {
+            child,
+            stdin,
+            incoming,
+            received: Vec::new(),
+            next_id: 1,
+            dir,
+            workdir,
+            stderr,
+            home_is_workdir,
+        }
     }
 
     /// The agent's data directory (its session logs are in `sessions/`).
     pub fn data_dir(&self) -> PathBuf {
+        if self.home_is_workdir {
+            return self.workdir.join(".local/share/hotsh");
+        }
         self.dir.path().join("data")
     }
 

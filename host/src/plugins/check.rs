@@ -147,10 +147,17 @@ pub(crate) fn child_main(path: &Path) -> ! {
     };
     let mut bytes = Vec::new();
     let read = std::io::stdin().read_to_end(&mut bytes);
-    let loaded = match read {
+    // Before anything of the build runs: it may write nothing, reach nothing, hold nothing.
+    let confined = crate::sandbox::confine::confine_checker();
+    let loaded = match (read, confined) {
+        (_, Err(error)) => Err(loader::Rejection::Unconfined(error)),
         // A check asks as an unsandboxed host would; the agent asks again in its own context.
-        Ok(_) => loader::load_bytes(path, &bytes, &hotsh_abi::ToolsContext { sandboxed: false }),
-        Err(source) => Err(loader::Rejection::Unreadable { path: path.to_owned(), source }),
+        (Ok(_), Ok(())) => {
+            loader::load_bytes(path, &bytes, &hotsh_abi::ToolsContext { sandboxed: false })
+        }
+        (Err(source), Ok(())) => {
+            Err(loader::Rejection::Unreadable { path: path.to_owned(), source })
+        }
     };
     let report = match loaded {
         Ok(plugin) => Report::Accepted(Description {

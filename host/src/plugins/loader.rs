@@ -83,6 +83,9 @@ pub(crate) enum Rejection {
     Hung,
     #[error("{0}")]
     Plugin(String),
+    /// The process that checks a build could not be confined, so nothing of it was run.
+    #[error("the check could not be confined, so the build was not loaded: {0}")]
+    Unconfined(String),
 }
 
 /// Reads a plugin file, with a rejection a user can read when it cannot be read.

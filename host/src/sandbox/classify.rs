@@ -64,6 +64,12 @@ pub(crate) fn classify(policy: &Policy, evidence: &Evidence<'_>) -> Option<Denia
         if refused && paths_in(line).iter().any(|p| !writable(policy, &evidence.workdir.join(p))) {
             return Some(Denial::File);
         }
+        // Renaming or removing a pinned directory or a read-only path (a mount point).
+        if line.contains("Device or resource busy")
+            && paths_in(line).iter().any(|p| mount_point(policy, &evidence.workdir.join(p)))
+        {
+            return Some(Denial::File);
+        }
     }
     network.then_some(Denial::Network)
 }
@@ -87,6 +93,13 @@ fn writable(policy: &Policy, path: &Path) -> bool {
     }
     policy.writable.iter().any(|root| path.starts_with(root))
         && !policy.read_only.iter().any(|ro| path.starts_with(ro))
+}
+
+/// Whether `path` is one of the mount points the policy makes (a pinned directory or a
+/// read-only path), which a command can neither rename nor remove.
+fn mount_point(policy: &Policy, path: &Path) -> bool {
+    let path = normalize(path);
+    policy.pinned.iter().chain(&policy.read_only).any(|point| *point == path)
 }
 
 /// `path` as the canonical roots are written: `.` and `..` folded lexically, then the part
@@ -124,8 +137,10 @@ fn paths_in(line: &str) -> Vec<String> {
     static QUOTED: LazyLock<regex::Regex> =
         LazyLock::new(|| regex::Regex::new(r#"['‘"`]([^'’"`]+)['’"`]"#).expect("a valid pattern"));
     static BEFORE: LazyLock<regex::Regex> = LazyLock::new(|| {
-        regex::Regex::new(r"([^ \t:'‘’]+): (?:Permission denied|Operation not permitted)")
-            .expect("a valid pattern")
+        regex::Regex::new(
+            r"([^ \t:'‘’]+): (?:Permission denied|Operation not permitted|Device or resource busy)",
+        )
+        .expect("a valid pattern")
     });
     // A quoted phrase with spaces and no `/` is prose, and `-x` an option, not a path.
     QUOTED
@@ -211,6 +226,20 @@ mod tests {
             Some(Denial::File)
         );
         assert_eq!(judge(&p, &root, "some other failure"), None);
+    }
+
+    #[test]
+    fn a_busy_mount_point_of_the_policy_is_a_denial_and_other_busy_paths_are_not() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = std::fs::canonicalize(dir.path()).expect("canonical");
+        std::fs::create_dir_all(root.join("target/debug")).expect("dirs");
+        let p = Policy { pinned: vec![root.join("target")], ..policy(&root) };
+        let moved = "mv: cannot move 'target' to 'target-old': Device or resource busy";
+        assert_eq!(judge(&p, &root, moved), Some(Denial::File));
+        let git = "rm: cannot remove '.git': Device or resource busy";
+        assert_eq!(judge(&p, &root, git), Some(Denial::File));
+        let own = "umount: /mnt/x: Device or resource busy";
+        assert_eq!(judge(&p, &root, own), None);
     }
 
     #[test]

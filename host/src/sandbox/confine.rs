@@ -80,11 +80,28 @@ pub(crate) fn restrict_self(policy: &Policy) -> Result<(), String> {
     if !policy.read_only.is_empty() || !policy.pinned.is_empty() {
         protect_paths(&policy.pinned, &policy.read_only)?;
     }
-    landlock(policy)?;
+    landlock(&policy.writable)?;
     if !policy.network {
-        network_filter()?;
+        socket_filter(Sockets::UnixOnly)?;
     }
     drop_capabilities()
+}
+
+/// Confines the process that checks a plugin build before it loads it, so that what the build
+/// runs while it loads (an ELF constructor, its manifest) can change nothing: no writes but to
+/// the null devices, no sockets at all, no capabilities. Where this kernel has no Landlock the
+/// file system stays open, and the error says so (the check goes on: the build would run with
+/// the agent's own access once loaded anyway).
+pub(crate) fn confine_checker() -> Result<(), String> {
+    socket_filter(Sockets::None)?;
+    drop_capabilities()?;
+    match landlock(&[]) {
+        Err(error) if landlock_abi().is_none() => {
+            eprintln!("hotsh: the check cannot keep the build from writing files: {error}");
+            Ok(())
+        }
+        confined => confined,
+    }
 }
 
 /// Secure bits that keep capabilities from coming back: root is not special on `exec`
@@ -253,7 +270,7 @@ fn protect_paths(
 /// the file system).
 pub(super) const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
 
-fn landlock(policy: &Policy) -> Result<(), String> {
+fn landlock(writable: &[std::path::PathBuf]) -> Result<(), String> {
     use landlock::{
         ABI, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
         RulesetStatus, Scope, path_beneath_rules,
@@ -268,7 +285,7 @@ fn landlock(policy: &Policy) -> Result<(), String> {
         .map_err(error)?
         .create()
         .map_err(error)?
-        .add_rules(path_beneath_rules(&policy.writable, AccessFs::from_write(abi)))
+        .add_rules(path_beneath_rules(writable, AccessFs::from_write(abi)))
         .map_err(error)?
         .add_rules(path_beneath_rules(WRITABLE_DEVICES, AccessFs::from_write(abi)))
         .map_err(error)?
@@ -280,22 +297,44 @@ fn landlock(policy: &Policy) -> Result<(), String> {
     Ok(())
 }
 
-/// seccomp: `socket()` of any family but `AF_UNIX` fails with EPERM, and so does io_uring
-/// (which could open sockets without `socket()`).
-fn network_filter() -> Result<(), String> {
+/// Which sockets a seccomp filter leaves a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sockets {
+    /// `socket()` of any family but `AF_UNIX` fails with EPERM (the network is off).
+    UnixOnly,
+    /// `socket()` and `socketpair()` fail with EPERM.
+    None,
+}
+
+/// seccomp: the sockets `allowed` leaves, and io_uring refused (it could open sockets without
+/// `socket()`), with EPERM.
+fn socket_filter(allowed: Sockets) -> Result<(), String> {
     use seccompiler::{
         BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
         SeccompRule,
     };
     let error = |e: seccompiler::BackendError| format!("cannot build the network filter: {e}");
-    let not_unix = SeccompRule::new(vec![
-        SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, libc::AF_UNIX as u64)
-            .map_err(error)?,
-    ])
-    .map_err(error)?;
-    let rules = [(libc::SYS_socket, vec![not_unix]), (libc::SYS_io_uring_setup, vec![])]
-        .into_iter()
-        .collect();
+    let rules = match allowed {
+        Sockets::UnixOnly => {
+            let not_unix = SeccompRule::new(vec![
+                SeccompCondition::new(
+                    0,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::Ne,
+                    libc::AF_UNIX as u64,
+                )
+                .map_err(error)?,
+            ])
+            .map_err(error)?;
+            vec![(libc::SYS_socket, vec![not_unix]), (libc::SYS_io_uring_setup, vec![])]
+        }
+        Sockets::None => vec![
+            (libc::SYS_socket, vec![]),
+            (libc::SYS_socketpair, vec![]),
+            (libc::SYS_io_uring_setup, vec![]),
+        ],
+    };
+    let rules = rules.into_iter().collect();
     let arch = std::env::consts::ARCH
         .try_into()
         .map_err(|e| format!("no seccomp filter for this architecture: {e}"))?;

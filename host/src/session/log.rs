@@ -17,7 +17,9 @@
 //! ```
 //!
 //! - `v`: the format version of the record (this module writes [`FORMAT_VERSION`]).
-//! - `seq`: 1 for the first record, then one more per record; never reused.
+//! - `seq`: 1 for the first record, then one more per record; never reused. A record whose
+//!   `seq` is not the one due makes the log damaged at its line: nothing hotsh wrote looks like
+//!   that, so the log was changed by something else (a command appending a record, say).
 //! - `at`: when the record was written, RFC 3339 in UTC with milliseconds.
 //! - `type` and `data`: what happened; one section per type below.
 //!
@@ -293,6 +295,13 @@ pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<ReadLog, ReadError> {
                 if version > FORMAT_VERSION {
                     return Err(ReadError::Newer { path: path.to_owned(), found: version });
                 }
+                if seq != last_seq + 1 {
+                    // hotsh writes one more per record, so a record out of sequence was put
+                    // there by something else (or by a hand that edited the file): nothing of
+                    // the log is believed.
+                    let reason = format!("`seq` {seq} where {} was due", last_seq + 1);
+                    return Err(ReadError::Damaged { path: path.to_owned(), line: number, reason });
+                }
                 if let Some(record) = record {
                     records.push(record);
                 }
@@ -490,10 +499,10 @@ mod tests {
     use crate::session::ToolCallId;
 
     fn round_trip(record: Record) {
-        let bytes = line(3, &record).expect("serialises");
+        let bytes = line(1, &record).expect("serialises");
         let read = parse(Path::new("x.jsonl"), &bytes).expect("parses");
         assert_eq!(read.records, vec![record]);
-        assert_eq!(read.last_seq, 3);
+        assert_eq!(read.last_seq, 1);
     }
 
     #[test]
@@ -536,10 +545,27 @@ mod tests {
 
     #[test]
     fn keys_in_any_order_are_read() {
-        let bytes = b"{\"data\":{\"text\":\"a\"},\"type\":\"agent_text\",\"seq\":4,\"v\":1}\n";
+        let bytes = b"{\"data\":{\"text\":\"a\"},\"type\":\"agent_text\",\"seq\":1,\"v\":1}\n";
         let read = parse(Path::new("x.jsonl"), bytes).expect("parses");
         assert_eq!(read.records, vec![Record::Event(SessionEvent::AgentText { text: "a".into() })]);
-        assert_eq!(read.last_seq, 4);
+        assert_eq!(read.last_seq, 1);
+    }
+
+    #[test]
+    fn a_record_out_of_sequence_damages_the_log_at_its_line() {
+        let record = |seq: u64| {
+            format!(
+                "{{\"v\":1,\"seq\":{seq},\"type\":\"agent_text\",\"data\":{{\"text\":\"a\"}}}}\n"
+            )
+        };
+        for (seqs, line, due) in [(vec![1, 2, 999], 3, 3), (vec![1, 1], 2, 2), (vec![2], 1, 1)] {
+            let bytes: String = seqs.iter().map(|&seq| record(seq)).collect();
+            let error = parse(Path::new("x.jsonl"), bytes.as_bytes()).expect_err("damaged");
+            let text = error.to_string();
+            let expected = format!("the session log x.jsonl is damaged at line {line}: `seq`");
+            assert!(text.starts_with(&expected), "{text}");
+            assert!(text.ends_with(&format!("where {due} was due")), "{text}");
+        }
     }
 
     #[test]

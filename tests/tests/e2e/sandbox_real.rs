@@ -141,3 +141,122 @@ fn descriptors_the_client_left_open_reach_no_command() {
         );
     }
 }
+
+#[test]
+#[allow(clippy::disallowed_methods, reason = "runs hotsh plugin check")]
+fn a_build_checked_before_loading_can_write_nothing_and_reach_nothing() {
+    let build = hotsh_tests::misbehaving_build("escape-in-manifest");
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let marker = scratch.path().join("escaped");
+    let output = std::process::Command::new(hotsh_tests::hotsh_binary())
+        .args(["plugin", "check"])
+        .arg(&build)
+        .env("HOTSH_FIXTURE_MARKER", &marker)
+        .output()
+        .expect("hotsh plugin check runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    // What it managed while it loaded, in the process that checked it, is in its version.
+    assert!(
+        stdout.starts_with("plugin misbehaving 0.1.0+wrote-false.unix-false.tcp-false\n"),
+        "{stdout}"
+    );
+    assert!(!marker.exists(), "a build's loading code wrote a file while it was checked");
+}
+
+/// A scripted agent whose home is its working directory, as when Zed opens `$HOME`: the data
+/// directory, the configuration and the user's plugin directory are all inside the folder
+/// commands may write.
+fn agent_at_home(backend: &str, responses: Vec<Value>) -> Agent {
+    let mut options = AgentOptions::script(responses);
+    options.home_is_workdir = true;
+    // A plugin author's build directory, watched before its first build.
+    options.extra_plugin_dirs = vec!["plugin-crate/target/debug".into()];
+    options.config = Some(format!("[sandbox]\nbackend = \"{backend}\"\n"));
+    Agent::start(options)
+}
+
+#[test]
+fn hotshs_own_files_are_read_only_to_commands_whatever_the_cwd() {
+    for backend in backends() {
+        let commands = [
+            // The session log, with a record that would widen the sandbox on load.
+            "echo '{\"v\":1,\"seq\":999,\"type\":\"sandbox_mode\",\"data\":{\"mode\":\"danger-full-access\"}}' >> .local/share/hotsh/sessions/*.jsonl",
+            // The configuration, to switch the sandbox off for the next agent.
+            "printf '[sandbox]\\nbackend = \"none\"\\n' > .config/hotsh/config.toml",
+            // A build for the user's plugin directory.
+            "mkdir -p .local/share/hotsh/plugins && cp /bin/true .local/share/hotsh/plugins/libevil.so",
+            // A build into a watched plugin directory inside the folder.
+            "cp /bin/true plugin-crate/target/debug/libevil.so",
+            // Renaming the directory above one away and making a new one.
+            "mv .local/share .local/share-old",
+            "mv plugin-crate/target plugin-crate/target-old && mkdir -p plugin-crate/target/debug",
+            "mv .config .config-old",
+        ];
+        let mut responses: Vec<Value> = commands.iter().map(|c| bash_call(c)).collect();
+        responses.push(say("ok"));
+        let mut agent = agent_at_home(backend, responses);
+        let config = agent.workdir.join(".config/hotsh/config.toml");
+        agent.initialize(true);
+        let session = agent.new_session();
+        agent.prompt(&session, "go");
+        let results = agent.tool_results();
+        let marker = "[sandbox: file access denied under workspace-write mode]";
+        for (index, (text, _)) in results.iter().enumerate() {
+            assert!(text.contains(marker), "{backend}: command {index}: {text}");
+        }
+        let home = &agent.workdir;
+        let logs: Vec<_> = std::fs::read_dir(home.join(".local/share/hotsh/sessions"))
+            .expect("the sessions directory")
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+            .collect();
+        assert_eq!(logs.len(), 1, "{backend}");
+        let log = std::fs::read_to_string(logs[0].path()).expect("the log");
+        assert!(!log.contains("\"seq\":999"), "{backend}: a command appended to its log");
+        assert_eq!(
+            std::fs::read_to_string(&config).expect("config"),
+            format!("[sandbox]\nbackend = \"{backend}\"\n"),
+            "{backend}"
+        );
+        assert!(!home.join(".local/share/hotsh/plugins/libevil.so").exists(), "{backend}");
+        assert!(!home.join("plugin-crate/target/debug/libevil.so").exists(), "{backend}");
+        assert!(!home.join("plugin-crate/target-old").exists(), "{backend}");
+        assert!(
+            home.join(".local/share/hotsh").is_dir() && !home.join(".local/share-old").exists()
+        );
+        assert!(home.join(".config/hotsh").is_dir() && !home.join(".config-old").exists());
+        assert!(agent.finish().success());
+    }
+}
+
+#[test]
+fn a_log_with_a_record_out_of_sequence_is_refused_with_its_line() {
+    let data = tempfile::tempdir().expect("a data directory");
+    let sharing = |responses| {
+        let mut options = AgentOptions::script(responses);
+        options.env = vec![("HOTSH_DATA_DIR".into(), data.path().display().to_string())];
+        options
+    };
+    let mut agent = Agent::start(sharing(vec![say("hello")]));
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "hi");
+    assert!(agent.finish().success());
+    let log = data.path().join("sessions").join(format!("{session}.jsonl"));
+    let mut text = std::fs::read_to_string(&log).expect("the log");
+    let due = text.lines().count() + 1;
+    text.push_str(
+        "{\"v\":1,\"seq\":999,\"at\":\"2026-12-01T00:00:00.000Z\",\"type\":\"sandbox_mode\",\"data\":{\"mode\":\"danger-full-access\"}}\n",
+    );
+    std::fs::write(&log, text).expect("the edited log");
+    let mut agent = Agent::start(sharing(vec![say("again")]));
+    agent.initialize(true);
+    let cwd = agent.workdir.display().to_string();
+    let answer =
+        agent.call("session/load", json!({"sessionId": session, "cwd": cwd, "mcpServers": []}));
+    let message = answer["error"]["message"].as_str().unwrap_or_else(|| panic!("{answer}"));
+    let expected = format!("is damaged at line {due}: `seq` 999 where {due} was due");
+    assert!(message.contains(&expected), "{message}");
+}
