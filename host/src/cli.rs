@@ -334,6 +334,26 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         // rmcp reports every connection's start and end at info; hotsh says it once itself.
         "info,rmcp=warn"
     });
+    // The agent's configuration is read here, on the only thread: the model keys are then in
+    // hand, and everything the commands' scrub drops leaves the process's environment before
+    // any thread (or command) exists.
+    let (mut config, run) = match command {
+        Mode::Serve(args) => (args.into_config()?, None),
+        Mode::Run { agent, cwd, session, sandbox, prompt } => {
+            let cwd = match cwd {
+                Some(cwd) => cwd,
+                None => std::env::current_dir().context("cannot read the current directory")?,
+            };
+            let cwd = std::path::absolute(&cwd)
+                .with_context(|| format!("cannot resolve --cwd {}", cwd.display()))?;
+            anyhow::ensure!(cwd.is_dir(), "--cwd {} is not a directory", cwd.display());
+            let mut config = agent.into_config()?;
+            config.warn_without_tools = false;
+            (config, Some((crate::run_cli::Target { cwd, resume: session, sandbox }, prompt)))
+        }
+    };
+    // SAFETY: no thread has been started yet (the runtime is built below).
+    config.command_env = Some(unsafe { crate::executor::take_for_commands(&config.env_policy()) });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         // The agent waits on IO; two workers keep a stuck task from stalling the rest without
         // paying for one thread per core on big machines.
@@ -342,20 +362,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     let result = runtime.block_on(async move {
-        match command {
-            Mode::Serve(args) => serve(args).await,
-            Mode::Run { agent, cwd, session, sandbox, prompt } => {
-                let cwd = match cwd {
-                    Some(cwd) => cwd,
-                    None => std::env::current_dir().context("cannot read the current directory")?,
-                };
-                let cwd = std::path::absolute(&cwd)
-                    .with_context(|| format!("cannot resolve --cwd {}", cwd.display()))?;
-                anyhow::ensure!(cwd.is_dir(), "--cwd {} is not a directory", cwd.display());
-                let mut config = agent.into_config()?;
-                config.warn_without_tools = false;
+        match run {
+            None => serve(config).await,
+            Some((target, prompt)) => {
                 let host = Host::start(config)?;
-                let target = crate::run_cli::Target { cwd, resume: session, sandbox };
                 let code = crate::run_cli::run_prompt(Arc::clone(&host), target, prompt).await;
                 host.shutdown().await;
                 code
@@ -379,7 +389,7 @@ enum Mode {
     },
 }
 
-async fn serve(args: AgentArgs) -> anyhow::Result<ExitCode> {
+async fn serve(config: HostConfig) -> anyhow::Result<ExitCode> {
     use std::io::IsTerminal as _;
     if std::io::stdin().is_terminal() {
         eprintln!(
@@ -390,7 +400,7 @@ async fn serve(args: AgentArgs) -> anyhow::Result<ExitCode> {
     // Before anything else runs (plugins load in `Host::start`): nothing but the protocol may
     // write to stdout.
     let protocol_out = crate::acp::claim_stdout().context("cannot take stdout for the protocol")?;
-    let host = Host::start(args.into_config()?)?;
+    let host = Host::start(config)?;
     let served = crate::acp::serve_stdio(Arc::clone(&host), protocol_out).await;
     host.shutdown().await;
     served?;

@@ -44,6 +44,9 @@ pub(crate) struct HostConfig {
     pub(crate) trusted: Vec<crate::sandbox::Trusted>,
     /// MCP limits and the configured servers.
     pub(crate) mcp: crate::mcp::McpSetup,
+    /// The commands' environment, taken (and hidden from the process) at start-up; `None`:
+    /// the process's own, scrubbed.
+    pub(crate) command_env: Option<Vec<(std::ffi::OsString, std::ffi::OsString)>>,
 }
 
 impl HostConfig {
@@ -85,7 +88,22 @@ impl HostConfig {
             sandbox: file.sandbox,
             trusted: Vec::new(),
             mcp: crate::mcp::McpSetup::from_config(&file.mcp)?,
+            command_env: None,
         })
+    }
+
+    /// What of the host's environment commands do not see: the model keys (built in and
+    /// configured), what looks like a credential, the configuration's `[env]` lists.
+    pub(crate) fn env_policy(&self) -> EnvPolicy {
+        EnvPolicy {
+            host_secrets: MODEL_SECRETS
+                .iter()
+                .map(|s| (*s).to_owned())
+                .chain(self.key_variables.iter().cloned())
+                .collect(),
+            keep: self.env_keep.clone(),
+            drop: self.env_drop.clone(),
+        }
     }
 }
 
@@ -137,16 +155,11 @@ impl Host {
             .collect::<anyhow::Result<Vec<_>>>()?;
         let transcript =
             config.model_transcript.as_deref().map(Transcript::create).transpose()?.map(Arc::new);
-        let env_policy = EnvPolicy {
-            host_secrets: MODEL_SECRETS
-                .iter()
-                .map(|s| (*s).to_owned())
-                .chain(config.key_variables.iter().cloned())
-                .collect(),
-            keep: config.env_keep.clone(),
-            drop: config.env_drop.clone(),
-        };
-        let (executor, mut completions) = Executor::new(config.executor.clone(), &env_policy)?;
+        let command_env = config
+            .command_env
+            .clone()
+            .unwrap_or_else(|| config.env_policy().scrub(std::env::vars_os()));
+        let (executor, mut completions) = Executor::new(config.executor.clone(), command_env)?;
         let trusted = config
             .plugin_dirs
             .iter()

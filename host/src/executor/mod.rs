@@ -24,7 +24,7 @@ mod supervisor;
 mod task;
 
 pub(crate) use capture::{CaptureLimits, SpillSummary};
-pub(crate) use env::EnvPolicy;
+pub(crate) use env::{EnvPolicy, take_for_commands};
 pub(crate) use helper::{run_helper, spawn_agent, spawn_tool};
 pub(crate) use live::{Drained, LiveOutput};
 pub(crate) use output_root::OutputRoot;
@@ -236,11 +236,11 @@ pub(crate) struct Executor {
 impl Executor {
     /// The executor and the stream of background-task completions (exactly one per task,
     /// none after [`Executor::dispose`]).
+    /// `env` is the commands' environment (already scrubbed of the host's secrets).
     pub(crate) fn new(
         mut config: ExecutorConfig,
-        env_policy: &EnvPolicy,
+        env: Vec<(OsString, OsString)>,
     ) -> std::io::Result<(Arc<Self>, mpsc::UnboundedReceiver<TaskEnded>)> {
-        let env = env_policy.scrub(std::env::vars_os());
         config.shell = on_path(&config.shell, &env);
         let (lifeline_read, lifeline_write) = lifeline()?;
         // Processes a command's killed shim leaves behind come to the host, which kills them.

@@ -260,3 +260,42 @@ fn a_log_with_a_record_out_of_sequence_is_refused_with_its_line() {
     let expected = format!("is damaged at line {due}: `seq` 999 where {due} was due");
     assert!(message.contains(&expected), "{message}");
 }
+
+#[test]
+fn the_model_key_is_nowhere_in_the_agents_environment_even_for_root() {
+    let secret = "sk-environ-0817-secret-value";
+    // The command's shim (`$PPID`) is a fork of the supervisor, whose parent is the agent.
+    let command = "supervisor=$(awk '{print $4}' /proc/$PPID/stat); \
+                   agent=$(awk '{print $4}' /proc/$supervisor/stat); \
+                   if environ=$(tr '\\0' '\\n' 2>/dev/null < /proc/$agent/environ); then \
+                     echo \"readable, PATH $(printf '%s\\n' \"$environ\" | grep -c '^PATH=')\"; \
+                     printf '%s\\n' \"$environ\" | grep -E 'API_KEY|TOKEN' || true; \
+                   else echo unreadable; fi";
+    let mut modes: Vec<(String, String)> = backends()
+        .into_iter()
+        .map(|backend| (backend.to_owned(), format!("[sandbox]\nbackend = \"{backend}\"\n")))
+        .collect();
+    modes.push(("unconfined".to_owned(), UNCONFINED.to_owned()));
+    for (name, config) in modes {
+        let mut options = AgentOptions::script(vec![bash_call(command), say("ok")]);
+        options.config = Some(config);
+        options.env = vec![
+            ("DEEPSEEK_API_KEY".into(), secret.into()),
+            ("GITHUB_TOKEN".into(), format!("{secret}-gh")),
+        ];
+        let (agent, _, results) = run_commands(options);
+        let text = &results[0].0;
+        assert!(!text.contains(secret), "{name}: {text}");
+        match name.as_str() {
+            // Under bwrap the agent is outside the command's PID namespace.
+            "bwrap" => assert!(text.starts_with("unreadable"), "{name}: {text}"),
+            // Root reads any process's environment unconfined; it is there, without the key.
+            "unconfined" if hotsh_tests::running_as_root() => {
+                assert_eq!(text, "readable, PATH 1", "{name}")
+            }
+            // Without capabilities (confined root) or as another user: not even readable.
+            _ => assert_eq!(text, "unreadable", "{name}"),
+        }
+        assert!(!agent.stderr().contains(secret), "{name}: the key is in the agent's log");
+    }
+}
