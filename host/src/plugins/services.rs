@@ -306,7 +306,7 @@ mod tests {
             .expect("a runtime");
         let services = runtime.block_on(async {
             let (executor, _completions) =
-                Executor::new(crate::executor::ExecutorConfig::default(), &Default::default())
+                Executor::new(crate::executor::ExecutorConfig::default(), Vec::new())
                     .expect("an executor");
             CallServices {
                 runtime: tokio::runtime::Handle::current(),
