@@ -598,9 +598,22 @@ impl EventSink for AcpSink {
         ask: EscalationAsk,
     ) -> futures::future::BoxFuture<'static, EscalationAnswer> {
         let asked = self.request(to_acp::escalation_request(&self.session_id.0, &ask));
+        let (cx, session_id) = (self.cx.clone(), self.session_id.0.clone());
         Box::pin(async move {
-            use agent_client_protocol::v1::schema::RequestPermissionOutcome;
-            match asked.await {
+            use agent_client_protocol::v1::schema::{
+                RequestPermissionOutcome, SessionUpdate, ToolCallStatus, ToolCallUpdate,
+                ToolCallUpdateFields,
+            };
+            let answer = asked.await;
+            // The card was pending while the user decided; the call goes on (to run, or to
+            // fail with the refusal) and its last update closes it.
+            let going_on = ToolCallUpdate::new(
+                ask.call_id.clone(),
+                ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
+            );
+            let update = SessionUpdate::ToolCallUpdate(going_on);
+            let _ = cx.send_notification(SessionNotification::new(session_id, update));
+            match answer {
                 Ok(response) => match response.outcome {
                     RequestPermissionOutcome::Selected(selected)
                         if selected.option_id.0.as_ref() == to_acp::ALLOW_ONCE =>

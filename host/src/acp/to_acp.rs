@@ -268,11 +268,77 @@ fn append_bounded(console: &mut String, text: &str) {
 
 /// `text` in a ```` ```console ```` block, with a fence longer than any backtick run inside.
 pub(super) fn fenced_console(text: &str) -> String {
+    fenced(text, "console")
+}
+
+/// `text` in a fenced code block tagged `info`, the fence longer than any backtick run inside,
+/// so that nothing in the text can close it.
+fn fenced(text: &str, info: &str) -> String {
     let longest_run = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest_run.max(2) + 1);
     let body = text.strip_suffix('\n').unwrap_or(text);
-    format!("{fence}console\n{body}\n{fence}")
+    format!("{fence}{info}\n{body}\n{fence}")
 }
+
+/// `text` with every character a reader would not see, or would see in the wrong place, shown
+/// as an escape (`\u{202e}`, `\r`, `\u{1b}`): control characters but newline and tab,
+/// bidirectional controls, zero-width and other invisible characters. What the user approves
+/// is then what they read.
+pub(super) fn visible(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() || invisible(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Characters that render as nothing or reorder the text around them (Unicode's format
+/// characters and the other default-ignorable ones).
+fn invisible(c: char) -> bool {
+    matches!(
+        c as u32,
+        0xad | 0x34f
+            | 0x61c
+            | 0x115f..=0x1160
+            | 0x17b4..=0x17b5
+            | 0x180b..=0x180f
+            | 0x200b..=0x200f
+            | 0x2028..=0x202e
+            | 0x205f..=0x206f
+            | 0x3164
+            | 0xfe00..=0xfe0f
+            | 0xfeff
+            | 0xffa0
+            | 0xfff0..=0xfffb
+            | 0x1bca0..=0x1bca3
+            | 0x1d173..=0x1d17a
+            | 0xe0000..=0xe0fff
+    )
+}
+
+/// A title of one line: the first line of `text`, visible, at most [`TITLE_CHARS`]
+/// characters, saying how many lines follow.
+fn title_line(text: &str) -> String {
+    let mut lines = text.lines();
+    let first = visible(lines.next().unwrap_or(""));
+    let more = lines.count();
+    let mut title: String = first.chars().take(TITLE_CHARS).collect();
+    if first.chars().count() > TITLE_CHARS {
+        title.push('…');
+    }
+    match more {
+        0 => title,
+        1 => format!("{title} (and 1 more line)"),
+        n => format!("{title} (and {n} more lines)"),
+    }
+}
+
+const TITLE_CHARS: usize = 100;
 
 /// The option id that allows an escalation (once).
 pub(super) const ALLOW_ONCE: &str = "allow-once";
@@ -287,24 +353,34 @@ pub(super) fn escalation_request(
     use agent_client_protocol::v1::schema::{
         PermissionOption, PermissionOptionKind, RequestPermissionRequest,
     };
+    let workdir = fenced(&visible(&ask.workdir), "text");
+    let why = fenced(&visible(&ask.justification), "text");
     let (title, body) = if ask.writes_file {
         (
-            format!("Write under {}: {}", ask.mode, ask.command),
+            format!("Write under {}: {}", ask.mode, title_line(&ask.command)),
             format!(
-                "The agent asks to write this file under **{}** instead of {}, this once:\n\n`{}`\n\nWhy: {}",
-                ask.mode, ask.standing, ask.command, ask.justification
+                "The agent asks to write this file under **{}** instead of {}, this once:\n\n{}\n\nWhy, in the agent's words:\n\n{why}",
+                ask.mode,
+                ask.standing,
+                fenced(&visible(&ask.command), "text"),
             ),
         )
     } else {
         (
-            format!("Run under {}: {}", ask.mode, ask.command),
+            format!("Run under {}: {}", ask.mode, title_line(&ask.command)),
             format!(
-                "The agent asks to run this command under **{}** instead of {}, this once:\n\n```sh\n{}\n```\n\nin `{}`\n\nWhy: {}",
-                ask.mode, ask.standing, ask.command, ask.workdir, ask.justification
+                "The agent asks to run this command under **{}** instead of {}, this once:\n\n{}\n\nIn this folder:\n\n{workdir}\n\nWhy, in the agent's words:\n\n{why}",
+                ask.mode,
+                ask.standing,
+                fenced(&visible(&ask.command), "sh"),
             ),
         )
     };
-    let fields = ToolCallUpdateFields::new().title(title).content(text_content(body));
+    // Pending while the user decides (Zed shows it as waiting for them).
+    let fields = ToolCallUpdateFields::new()
+        .title(title)
+        .status(agent_client_protocol::v1::schema::ToolCallStatus::Pending)
+        .content(text_content(body));
     RequestPermissionRequest::new(
         session_id.to_owned(),
         ToolCallUpdate::new(ask.call_id.clone(), fields),
@@ -323,6 +399,57 @@ mod tests {
     fn fence_outgrows_backticks_in_the_output() {
         assert_eq!(fenced_console("a\nb\n"), "```console\na\nb\n```");
         assert_eq!(fenced_console("x ```` y"), "`````console\nx ```` y\n`````");
+    }
+
+    #[test]
+    fn an_approval_shows_exactly_what_runs_and_nothing_can_spoof_it() {
+        let command = "echo ok\n```\n\nin `/home/you/project`\n\nWhy: harmless\n<!-- \u{202e}\u{1b}[2K\r\u{200b}rm -rf ~ -->";
+        let ask = crate::session::EscalationAsk {
+            call_id: "call-1".into(),
+            command: command.into(),
+            workdir: "/tmp/w\n```".into(),
+            justification: "it needs it\n```\nWhy: fake".into(),
+            mode: crate::sandbox::Mode::DangerFullAccess,
+            standing: crate::sandbox::Mode::WorkspaceWrite,
+            writes_file: false,
+        };
+        let request = serde_json::to_value(escalation_request("s", &ask)).expect("serialises");
+        let fields = &request["toolCall"];
+        assert_eq!(fields["status"], "pending");
+        let title = fields["title"].as_str().expect("a title");
+        assert_eq!(title, "Run under danger-full-access: echo ok (and 6 more lines)");
+        let body = fields["content"][0]["content"]["text"].as_str().expect("a body");
+        for hidden in ['\u{202e}', '\u{1b}', '\r', '\u{200b}'] {
+            assert!(!body.contains(hidden), "{hidden:?} reached the body: {body}");
+        }
+        expect_test::expect![[r#"
+            The agent asks to run this command under **danger-full-access** instead of workspace-write, this once:
+
+            ````sh
+            echo ok
+            ```
+
+            in `/home/you/project`
+
+            Why: harmless
+            <!-- \u{202e}\u{1b}[2K\r\u{200b}rm -rf ~ -->
+            ````
+
+            In this folder:
+
+            ````text
+            /tmp/w
+            ```
+            ````
+
+            Why, in the agent's words:
+
+            ````text
+            it needs it
+            ```
+            Why: fake
+            ````"#]]
+        .assert_eq(body);
     }
 
     #[test]

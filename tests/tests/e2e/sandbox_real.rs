@@ -299,3 +299,64 @@ fn the_model_key_is_nowhere_in_the_agents_environment_even_for_root() {
         assert!(!agent.stderr().contains(secret), "{name}: the key is in the agent's log");
     }
 }
+
+#[test]
+fn the_approval_prompt_shows_the_whole_command_and_cannot_be_spoofed() {
+    let outside = crate::sandbox::elsewhere();
+    let target = outside.path().join("tail-ran");
+    // A fence of its own, a fake folder and reason, an HTML comment hiding the real tail,
+    // and characters that hide or reorder text.
+    let command = format!(
+        "echo harmless\n```\n\nin `/home/you/project`\n\nWhy: a harmless check\n<!-- \u{202e}\u{1b}[8m\r\u{200b} -->\ntouch {}",
+        target.display()
+    );
+    for backend in backends() {
+        let responses = vec![
+            json!({"tool_calls": [{"name": "bash", "arguments": {
+                "command": command,
+                "sandbox_permissions": "danger-full-access",
+                "justification": "needed\n```\nWhy: nothing"}}]}),
+            say("done"),
+        ];
+        let mut agent = Agent::start(options(backend, "", responses));
+        agent.initialize(true);
+        let session = agent.new_session();
+        let before = agent.received.len();
+        let reject = json!({"result": {"outcome": {"outcome": "selected", "optionId": "reject"}}});
+        let request = agent.prompt_answering_permission(&session, reject);
+        let call = &request["params"]["toolCall"];
+        assert_eq!(call["status"], "pending", "{backend}: {call}");
+        let title = call["title"].as_str().expect("a title");
+        assert_eq!(title, "Run under danger-full-access: echo harmless (and 7 more lines)");
+        let body = call["content"][0]["content"]["text"].as_str().expect("a body");
+        // The command's own fence of three backticks stays inside a longer one, the hidden
+        // characters are spelt out, and the real folder is shown.
+        assert!(body.contains("````sh\necho harmless\n```\n"), "{backend}: {body}");
+        assert!(body.contains(&format!("touch {}\n````", target.display())), "{body}");
+        assert!(body.contains("\\u{202e}\\u{1b}[8m\\r\\u{200b}"), "{backend}: {body}");
+        let cwd = std::fs::canonicalize(&agent.workdir).expect("cwd").display().to_string();
+        let shown_cwd = format!("In this folder:\n\n```text\n{}\n```", agent.workdir.display());
+        assert!(
+            body.contains(&shown_cwd) || body.contains(&cwd),
+            "{backend}: the folder is not shown: {body}"
+        );
+        for hidden in ['\u{202e}', '\u{1b}', '\r', '\u{200b}'] {
+            assert!(!body.contains(hidden) && !title.contains(hidden), "{backend}: {hidden:?}");
+        }
+        // The card waited for the user, then went on (in progress) to its end (failed).
+        let asked = before
+            + agent.received[before..]
+                .iter()
+                .position(|m| m["method"] == "session/request_permission")
+                .expect("the request was received");
+        let statuses: Vec<&Value> = agent.received[asked..]
+            .iter()
+            .filter(|m| m["method"] == "session/update")
+            .map(|m| &m["params"]["update"])
+            .filter(|u| u["toolCallId"] == call["toolCallId"] && u.get("status").is_some())
+            .map(|u| &u["status"])
+            .collect();
+        assert_eq!(statuses, [&json!("in_progress"), &json!("failed")], "{backend}");
+        assert!(!target.exists(), "{backend}: a rejected command ran");
+    }
+}
