@@ -445,6 +445,45 @@ impl Host {
         self.output_root.remove();
     }
 
+    /// Plan mode caps the commands that start from now on; background tasks already running keep
+    /// the access they started with (a running process's confinement cannot be narrowed).
+    /// Says so, to the user (a note in the thread) and to the model (a notice), when any of
+    /// the session's running tasks may write.
+    pub(crate) async fn entered_plan_mode(&self, session: &Session) {
+        let writing: Vec<(String, String, String)> = self
+            .executor
+            .running_owned_by(&session.id.0)
+            .into_iter()
+            .filter(|(_, _, mode)| mode != crate::sandbox::Mode::ReadOnly.as_str())
+            .collect();
+        if writing.is_empty() {
+            return;
+        }
+        let count = match writing.len() {
+            1 => "1 background task keeps".to_owned(),
+            n => format!("{n} background tasks keep"),
+        };
+        let list: Vec<String> = writing
+            .iter()
+            .map(|(id, command, mode)| {
+                let first = command.lines().next().unwrap_or_default();
+                format!("- {id} ({mode}): {}", first.chars().take(120).collect::<String>())
+            })
+            .collect();
+        let detail = format!(
+            "Plan mode makes new commands read-only. Background tasks started before it keep the access they started with until they end or are stopped:\n\n{}",
+            list.join("\n")
+        );
+        session
+            .emit(SessionEvent::HostNote {
+                call_id: session.next_call_id(),
+                title: format!("Plan mode: {count} its write access"),
+                detail: detail.clone(),
+            })
+            .await;
+        session.add_notice(crate::session::PendingNotice { text: detail, task_id: None });
+    }
+
     /// Tells every session's client that a plugin was reloaded, rejected or unloaded.
     async fn plugin_changed(&self, change: &PluginChange) {
         let (title, detail, failed) = describe_change(change);

@@ -417,7 +417,11 @@ async fn set_mode(
             )));
         }
     };
+    let entering = planning && !session.planning();
     session.set_planning(planning).await;
+    if entering {
+        host.entered_plan_mode(&session).await;
+    }
     flushed(&session).await?;
     if let Some(sink) = session.sink() {
         sink.mode_changed(request.mode_id.0.as_ref());

@@ -191,6 +191,12 @@ fn common_update(event: SessionEvent) -> Option<SessionUpdate> {
                 .status(if failed { ToolCallStatus::Failed } else { ToolCallStatus::Completed })
                 .content(text_content(detail)),
         ),
+        SessionEvent::HostNote { call_id, title, detail } => SessionUpdate::ToolCall(
+            ToolCall::new(call_id.0, title)
+                .kind(acp::ToolKind::Other)
+                .status(ToolCallStatus::Completed)
+                .content(text_content(detail)),
+        ),
         SessionEvent::ToolCallStarted { call_id, card: Card::Generic(card), raw_input, .. } => {
             let mut call = ToolCall::new(call_id.0, card.title.clone())
                 .kind(kind(card.kind))

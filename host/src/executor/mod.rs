@@ -591,6 +591,17 @@ impl Executor {
         Ok(Killed { killed: true, status })
     }
 
+    /// The running tasks of `owner`: id, command and the sandbox mode each started under.
+    pub(crate) fn running_owned_by(&self, owner: &str) -> Vec<(String, String, String)> {
+        let mut running: Vec<(String, String, String)> = lock(&self.tasks)
+            .values()
+            .filter(|t| t.owner.as_deref() == Some(owner) && t.status().is_running())
+            .map(|t| (t.id.0.clone(), t.command.clone(), t.confinement.mode.clone()))
+            .collect();
+        running.sort();
+        running
+    }
+
     /// Kills every running task of `owner` (a session that closes) and waits for them to end.
     pub(crate) async fn kill_owned_by(&self, owner: &str) {
         let ids: Vec<String> = lock(&self.tasks)

@@ -172,7 +172,8 @@ fn call_id_of(event: &SessionEvent) -> Option<&ToolCallId> {
         SessionEvent::ToolCallStarted { call_id, .. }
         | SessionEvent::ToolOutput { call_id, .. }
         | SessionEvent::ToolCallFinished { call_id, .. }
-        | SessionEvent::PluginChanged { call_id, .. } => Some(call_id),
+        | SessionEvent::PluginChanged { call_id, .. }
+        | SessionEvent::HostNote { call_id, .. } => Some(call_id),
         SessionEvent::AgentText { .. }
         | SessionEvent::AgentThought { .. }
         | SessionEvent::UserMessage { .. } => None,

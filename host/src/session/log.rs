@@ -39,6 +39,8 @@
 //!   `output_text` is what the tool returned (used to draw the card again on load).
 //! - `plugin_changed` `{call_id, title, detail, failed}`: a plugin was reloaded, rejected or
 //!   unloaded while the session was open.
+//! - `host_note` `{call_id, title, detail}`: what the host said about the session itself (plan
+//!   mode entered while background tasks with write access ran).
 //!
 //! What the model got (folded into the conversation history):
 //!

@@ -193,6 +193,13 @@ pub(crate) enum SessionEvent {
         detail: String,
         failed: bool,
     },
+    /// Something the host says about the session itself (not part of any turn): a mode change
+    /// that leaves running background tasks as they were.
+    HostNote {
+        call_id: ToolCallId,
+        title: String,
+        detail: String,
+    },
     /// One content block of a user's prompt, shown again when a session is loaded (the client
     /// showed the prompt itself when it was sent; the log has it as a `prompt` record).
     #[serde(skip)]
@@ -210,6 +217,7 @@ impl SessionEvent {
         "tool_output",
         "tool_call_finished",
         "plugin_changed",
+        "host_note",
     ];
 }
 

@@ -360,3 +360,48 @@ fn the_approval_prompt_shows_the_whole_command_and_cannot_be_spoofed() {
         assert!(!target.exists(), "{backend}: a rejected command ran");
     }
 }
+
+#[test]
+fn a_background_task_started_before_plan_mode_keeps_writing_and_plan_mode_says_so() {
+    for backend in backends() {
+        let task = "for i in $(seq 1 600); do echo $i >> ticks.txt; sleep 0.05; done";
+        let mut agent = Agent::start(options(
+            backend,
+            "",
+            vec![
+                json!({"tool_calls": [{"name": "bash", "arguments": {
+                    "command": task, "run_in_background": true}}]}),
+                say("started"),
+                say("planning"),
+            ],
+        ));
+        agent.initialize(true);
+        let session = agent.new_session();
+        agent.prompt(&session, "start it");
+        let ticks = agent.workdir.join("ticks.txt");
+        hotsh_tests::wait_for_file_containing(&ticks, "1\n");
+        let answer =
+            agent.call("session/set_mode", json!({"sessionId": session, "modeId": "plan"}));
+        assert!(answer.get("result").is_some(), "{backend}: {answer}");
+        let note = agent.wait_for(|m| {
+            m["params"]["update"]["sessionUpdate"] == "tool_call"
+                && m["params"]["update"]["title"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("Plan mode:"))
+        });
+        let update = &note["params"]["update"];
+        assert_eq!(update["title"], "Plan mode: 1 background task keeps its write access");
+        let detail = update["content"][0]["content"]["text"].as_str().expect("the note");
+        assert!(detail.contains("- bash-1 (workspace-write): for i in"), "{backend}: {detail}");
+        // It does keep writing in plan mode (the decision the note states).
+        let before = std::fs::read_to_string(&ticks).expect("ticks").lines().count();
+        hotsh_tests::eventually("the task to write again in plan mode", || {
+            std::fs::read_to_string(&ticks).is_ok_and(|t| t.lines().count() > before + 2)
+        });
+        // The model hears of it with its next request.
+        agent.prompt(&session, "plan");
+        let last = agent.model_requests().last().cloned().expect("a model request");
+        assert!(last.to_string().contains("Plan mode makes new commands read-only"), "{last}");
+        assert!(agent.finish().success());
+    }
+}
