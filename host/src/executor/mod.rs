@@ -231,6 +231,37 @@ pub(crate) struct Executor {
     next_task: AtomicU64,
     completions: mpsc::UnboundedSender<TaskEnded>,
     disposed: AtomicBool,
+    /// Confined commands running now (foreground and background).
+    confined_running: Arc<std::sync::atomic::AtomicUsize>,
+    /// Read while a confined command starts, written while something must happen with none
+    /// running (a file written through the client, which follows links: see
+    /// [`Executor::with_no_confined_command`]).
+    confined_gate: tokio::sync::RwLock<()>,
+}
+
+/// One running confined command, counted in [`Executor::confined_running`] while it lives.
+#[derive(Debug)]
+struct ConfinedRun(Arc<std::sync::atomic::AtomicUsize>);
+
+impl ConfinedRun {
+    /// Counts a confined command (`policy` set) and holds the gate while it is spawned.
+    async fn start<'a>(
+        executor: &'a Executor,
+        policy: Option<&Policy>,
+    ) -> (Option<Self>, Option<tokio::sync::RwLockReadGuard<'a, ()>>) {
+        if policy.is_none() {
+            return (None, None);
+        }
+        let gate = executor.confined_gate.read().await;
+        executor.confined_running.fetch_add(1, Ordering::SeqCst);
+        (Some(Self(Arc::clone(&executor.confined_running))), Some(gate))
+    }
+}
+
+impl Drop for ConfinedRun {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Executor {
@@ -260,6 +291,8 @@ impl Executor {
             next_task: AtomicU64::new(1),
             completions,
             disposed: AtomicBool::new(false),
+            confined_running: Arc::default(),
+            confined_gate: tokio::sync::RwLock::new(()),
         };
         let executor = Arc::new(executor);
         // Started beside the rest of the host's start-up, so that no command waits for it.
@@ -367,12 +400,14 @@ impl Executor {
         let timeout =
             request.timeout.unwrap_or(self.config.default_timeout).min(self.config.max_timeout);
         let started_at = Instant::now();
+        let (_confined, gate) = ConfinedRun::start(self, request.policy.as_ref()).await;
         let Spawned { mut exit, process, pipes, .. } = self.spawn(
             &request.command,
             &request.workdir,
             request.policy.as_ref(),
             Output::Separate,
         )?;
+        drop(gate);
         let mut capture = OutputCapture::new(self.config.capture, request.spill_path);
 
         // The pump borrows the capture; the block ends both borrows before `finish`.
@@ -441,7 +476,11 @@ impl Executor {
     }
 
     /// Starts a background task and returns at once. Must run in the runtime's context.
-    pub(crate) fn start(self: &Arc<Self>, request: StartRequest) -> Result<Started, RunError> {
+    pub(crate) async fn start(
+        self: &Arc<Self>,
+        request: StartRequest,
+    ) -> Result<Started, RunError> {
+        let (confined, _gate) = ConfinedRun::start(self, request.policy.as_ref()).await;
         let _starting = lock(&self.starting);
         let running = lock(&self.tasks)
             .values()
@@ -476,6 +515,7 @@ impl Executor {
         lock(&self.tasks).insert(id.clone(), Arc::clone(&task));
         let executor = Arc::clone(self);
         tokio::spawn(async move {
+            let _confined = confined;
             output.open_now().await;
             let status = {
                 let mut reader = PipeReader::new(pipes);
@@ -589,6 +629,20 @@ impl Executor {
             }
         };
         Ok(Killed { killed: true, status })
+    }
+
+    /// Runs `work` while no confined command runs and none can start; `None` (and `work` not
+    /// run) when one is running. A write the client makes by path follows symbolic links a
+    /// confined command could be swapping in at that moment; with none running, none can.
+    pub(crate) async fn with_no_confined_command<T>(
+        &self,
+        work: impl std::future::Future<Output = T>,
+    ) -> Option<T> {
+        let _no_start = self.confined_gate.write().await;
+        if self.confined_running.load(Ordering::SeqCst) > 0 {
+            return None;
+        }
+        Some(work.await)
     }
 
     /// The running tasks of `owner`: id, command and the sandbox mode each started under.

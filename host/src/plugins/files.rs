@@ -6,6 +6,7 @@
 
 use super::gate::Action;
 use super::services::CallServices;
+use crate::sandbox::Mode;
 use crate::session::{ClientFs, EventSink, Session};
 use hotsh_abi::RString;
 use hotsh_abi::v1 as abi;
@@ -98,28 +99,43 @@ impl CallServices {
                 ));
             }
         }
-        if let Some(parent) = real.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| {
-                format!(
-                    "cannot create the directory {}: {e}; nothing was written",
-                    parent.display()
-                )
-            })?;
-        }
-        let through_client = self.client_fs().write;
-        if through_client {
+        // From here on the file is reached through descriptors of the directories of the
+        // path just checked, opened without following links: a directory swapped for a link
+        // since the check (a background task can do that in a loop) is refused, not followed.
+        let parent = real.parent().unwrap_or(Path::new("/"));
+        let directory = open_directory(parent, true).map_err(|e| {
+            format!("cannot open the directory {}: {e}; nothing was written", parent.display())
+        })?;
+        let confined = gate.mode != Mode::DangerFullAccess && self.sandbox.sandbox.offered();
+        let mut through_client = false;
+        if self.client_fs().write {
+            // The client writes by path and follows links. With no confined command running
+            // (and none able to start meanwhile) nothing can swap one in; else the host
+            // writes on disk itself, and the editor sees the file change there.
             let sink = self.client()?;
-            let (target, text) = (path.clone(), write.text.to_string());
-            self.runtime(async move { sink.write_text_file(target, text).await })?.map_err(
-                |e| {
+            let (target, text) = (real.clone(), write.text.to_string());
+            let executor = std::sync::Arc::clone(&self.executor);
+            let client_write = async move {
+                let write = sink.write_text_file(target, text);
+                if confined {
+                    executor.with_no_confined_command(write).await
+                } else {
+                    Some(write.await)
+                }
+            };
+            if let Some(result) = self.runtime(client_write)? {
+                result.map_err(|e| {
                     format!(
                         "the editor could not write {}: {e}; the file is unchanged",
                         display(&path)
                     )
-                },
-            )?;
-        } else {
-            write_atomically(&real, write.text.as_bytes()).map_err(|e| {
+                })?;
+                through_client = true;
+            }
+        }
+        if !through_client {
+            let name = real.file_name().unwrap_or_default();
+            write_atomically(&directory, Path::new(name), write.text.as_bytes()).map_err(|e| {
                 format!("cannot write {}: {e}; the file is unchanged", display(&path))
             })?;
         }
@@ -232,21 +248,71 @@ fn disk_text(path: &Path, real: &Path) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|_| binary())
 }
 
-/// Writes `bytes` to a temporary file beside `path`, flushes it to the disk, keeps the old
-/// file's permissions, and renames it over `path`: a reader sees the old file or the new one,
-/// never a part; a failure (a full disk) leaves the old file as it was.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("/"));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let mut temporary =
-        tempfile::Builder::new().prefix(&format!(".{name}.hotsh-")).tempfile_in(dir)?;
-    temporary.write_all(bytes)?;
-    if let Ok(metadata) = std::fs::metadata(path) {
-        temporary.as_file().set_permissions(metadata.permissions())?;
+/// Opens the directory `path` (absolute, without links) component by component from `/`,
+/// never following a link: one there now (it was not when the path was resolved) is an error.
+/// With `create`, missing directories are made on the way (mode 0777 less the umask).
+fn open_directory(path: &Path, create: bool) -> std::io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut directory = rustix::fs::open("/", flags, Mode::empty())?;
+    for component in path.components() {
+        let name = match component {
+            std::path::Component::RootDir => continue,
+            std::path::Component::Normal(name) => name,
+            other => {
+                return Err(std::io::Error::other(format!("the path holds {other:?}")));
+            }
+        };
+        let next = match rustix::fs::openat(&directory, name, flags, Mode::empty()) {
+            Err(rustix::io::Errno::NOENT) if create => {
+                match rustix::fs::mkdirat(&directory, name, Mode::from_raw_mode(0o777)) {
+                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                    Err(error) => return Err(error.into()),
+                }
+                rustix::fs::openat(&directory, name, flags, Mode::empty())
+            }
+            opened => opened,
+        };
+        directory = next.map_err(|error| match error {
+            rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => std::io::Error::other(format!(
+                "{} changed while it was being written (a link where a directory was)",
+                path.display()
+            )),
+            error => error.into(),
+        })?;
     }
-    temporary.as_file().sync_all()?;
-    temporary.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    Ok(directory)
+}
+
+/// Writes `bytes` to a temporary file in `directory`, flushes it to the disk, gives it the
+/// old file's permissions (or 0666 less the umask for a new file), and renames it over `name`
+/// there: a reader sees the old file or the new one, never a part; a failure (a full disk)
+/// leaves the old file as it was. Nothing is followed: a link now at `name` is replaced, not
+/// written through.
+fn write_atomically(
+    directory: &std::os::fd::OwnedFd,
+    name: &Path,
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    use rustix::fs::{AtFlags, Mode, OFlags};
+    let old = rustix::fs::statat(directory, name, AtFlags::SYMLINK_NOFOLLOW).ok();
+    let temporary = format!(".{}.hotsh-{}", name.display(), uuid::Uuid::new_v4().simple());
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let file = rustix::fs::openat(directory, &temporary, flags, Mode::from_raw_mode(0o666))?;
+    let mut file = std::fs::File::from(file);
+    let written = (|| {
+        file.write_all(bytes)?;
+        if let Some(old) = old.filter(|old| old.st_mode & libc::S_IFMT == libc::S_IFREG) {
+            rustix::fs::fchmod(&file, Mode::from_raw_mode(old.st_mode & 0o7777))?;
+        }
+        file.sync_all()?;
+        rustix::fs::renameat(directory, &temporary, directory, name)?;
+        Ok(())
+    })();
+    if written.is_err() {
+        let _ = rustix::fs::unlinkat(directory, &temporary, AtFlags::empty());
+    }
+    written
 }
 
 fn display(path: &Path) -> String {
@@ -294,10 +360,25 @@ mod tests {
         let file = dir.path().join("script.sh");
         std::fs::write(&file, "old").unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o750)).unwrap();
-        write_atomically(&file, b"new").unwrap();
+        let directory = open_directory(&std::fs::canonicalize(dir.path()).unwrap(), false).unwrap();
+        write_atomically(&directory, Path::new("script.sh"), b"new").unwrap();
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
         assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o750);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_directory_is_opened_without_following_links_and_missing_ones_are_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("link")).unwrap();
+        let error = open_directory(&root.join("link/sub"), true).unwrap_err();
+        assert!(error.to_string().contains("a link where a directory was"), "{error}");
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+        assert!(open_directory(&root.join("new/deeper"), false).is_err());
+        open_directory(&root.join("new/deeper"), true).unwrap();
+        assert!(root.join("new/deeper").is_dir());
     }
 
     #[test]

@@ -178,7 +178,7 @@ impl CallServices {
             mode: gate.mode.as_str().to_owned(),
         };
         let executor = Arc::clone(&self.executor);
-        match self.on_runtime(async move { executor.start(request) }) {
+        match self.on_runtime(async move { executor.start(request).await }) {
             Ok(Ok(started)) => {
                 lock(&self.started).push(StartedTask {
                     task_id: started.id.0.clone(),

@@ -405,3 +405,79 @@ fn a_background_task_started_before_plan_mode_keeps_writing_and_plan_mode_says_s
         assert!(agent.finish().success());
     }
 }
+
+/// Runs a prompt whose client writes files as an editor does (`fs/write_text_file`, by path,
+/// following links) or offers no `fs` at all; returns every path the client was asked to
+/// write.
+fn prompt_with_writing_client(agent: &mut Agent, session: &str, editor: bool) -> Vec<String> {
+    let prompt = agent.start_prompt(session, "go");
+    let mut from = agent.received.len();
+    let mut written = Vec::new();
+    loop {
+        let at = agent.wait_for_from(from, |m| {
+            m["method"] == "fs/write_text_file" || (m["id"] == prompt && m.get("method").is_none())
+        });
+        from = at + 1;
+        let message = agent.received[at].clone();
+        if message["method"] != "fs/write_text_file" {
+            assert!(!editor || !written.is_empty() || message.get("result").is_some());
+            return written;
+        }
+        let path = message["params"]["path"].as_str().unwrap_or_default().to_owned();
+        let text = message["params"]["content"].as_str().unwrap_or_default();
+        let reply = match std::fs::write(&path, text) {
+            Ok(()) => json!({"result": {}}),
+            Err(error) => json!({"error": {"code": -32603, "message": error.to_string()}}),
+        };
+        written.push(path);
+        agent.answer(&message, reply);
+    }
+}
+
+#[test]
+fn a_write_racing_a_task_that_swaps_a_folder_for_a_link_never_lands_outside() {
+    const TRIES: usize = 1000;
+    for editor in [true, false] {
+        let outside = crate::sandbox::elsewhere();
+        // As fast as a process can: a folder most of the time, a link to outside in between.
+        let flip = format!(
+            "perl -e 'while (1) {{ rename \"sub\", \"sub.real\"; symlink \"{}\", \"sub\"; unlink \"sub\"; rename \"sub.real\", \"sub\" }}'",
+            outside.path().display()
+        );
+        let writes: Vec<Value> = (0..TRIES)
+            .map(|i| {
+                json!({"name": "write_file", "arguments": {
+                    "path": format!("sub/f{i}.txt"), "content": "x\n"}})
+            })
+            .collect();
+        let mut options = options(
+            "landlock",
+            "",
+            vec![
+                json!({"tool_calls": [{"name": "bash", "arguments": {
+                    "command": flip, "run_in_background": true}}]}),
+                json!({"tool_calls": writes}),
+                say("done"),
+            ],
+        );
+        options.plugins.push(hotsh_tests::tool_fs_plugin());
+        let mut agent = Agent::start(options);
+        std::fs::create_dir(agent.workdir.join("sub")).expect("sub");
+        if editor {
+            agent.initialize_with(json!({"fs": {"readTextFile": false, "writeTextFile": true}}));
+        } else {
+            agent.initialize(true);
+        }
+        let session = agent.new_session();
+        let asked = prompt_with_writing_client(&mut agent, &session, editor);
+        let landed: Vec<_> =
+            std::fs::read_dir(outside.path()).expect("outside").flatten().collect();
+        assert!(landed.is_empty(), "editor {editor}: {} writes landed outside", landed.len());
+        // With a confined task running, the host wrote on disk itself.
+        assert!(asked.is_empty(), "editor {editor}: the client was asked to write {asked:?}");
+        let results = agent.tool_results();
+        let inside = results.iter().filter(|(text, _)| text.starts_with("Created")).count();
+        assert!(inside > 0, "editor {editor}: no write went through: {:?}", results.get(1));
+        assert!(agent.finish().success());
+    }
+}
