@@ -347,6 +347,7 @@ async fn execute_call(
     let forwarder =
         tokio::spawn(forward_output(Arc::clone(&live), Arc::clone(session), call_id.clone()));
     let output_dir = parts.output_dir.clone();
+    let temp_dir = Some(output_dir.join("tmp"));
     let services = Arc::new(CallServices {
         runtime: parts.runtime.clone(),
         executor: Arc::clone(&parts.executor),
@@ -364,6 +365,7 @@ async fn execute_call(
             session: Some(Arc::clone(session)),
             call_id: call_id.0.clone(),
             cwd: session.cwd.clone(),
+            temp_dir,
         },
     });
     let (result, presented) =

@@ -112,6 +112,8 @@ pub(crate) struct RunRequest {
     pub(crate) spill_path: PathBuf,
     /// The confinement the shim applies; `None` runs unconfined.
     pub(crate) policy: Option<Policy>,
+    /// The command's `$TMPDIR` (the session's private temp dir), if not the host's.
+    pub(crate) temp_dir: Option<PathBuf>,
 }
 
 /// How a foreground command ended. Non-zero exits, timeouts and aborts are outcomes, not errors.
@@ -145,6 +147,8 @@ pub(crate) struct StartRequest {
     pub(crate) policy: Option<Policy>,
     /// The sandbox mode's name, recorded with the task for its end (never interpreted here).
     pub(crate) mode: String,
+    /// The task's `$TMPDIR` (the session's private temp dir), if not the host's.
+    pub(crate) temp_dir: Option<PathBuf>,
 }
 
 /// A background task that was just started.
@@ -312,9 +316,14 @@ impl Executor {
         command: &str,
         workdir: &Path,
         policy: Option<&Policy>,
+        temp_dir: Option<&Path>,
         output: Output,
     ) -> Result<Spawned, RunError> {
-        self.spawn_shim(command, &[], &[], workdir, policy, output)
+        let temp: Vec<(String, String)> = temp_dir
+            .map(|dir| ("TMPDIR".to_owned(), dir.to_string_lossy().into_owned()))
+            .into_iter()
+            .collect();
+        self.spawn_shim(command, &[], &temp, workdir, policy, output)
     }
 
     /// [`Self::spawn`] with positional arguments for the command (`$0`, `$1`, …) and
@@ -363,9 +372,12 @@ impl Executor {
             shell: self.config.shell.clone().into_os_string(),
             command: command.into(),
             positional: positional.to_vec(),
+            // A variable set on top replaces the commands' own (a program reads the first
+            // of two entries with one name).
             env: self
                 .env
                 .iter()
+                .filter(|(name, _)| !extra_env.iter().any(|(extra, _)| name == extra.as_str()))
                 .cloned()
                 .chain(extra_env.iter().map(|(k, v)| (k.into(), v.into())))
                 .collect(),
@@ -405,6 +417,7 @@ impl Executor {
             &request.command,
             &request.workdir,
             request.policy.as_ref(),
+            request.temp_dir.as_deref(),
             Output::Separate,
         )?;
         drop(gate);
@@ -494,6 +507,7 @@ impl Executor {
             &request.command,
             &request.workdir,
             request.policy.as_ref(),
+            request.temp_dir.as_deref(),
             Output::Merged,
         )?;
         let id = TaskId(format!("bash-{}", self.next_task.fetch_add(1, Ordering::SeqCst)));

@@ -22,7 +22,7 @@
 //!
 //! It is plain blocking code on one thread (poll on the lifeline and a signalfd).
 
-use crate::sandbox::{Policy, confine};
+use crate::sandbox::{Policy, confine, sockets};
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::time::{Duration, Instant};
@@ -144,13 +144,30 @@ fn run(signals: SignalFd, job: Job, lifeline: i32, report: StatusPipe) -> ! {
     let shell = std::path::Path::new(&job.shell);
     let mut argv = confine::shell_argv(job.policy.as_ref(), shell, &job.command);
     argv.extend(job.positional.iter().cloned());
-    let shell_pid = match spawn_shell(&argv, &job.env) {
-        Ok(pid) => pid,
-        Err(error) => {
-            eprintln!("hotsh: cannot start {}: {error}", shell.display());
-            report.exit(127 << 8);
-        }
+    // With the network off, the command's `connect` calls come to this shim to be checked
+    // (`sandbox/sockets.rs`), which needs a fork of its own to install the filter in.
+    let gated = job.policy.as_ref().filter(|policy| !policy.network);
+    let (shell_pid, gate) = match gated {
+        Some(policy) => match spawn_gated(&argv, &job.env, shell) {
+            Ok((pid, listener)) => (pid, Some(sockets::ConnectGate::new(listener, policy))),
+            Err(Gated::Unenforced(error)) => report.fail(&format!(
+                "the sandbox cannot be enforced, so the command was not run: {error}"
+            )),
+            Err(Gated::Start(error)) => {
+                eprintln!("hotsh: cannot start {}: {error}", shell.display());
+                report.exit(127 << 8);
+            }
+        },
+        None => match spawn_shell(&argv, &job.env) {
+            Ok(pid) => (pid, None),
+            Err(error) => {
+                eprintln!("hotsh: cannot start {}: {error}", shell.display());
+                report.exit(127 << 8);
+            }
+        },
     };
+    // The filter's last user gone, the descriptor only hangs up: no longer watched.
+    let mut gate_open = gate.is_some();
 
     let mut shell_status: Option<i32> = None;
     let mut kill_at: Option<Instant> = None;
@@ -158,12 +175,14 @@ fn run(signals: SignalFd, job: Job, lifeline: i32, report: StatusPipe) -> ! {
         let timeout_ms = kill_at.map_or(-1, |at| {
             at.saturating_duration_since(Instant::now()).as_millis().min(i32::MAX as u128) as i32
         });
+        let gate_fd = gate.as_ref().filter(|_| gate_open).map_or(-1, |gate| gate.fd());
         let mut fds = [
             libc::pollfd { fd: lifeline, events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: signals.fd, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: gate_fd, events: libc::POLLIN, revents: 0 },
         ];
-        // SAFETY: `fds` is a valid array of two pollfd.
-        let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout_ms) };
+        // SAFETY: `fds` is a valid array of three pollfd (a negative fd is ignored).
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), 3, timeout_ms) };
         if ready < 0 {
             if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
                 continue;
@@ -175,6 +194,18 @@ fn run(signals: SignalFd, job: Job, lifeline: i32, report: StatusPipe) -> ! {
             // The host is gone (or wrote to a pipe it never writes to): nothing may survive.
             kill_everything(shell_pid);
             report.exit(shell_status.unwrap_or(libc::SIGKILL));
+        }
+        if let Some(gate) = &gate
+            && fds[2].revents != 0
+        {
+            if fds[2].revents & libc::POLLIN != 0 {
+                gate.answer_one();
+            } else {
+                gate_open = false;
+            }
+            if fds[0].revents == 0 && fds[1].revents == 0 {
+                continue;
+            }
         }
         if ready == 0 {
             // The grace period is over.
@@ -236,21 +267,7 @@ fn spawn_shell(argv: &[OsString], env: &[(OsString, OsString)]) -> std::io::Resu
         libc::sigemptyset(&mut empty);
         let mut defaults: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut defaults);
-        for signal in [
-            libc::SIGPIPE,
-            libc::SIGXFSZ,
-            libc::SIGHUP,
-            libc::SIGINT,
-            libc::SIGQUIT,
-            libc::SIGTERM,
-            libc::SIGCHLD,
-            libc::SIGUSR1,
-            libc::SIGUSR2,
-            libc::SIGALRM,
-            libc::SIGTSTP,
-            libc::SIGTTIN,
-            libc::SIGTTOU,
-        ] {
+        for signal in DEFAULT_SIGNALS {
             libc::sigaddset(&mut defaults, signal);
         }
         libc::posix_spawnattr_setsigmask(&mut attr, &empty);
@@ -276,6 +293,121 @@ fn spawn_shell(argv: &[OsString], env: &[(OsString, OsString)]) -> std::io::Resu
     }
     Ok(pid)
 }
+
+/// Why a gated shell did not start.
+enum Gated {
+    /// The filter could not be installed: nothing ran.
+    Unenforced(String),
+    /// The fork or the exec failed.
+    Start(std::io::Error),
+}
+
+/// Starts the shell as [`spawn_shell`] does, but with a `fork` of its own, in which the socket
+/// filter is installed before the `exec`; returns its pid and the filter's notification
+/// descriptor, sent back over a socket pair.
+fn spawn_gated(
+    argv: &[OsString],
+    env: &[(OsString, OsString)],
+    shell: &std::path::Path,
+) -> Result<(libc::pid_t, OwnedFd), Gated> {
+    use std::ffi::CString;
+    use std::os::fd::AsFd as _;
+    use std::os::unix::ffi::OsStrExt as _;
+    let c_string = |bytes: &[u8]| {
+        CString::new(bytes)
+            .map_err(|_| Gated::Start(std::io::Error::other("an argument contains a NUL byte")))
+    };
+    let args = argv.iter().map(|a| c_string(a.as_bytes())).collect::<Result<Vec<_>, _>>()?;
+    let vars = env
+        .iter()
+        .map(|(k, v)| c_string(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut arg_ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    arg_ptrs.push(std::ptr::null());
+    let mut var_ptrs: Vec<*const libc::c_char> = vars.iter().map(|v| v.as_ptr()).collect();
+    var_ptrs.push(std::ptr::null());
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(Gated::Start)?;
+    // SAFETY: this process is single-threaded, so the child may run any code before `exec`.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(Gated::Start(std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        drop(ours);
+        // SAFETY: the child's own setup, then `exec` or `_exit`; nothing returns.
+        unsafe {
+            libc::setsid();
+            for signal in DEFAULT_SIGNALS {
+                libc::signal(signal, libc::SIG_DFL);
+            }
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            match sockets::install_filter() {
+                Ok(listener) => {
+                    let sent = super::supervisor::send_with_fds(
+                        theirs.as_fd(),
+                        b"ok",
+                        &[listener.as_fd()],
+                    );
+                    drop(listener);
+                    if sent.is_err() {
+                        libc::_exit(125);
+                    }
+                }
+                Err(error) => {
+                    let _ = super::supervisor::send_with_fds(theirs.as_fd(), error.as_bytes(), &[]);
+                    libc::_exit(125);
+                }
+            }
+            drop(theirs);
+            libc::execve(arg_ptrs[0], arg_ptrs.as_ptr(), var_ptrs.as_ptr());
+            let error = std::io::Error::last_os_error();
+            eprintln!("hotsh: cannot start {}: {error}", shell.display());
+            libc::_exit(127);
+        }
+    }
+    drop(theirs);
+    let mut message = vec![0u8; 4096];
+    let received = super::supervisor::recv_with_fds(ours.as_fd(), &mut message);
+    match received {
+        Ok((got, mut fds)) if fds.len() == 1 && &message[..got.bytes] == b"ok" => {
+            Ok((pid, fds.remove(0)))
+        }
+        other => {
+            let why = match other {
+                Ok((got, _)) if got.bytes > 0 => {
+                    String::from_utf8_lossy(&message[..got.bytes]).into_owned()
+                }
+                Ok(_) => "the command's process ended before it was confined".to_owned(),
+                Err(error) => format!("cannot hear from the command's process: {error}"),
+            };
+            // SAFETY: our own child; it has not run the command.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, std::ptr::null_mut(), 0);
+            }
+            Err(Gated::Unenforced(why))
+        }
+    }
+}
+
+/// Signals the shim or the agent may ignore or handle, back to their defaults in the shell.
+const DEFAULT_SIGNALS: [i32; 13] = [
+    libc::SIGPIPE,
+    libc::SIGXFSZ,
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGCHLD,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+    libc::SIGTSTP,
+    libc::SIGTTIN,
+    libc::SIGTTOU,
+];
 
 fn reap(shell_pid: libc::pid_t, shell_status: &mut Option<i32>) {
     loop {

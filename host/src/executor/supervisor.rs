@@ -352,7 +352,7 @@ fn answer_host(control: BorrowedFd<'_>, answer: Result<libc::pid_t, i32>) {
 }
 
 /// Sends `bytes` as one message with `fds` attached (`SCM_RIGHTS`; at most a job's five).
-fn send_with_fds(
+pub(super) fn send_with_fds(
     socket: BorrowedFd<'_>,
     bytes: &[u8],
     fds: &[BorrowedFd<'_>],
@@ -367,7 +367,7 @@ fn send_with_fds(
 }
 
 /// Receives one message into `buffer`, with the descriptors attached to it (close-on-exec).
-fn recv_with_fds(
+pub(super) fn recv_with_fds(
     socket: BorrowedFd<'_>,
     buffer: &mut [u8],
 ) -> std::io::Result<(rustix::net::RecvMsg, Vec<OwnedFd>)> {

@@ -19,6 +19,8 @@ pub(crate) struct CallSandbox {
     pub(crate) session: Option<Arc<Session>>,
     pub(crate) call_id: String,
     pub(crate) cwd: std::path::PathBuf,
+    /// The session's private temp dir: its commands' `$TMPDIR`.
+    pub(crate) temp_dir: Option<std::path::PathBuf>,
 }
 
 /// What a call asks to do under the sandbox: run a command, or write a file.
@@ -94,7 +96,8 @@ impl CallSandbox {
             };
             (None, enforcement)
         } else {
-            self.sandbox.policy(mode, &self.cwd).map_err(|e| e.to_string())?
+            let temp = self.temp_dir.as_deref();
+            self.sandbox.policy(mode, &self.cwd, temp).map_err(|e| e.to_string())?
         };
         let widenable = self.sandbox.offered()
             && mode < Mode::DangerFullAccess

@@ -115,6 +115,20 @@ fn guarded<T>(service: &str, body: impl FnOnce() -> RResult<T, RString>) -> RRes
 }
 
 impl CallServices {
+    /// The session's private temp dir, made (0700) when first needed; `None` (the host's
+    /// `$TMPDIR` then) when it cannot be.
+    fn temp_dir(&self) -> Option<PathBuf> {
+        use std::os::unix::fs::DirBuilderExt as _;
+        let dir = self.sandbox.temp_dir.clone()?;
+        match std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir) {
+            Ok(()) => Some(dir),
+            Err(error) => {
+                tracing::debug!(dir = %dir.display(), %error, "no private temp dir for commands");
+                None
+            }
+        }
+    }
+
     /// The sandbox decision for `spec` (asking the user when it wants a wider mode).
     fn gate(&self, spec: &abi::CommandSpec) -> Result<Gate, RString> {
         let (sandbox, action, cancel) =
@@ -137,6 +151,7 @@ impl CallServices {
             timeout: spec.timeout_ms.into_option().map(Duration::from_millis),
             spill_path: spill_path.into(),
             policy: gate.policy.clone(),
+            temp_dir: self.temp_dir(),
         };
         let executor = Arc::clone(&self.executor);
         let live = Arc::clone(&self.live);
@@ -176,6 +191,7 @@ impl CallServices {
             output_dir: self.task_output_dir.clone(),
             policy: gate.policy,
             mode: gate.mode.as_str().to_owned(),
+            temp_dir: self.temp_dir(),
         };
         let executor = Arc::clone(&self.executor);
         match self.on_runtime(async move { executor.start(request).await }) {
@@ -328,6 +344,7 @@ mod tests {
                     session: None,
                     call_id: "call-1".to_owned(),
                     cwd: PathBuf::from("/"),
+                    temp_dir: None,
                 },
             }
         });

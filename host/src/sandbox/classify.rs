@@ -185,6 +185,7 @@ mod tests {
             writable: vec![dir.to_owned()],
             pinned: Vec::new(),
             read_only: vec![dir.join(".git")],
+            sockets: vec![dir.to_owned()],
             network: false,
         }
     }

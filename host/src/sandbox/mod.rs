@@ -18,6 +18,7 @@
 pub(crate) mod classify;
 pub(crate) mod confine;
 pub(crate) mod protect;
+pub(crate) mod sockets;
 
 pub(crate) use protect::{Trusted, TrustedKind};
 
@@ -169,6 +170,10 @@ pub(crate) struct Policy {
     pub(crate) pinned: Vec<PathBuf>,
     /// Paths inside the writable roots that stay read-only (`.git`, hotsh's own files).
     pub(crate) read_only: Vec<PathBuf>,
+    /// With the network off, the directories beneath which a command may connect to a Unix
+    /// socket: the session's folder and its private temp dir, not the shared temp dir (where
+    /// tmux, ssh-agent and others keep theirs).
+    pub(crate) sockets: Vec<PathBuf>,
     pub(crate) network: bool,
 }
 
@@ -233,10 +238,12 @@ impl Sandbox {
 
     /// The policy for a command under `mode` in a session rooted at `cwd`, and how completely
     /// it is enforced; `Ok(None)` runs unconfined.
+    /// `temp` is the session's private temp dir (its commands' `$TMPDIR`), when it has one.
     pub(crate) fn policy(
         &self,
         mode: Mode,
         cwd: &Path,
+        temp: Option<&Path>,
     ) -> Result<(Option<Policy>, Enforcement), Unenforceable> {
         if mode == Mode::DangerFullAccess || matches!(self.backend, Backend::Off) {
             return Ok((None, Enforcement::None));
@@ -244,6 +251,12 @@ impl Sandbox {
         let layout = self.layout(mode, cwd);
         let network = self.network && mode == Mode::WorkspaceWrite;
         let Layout { mut writable, mut pinned, mut read_only, given_up } = layout;
+        let sockets: Vec<PathBuf> = writable
+            .iter()
+            .filter(|root| **root != self.tmpdir)
+            .cloned()
+            .chain(temp.filter(|_| !writable.is_empty()).map(protect::resolve))
+            .collect();
         let mut gaps = Vec::new();
         if !given_up.is_empty() {
             gaps.push(format!(
@@ -255,7 +268,8 @@ impl Sandbox {
             Backend::Bwrap { program } => {
                 let enforcement = enforcement(gaps);
                 let bwrap = Some(program.clone());
-                Ok((Some(Policy { bwrap, writable, pinned, read_only, network }), enforcement))
+                let policy = Policy { bwrap, writable, pinned, read_only, sockets, network };
+                Ok((Some(policy), enforcement))
             }
             Backend::Landlock { abi, mount_namespaces } => {
                 if *abi < 3 {
@@ -291,10 +305,10 @@ impl Sandbox {
                     pinned.clear();
                 }
                 let enforcement = enforcement(gaps);
-                Ok((
-                    Some(Policy { bwrap: None, writable, pinned, read_only, network }),
-                    enforcement,
-                ))
+                let mut sockets = sockets;
+                sockets.retain(|dir| writable.iter().any(|root| dir.starts_with(root)));
+                let policy = Policy { bwrap: None, writable, pinned, read_only, sockets, network };
+                Ok((Some(policy), enforcement))
             }
             Backend::Missing { what } => Err(Unenforceable { mode, what: what.clone() }),
             Backend::Off => Ok((None, Enforcement::None)),
@@ -425,14 +439,14 @@ mod tests {
             trusted: Vec::new(),
         };
         let (policy, enforcement) =
-            sandbox(false).policy(Mode::WorkspaceWrite, dir.path()).expect("confined");
+            sandbox(false).policy(Mode::WorkspaceWrite, dir.path(), None).expect("confined");
         assert_eq!(policy.expect("a policy").read_only, Vec::<PathBuf>::new());
         assert!(
             matches!(&enforcement, Enforcement::Partial(gap) if gap.contains(".git` stays writable")),
             "{enforcement:?}"
         );
         let (policy, enforcement) =
-            sandbox(true).policy(Mode::WorkspaceWrite, dir.path()).expect("confined");
+            sandbox(true).policy(Mode::WorkspaceWrite, dir.path(), None).expect("confined");
         assert_eq!(policy.expect("a policy").read_only.len(), 1);
         assert_eq!(enforcement, Enforcement::Full);
     }
@@ -446,10 +460,10 @@ mod tests {
             tmpdir: PathBuf::from("/tmp"),
             trusted: Vec::new(),
         };
-        let error = sandbox.policy(Mode::ReadOnly, Path::new("/")).expect_err("fails closed");
+        let error = sandbox.policy(Mode::ReadOnly, Path::new("/"), None).expect_err("fails closed");
         assert!(error.to_string().contains("nothing here"), "{error}");
         let (policy, enforcement) =
-            sandbox.policy(Mode::DangerFullAccess, Path::new("/")).expect("unconfined");
+            sandbox.policy(Mode::DangerFullAccess, Path::new("/"), None).expect("unconfined");
         assert_eq!((policy, enforcement), (None, Enforcement::None));
     }
 }

@@ -481,3 +481,79 @@ fn a_write_racing_a_task_that_swaps_a_folder_for_a_link_never_lands_outside() {
         assert!(agent.finish().success());
     }
 }
+
+/// A Unix socket server of the test's own, outside every sandbox: it answers `outside` to
+/// each connection.
+fn serve_outside(address: std::os::unix::net::SocketAddr) {
+    let listener =
+        std::os::unix::net::UnixListener::bind_addr(&address).expect("a listening socket");
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut stream = stream;
+            let _ = std::io::Write::write_all(&mut stream, b"outside\n");
+        }
+    });
+}
+
+/// A perl client of the socket at `$1` (`@NAME`: the abstract one): `reached: <line>` or
+/// `refused: <why>`.
+const CONNECT: &str = "perl -MIO::Socket::UNIX -e '($p = $ARGV[0]) =~ s/^@/\\0/; $s = IO::Socket::UNIX->new(Peer => $p) or do { print \"refused: $!\\n\"; exit }; print \"reached: \", scalar <$s>' ";
+
+/// A perl server and client of a socket at `$1`, in one command.
+const OWN_SOCKET: &str = "perl -MIO::Socket::UNIX -e 'unlink $ARGV[0]; $l = IO::Socket::UNIX->new(Local => $ARGV[0], Listen => 1) or do { print \"cannot listen: $!\\n\"; exit }; $c = IO::Socket::UNIX->new(Peer => $ARGV[0]) or do { print \"refused: $!\\n\"; exit }; $a = $l->accept; print $a \"own\\n\"; print \"reached: \", scalar <$c>' ";
+
+#[test]
+fn with_the_network_off_only_sockets_inside_the_session_can_be_reached() {
+    use std::os::linux::net::SocketAddrExt as _;
+    use std::os::unix::net::SocketAddr;
+    let outside = crate::sandbox::elsewhere();
+    let outside_socket = outside.path().join("service.sock");
+    serve_outside(SocketAddr::from_pathname(&outside_socket).expect("an address"));
+    let name = format!("hotsh-test-abstract-{}", std::process::id());
+    serve_outside(SocketAddr::from_abstract_name(name.as_bytes()).expect("an abstract address"));
+    let datagram = "perl -MSocket -e 'if (socket(my $s, AF_UNIX, SOCK_DGRAM, 0)) { print \"made\\n\" } else { print \"refused: $!\\n\" }'";
+    let configs = backends()
+        .into_iter()
+        .map(|backend| (backend.to_owned(), format!("[sandbox]\nbackend = \"{backend}\"\n")))
+        .chain([("unconfined".to_owned(), UNCONFINED.to_owned())]);
+    for (name_of, config) in configs {
+        let commands = [
+            format!("{CONNECT}{}", outside_socket.display()),
+            // The shared temp dir (the agent's scratch directory, above its working
+            // directory): where tmux and ssh-agent keep theirs.
+            format!("{CONNECT}../shared.sock"),
+            format!("{CONNECT}@{name}"),
+            format!("{OWN_SOCKET}own.sock"),
+            format!("{OWN_SOCKET}\"$TMPDIR/own.sock\""),
+            datagram.to_owned(),
+        ];
+        let mut responses: Vec<Value> = commands.iter().map(|c| bash_call(c)).collect();
+        responses.push(say("ok"));
+        let mut options = AgentOptions::script(responses);
+        options.config = Some(config);
+        let mut agent = Agent::start(options);
+        // The agent's shared temp dir is its scratch directory.
+        serve_outside(
+            SocketAddr::from_pathname(agent.dir.path().join("shared.sock")).expect("an address"),
+        );
+        agent.initialize(true);
+        let session = agent.new_session();
+        agent.prompt(&session, "go");
+        let results: Vec<String> = agent.tool_results().into_iter().map(|(text, _)| text).collect();
+        let refused = |text: &str| text.starts_with("refused: ");
+        if name_of == "unconfined" {
+            // The test's servers answer, and each path names them.
+            for result in &results[..3] {
+                assert_eq!(result, "reached: outside", "{name_of}");
+            }
+            assert_eq!(results[5], "made", "{name_of}");
+            continue;
+        }
+        assert!(refused(&results[0]), "{name_of}: a socket outside: {}", results[0]);
+        assert!(refused(&results[1]), "{name_of}: the shared temp dir: {}", results[1]);
+        assert!(refused(&results[2]), "{name_of}: an abstract socket outside: {}", results[2]);
+        assert_eq!(results[3], "reached: own", "{name_of}: a socket in the folder");
+        assert_eq!(results[4], "reached: own", "{name_of}: a socket in the private temp dir");
+        assert!(refused(&results[5]), "{name_of}: a datagram socket: {}", results[5]);
+    }
+}
