@@ -186,6 +186,8 @@ pub(crate) struct Sandbox {
     tmpdir: PathBuf,
     /// What hotsh itself trusts: read-only to every confined command.
     trusted: Vec<Trusted>,
+    /// The `.git` entries beneath each writable root.
+    git_dirs: std::sync::Arc<protect::GitDirs>,
 }
 
 /// Confinement asked for that this machine cannot give: the command does not run.
@@ -223,7 +225,14 @@ impl Sandbox {
             Backend::Off => Mode::DangerFullAccess,
             _ => config.mode.unwrap_or(Mode::WorkspaceWrite),
         };
-        Self { backend, default_mode, network: config.network, tmpdir, trusted }
+        Self {
+            backend,
+            default_mode,
+            network: config.network,
+            tmpdir,
+            trusted,
+            git_dirs: std::sync::Arc::default(),
+        }
     }
 
     /// Whether modes and escalation are offered at all (sandboxing is not switched off).
@@ -250,7 +259,7 @@ impl Sandbox {
         }
         let layout = self.layout(mode, cwd);
         let network = self.network && mode == Mode::WorkspaceWrite;
-        let Layout { mut writable, mut pinned, mut read_only, given_up } = layout;
+        let Layout { mut writable, mut pinned, mut read_only, given_up, unwalked } = layout;
         let sockets: Vec<PathBuf> = writable
             .iter()
             .filter(|root| **root != self.tmpdir)
@@ -258,6 +267,13 @@ impl Sandbox {
             .chain(temp.filter(|_| !writable.is_empty()).map(protect::resolve))
             .collect();
         let mut gaps = Vec::new();
+        for root in &unwalked {
+            gaps.push(format!(
+                "a `.git` deeper in {} than the first {} entries may stay writable",
+                root.display(),
+                protect::GIT_WALK_LIMIT
+            ));
+        }
         if !given_up.is_empty() {
             gaps.push(format!(
                 "read-only: {} (inside what hotsh trusts)",
@@ -323,13 +339,15 @@ impl Sandbox {
             Mode::WorkspaceWrite => vec![cwd, self.tmpdir.clone()],
         };
         let mut protected = self.trusted_paths(&roots);
+        let mut unwalked = Vec::new();
         for root in &roots {
-            let git = root.join(".git");
-            if git.symlink_metadata().is_ok() {
-                protected.push(git);
+            let (git, complete) = self.git_dirs.beneath(root);
+            protected.extend(git);
+            if !complete {
+                unwalked.push(root.clone());
             }
         }
-        Layout::new(&roots, &protected)
+        Layout { unwalked, ..Layout::new(&roots, &protected) }
     }
 
     fn trusted_paths(&self, roots: &[PathBuf]) -> Vec<PathBuf> {
@@ -430,13 +448,16 @@ mod tests {
     #[test]
     fn without_mount_namespaces_git_stays_writable_and_enforcement_says_so() {
         let dir = tempfile::tempdir().expect("temp dir");
-        std::fs::create_dir(dir.path().join(".git")).expect(".git");
+        std::fs::create_dir_all(dir.path().join(".git")).expect(".git");
+        // A temp dir of its own: the machine's /tmp may hold repositories of its own.
+        let tmp = tempfile::tempdir().expect("a temp dir");
         let sandbox = |mount_namespaces| Sandbox {
             backend: Backend::Landlock { abi: 7, mount_namespaces },
             default_mode: Mode::WorkspaceWrite,
             network: false,
-            tmpdir: PathBuf::from("/tmp"),
+            tmpdir: std::fs::canonicalize(tmp.path()).expect("canonical"),
             trusted: Vec::new(),
+            git_dirs: Default::default(),
         };
         let (policy, enforcement) =
             sandbox(false).policy(Mode::WorkspaceWrite, dir.path(), None).expect("confined");
@@ -459,6 +480,7 @@ mod tests {
             network: false,
             tmpdir: PathBuf::from("/tmp"),
             trusted: Vec::new(),
+            git_dirs: Default::default(),
         };
         let error = sandbox.policy(Mode::ReadOnly, Path::new("/"), None).expect_err("fails closed");
         assert!(error.to_string().contains("nothing here"), "{error}");

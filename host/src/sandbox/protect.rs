@@ -37,6 +37,8 @@ pub(crate) struct Layout {
     pub(crate) read_only: Vec<PathBuf>,
     /// Writable roots given up because they lie inside a protected path.
     pub(crate) given_up: Vec<PathBuf>,
+    /// Writable roots whose walk for `.git` stopped before it saw all of them.
+    pub(crate) unwalked: Vec<PathBuf>,
 }
 
 impl Layout {
@@ -149,6 +151,105 @@ pub(crate) fn trusted_paths(trusted: &[Trusted], roots: &[PathBuf]) -> Vec<PathB
     paths
 }
 
+/// Every `.git` (directory or file) beneath the writable roots, found by walking them; cached
+/// per root, walked again in the background when the last walk is older than
+/// [`GIT_WALK_FRESH`], so that a command rarely waits for a walk (only the first of a root).
+#[derive(Debug, Default)]
+pub(crate) struct GitDirs {
+    found: std::sync::Mutex<std::collections::HashMap<PathBuf, Walked>>,
+}
+
+#[derive(Debug, Clone)]
+struct Walked {
+    at: std::time::Instant,
+    git: Vec<PathBuf>,
+    /// The walk stopped at [`GIT_WALK_LIMIT`] entries: nested ones past that are unknown.
+    cut_short: bool,
+    refreshing: bool,
+}
+
+/// How long a walk's result is used before the next command asks for a new one.
+const GIT_WALK_FRESH: std::time::Duration = std::time::Duration::from_secs(2);
+/// Entries a walk looks at before it gives up (a home folder can hold millions).
+pub(crate) const GIT_WALK_LIMIT: usize = 200_000;
+
+impl GitDirs {
+    /// The `.git` paths beneath `root`, and whether the walk saw all of it.
+    pub(crate) fn beneath(self: &std::sync::Arc<Self>, root: &Path) -> (Vec<PathBuf>, bool) {
+        let cached = crate::sync::lock(&self.found).get(root).cloned();
+        match cached {
+            Some(walked) => {
+                if walked.at.elapsed() > GIT_WALK_FRESH && !walked.refreshing {
+                    self.refresh_in_background(root);
+                }
+                (walked.git, !walked.cut_short)
+            }
+            None => {
+                let (git, cut_short) = walk_for_git(root, GIT_WALK_LIMIT);
+                let walked = Walked {
+                    at: std::time::Instant::now(),
+                    git: git.clone(),
+                    cut_short,
+                    refreshing: false,
+                };
+                crate::sync::lock(&self.found).insert(root.to_owned(), walked);
+                (git, !cut_short)
+            }
+        }
+    }
+
+    fn refresh_in_background(self: &std::sync::Arc<Self>, root: &Path) {
+        if let Some(walked) = crate::sync::lock(&self.found).get_mut(root) {
+            walked.refreshing = true;
+        }
+        let (dirs, walked_root) = (std::sync::Arc::clone(self), root.to_owned());
+        let spawned = std::thread::Builder::new().name("hotsh-git-walk".into()).spawn(move || {
+            let (git, cut_short) = walk_for_git(&walked_root, GIT_WALK_LIMIT);
+            let walked =
+                Walked { at: std::time::Instant::now(), git, cut_short, refreshing: false };
+            crate::sync::lock(&dirs.found).insert(walked_root, walked);
+        });
+        if spawned.is_err()
+            && let Some(walked) = crate::sync::lock(&self.found).get_mut(root)
+        {
+            walked.refreshing = false;
+        }
+    }
+}
+
+/// Walks `root` (links not followed, other file systems not entered) for entries named
+/// `.git`, not descending into them; stops after `limit` entries (the flag says so).
+pub(crate) fn walk_for_git(root: &Path, limit: usize) -> (Vec<PathBuf>, bool) {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(device) = std::fs::symlink_metadata(root).map(|m| m.dev()) else {
+        return (Vec::new(), false);
+    };
+    let mut found = Vec::new();
+    let mut seen = 0usize;
+    let mut pending = vec![root.to_owned()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > limit {
+                found.sort();
+                return (found, true);
+            }
+            let path = entry.path();
+            if entry.file_name() == ".git" {
+                found.push(path);
+                continue;
+            }
+            let Ok(kind) = entry.file_type() else { continue };
+            if kind.is_dir() && entry.metadata().is_ok_and(|m| m.dev() == device) {
+                pending.push(path);
+            }
+        }
+    }
+    found.sort();
+    (found, false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,6 +289,27 @@ mod tests {
         // A cwd inside the temp dir: the outermost root decides what is pinned.
         let layout = Layout::new(&paths(&["/tmp/x/work", "/tmp/x"]), &paths(&["/tmp/x/work/.git"]));
         assert_eq!(layout.pinned, paths(&["/tmp/x/work"]));
+    }
+
+    #[test]
+    fn every_git_beneath_a_root_is_found_without_entering_one_and_a_walk_can_be_cut_short() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = std::fs::canonicalize(dir.path()).expect("canonical");
+        for path in [".git/hooks", "vendor/lib/.git/hooks", "src/deep/er/x"] {
+            std::fs::create_dir_all(root.join(path)).expect("dirs");
+        }
+        std::fs::write(root.join("worktree-.git-file"), "").expect("file");
+        std::fs::create_dir_all(root.join("wt")).expect("wt");
+        std::fs::write(root.join("wt/.git"), "gitdir: elsewhere\n").expect("gitfile");
+        std::os::unix::fs::symlink("/", root.join("link-to-root")).expect("link");
+        let (found, cut_short) = walk_for_git(&root, 1000);
+        assert!(!cut_short);
+        assert_eq!(
+            found,
+            vec![root.join(".git"), root.join("vendor/lib/.git"), root.join("wt/.git")]
+        );
+        let (_, cut_short) = walk_for_git(&root, 3);
+        assert!(cut_short);
     }
 
     #[test]

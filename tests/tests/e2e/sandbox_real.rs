@@ -557,3 +557,47 @@ fn with_the_network_off_only_sockets_inside_the_session_can_be_reached() {
         assert!(refused(&results[5]), "{name_of}: a datagram socket: {}", results[5]);
     }
 }
+
+#[test]
+fn a_nested_repository_and_a_worktree_file_are_read_only_and_stay_where_they_are() {
+    for backend in backends() {
+        let commands = [
+            "echo 'touch /tmp/owned' > vendor/lib/.git/hooks/post-checkout",
+            "echo 'gitdir: /tmp/evil' > worktree/.git",
+            "mv vendor/lib vendor/lib-moved",
+            "rm -rf vendor",
+            "echo fine > vendor/lib/src.c && cat vendor/lib/src.c",
+        ];
+        let mut responses: Vec<Value> = commands.iter().map(|c| bash_call(c)).collect();
+        responses.push(say("ok"));
+        let mut agent = Agent::start(options(backend, "", responses));
+        let work = agent.workdir.clone();
+        std::fs::create_dir_all(work.join("vendor/lib/.git/hooks")).expect("nested repo");
+        std::fs::write(work.join("vendor/lib/.git/hooks/post-checkout"), "#!/bin/sh\n")
+            .expect("hook");
+        std::fs::create_dir_all(work.join("worktree")).expect("worktree");
+        std::fs::write(work.join("worktree/.git"), "gitdir: ../elsewhere\n").expect("gitfile");
+        agent.initialize(true);
+        let session = agent.new_session();
+        agent.prompt(&session, "go");
+        let results = agent.tool_results();
+        let marker = "[sandbox: file access denied under workspace-write mode]";
+        for (index, (text, _)) in results[..4].iter().enumerate() {
+            assert!(text.contains(marker), "{backend}: command {index}: {text}");
+        }
+        // What is not a repository's stays writable.
+        assert_eq!(results[4].0, "fine", "{backend}");
+        assert_eq!(
+            std::fs::read_to_string(work.join("vendor/lib/.git/hooks/post-checkout"))
+                .expect("hook"),
+            "#!/bin/sh\n",
+            "{backend}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(work.join("worktree/.git")).expect("gitfile"),
+            "gitdir: ../elsewhere\n",
+            "{backend}"
+        );
+        assert!(!work.join("vendor/lib-moved").exists(), "{backend}");
+    }
+}
