@@ -425,6 +425,7 @@ impl Host {
             transcript: self.transcript.clone(),
             runtime: self.runtime.clone(),
             output_dir: self.output_root.session_dir(&session.0),
+            temp_dir: self.output_root.session_temp_dir(&session.0),
             task_cards: Arc::clone(&self.task_cards),
             recorder: self.recorder.clone(),
             mcp: lock(&self.mcp).get(session).cloned(),

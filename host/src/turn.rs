@@ -43,6 +43,8 @@ pub(crate) struct Parts {
     pub(crate) runtime: tokio::runtime::Handle,
     /// Where this session's output files go.
     pub(crate) output_dir: std::path::PathBuf,
+    /// The session's private temp dir, its commands' `$TMPDIR`.
+    pub(crate) temp_dir: std::path::PathBuf,
     pub(crate) task_cards: Arc<TaskCards>,
     /// Records model exchanges into an arc, when asked to.
     pub(crate) recorder: Option<Arc<crate::arc::Recorder>>,
@@ -347,7 +349,7 @@ async fn execute_call(
     let forwarder =
         tokio::spawn(forward_output(Arc::clone(&live), Arc::clone(session), call_id.clone()));
     let output_dir = parts.output_dir.clone();
-    let temp_dir = Some(output_dir.join("tmp"));
+    let temp_dir = Some(parts.temp_dir.clone());
     let services = Arc::new(CallServices {
         runtime: parts.runtime.clone(),
         executor: Arc::clone(&parts.executor),

@@ -37,7 +37,25 @@ fn target_dir() -> PathBuf {
 /// holding both.
 pub fn build_dir() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| build_packages(Profile::Debug, &["hotsh-plugin-hello"]))
+    BUILT.get_or_init(|| {
+        prebuilt_dir().unwrap_or_else(|| build_packages(Profile::Debug, &["hotsh-plugin-hello"]))
+    })
+}
+
+/// The environment variable naming a directory that holds copies of the builds the tests
+/// need (`hotsh`, its shim, the plugins, fixture builds under `fixture-builds/`), for a run
+/// without cargo: the suite's run as an ordinary user (`as_nobody.rs`).
+pub const PREBUILT: &str = "HOTSH_TESTS_BUILD_DIR";
+
+fn prebuilt_dir() -> Option<PathBuf> {
+    std::env::var_os(PREBUILT).map(PathBuf::from)
+}
+
+/// A fixture build from [`PREBUILT`], when the tests run from copies.
+fn prebuilt_fixture(key: &str, kept_as: &str) -> Option<PathBuf> {
+    let path = prebuilt_dir()?.join("fixture-builds").join(format!("{key}-Debug")).join(kept_as);
+    assert!(path.exists(), "{} was not copied for this run without cargo", path.display());
+    Some(path)
 }
 
 /// Builds `hotsh` and its two plugins, and `more` packages, in `profile`; returns the
@@ -210,6 +228,9 @@ pub fn reloadable_build_in(profile: Profile, label: &str, interface: Interface) 
 /// `hang-in-tools`), kept as `libhotsh_fixture_misbehaving.so`.
 pub fn misbehaving_build(mode: &str) -> PathBuf {
     let key = format!("misbehaving-{mode}");
+    if let Some(prebuilt) = prebuilt_fixture(&key, "libhotsh_fixture_misbehaving.so") {
+        return prebuilt;
+    }
     let source = target_dir().join("fixture-src").join(&key);
     let template = workspace().join("tests/fixtures/misbehaving");
     let package = format!("hotsh-fixture-{key}");

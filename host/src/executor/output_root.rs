@@ -41,6 +41,14 @@ impl OutputRoot {
         self.path.join(session)
     }
 
+    /// A session's private temp dir (its commands' `$TMPDIR`): short, beside the session's
+    /// output directory, so that a socket path under it stays within the 108 bytes a Unix
+    /// socket address holds.
+    pub(crate) fn session_temp_dir(&self, session: &str) -> PathBuf {
+        let short: String = session.chars().filter(char::is_ascii_alphanumeric).take(12).collect();
+        self.path.join(format!("t{short}"))
+    }
+
     /// Removes this process's output files.
     pub(crate) fn remove(&self) {
         if let Err(error) = std::fs::remove_dir_all(&self.path)

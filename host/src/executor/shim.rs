@@ -559,6 +559,8 @@ impl SignalFd {
 pub(crate) struct Program {
     /// What is executed: `/proc/self/fd/N` for the opened [`PROGRAM`], or `/proc/self/exe`.
     pub(crate) path: std::path::PathBuf,
+    /// Its name on disk, as its `argv[0]` (what `ps` shows).
+    pub(crate) name: std::path::PathBuf,
     /// Held open so that every shim comes from the file found at start, even after a new build
     /// replaced it on disk (the new one may not understand this host's arguments).
     _file: Option<std::fs::File>,
@@ -569,17 +571,18 @@ impl Program {
     /// a re-executed `hotsh` takes), else this very executable.
     pub(crate) fn find() -> Self {
         use std::os::fd::AsRawFd as _;
-        let beside = std::env::current_exe()
+        let exe = std::env::current_exe().unwrap_or_else(|_| "hotsh".into());
+        let shim = exe.with_file_name(PROGRAM);
+        let beside = std::fs::File::open(&shim)
             .ok()
-            .and_then(|exe| Some(exe.parent()?.join(PROGRAM)))
-            .and_then(|shim| std::fs::File::open(shim).ok())
             .filter(|file| file.metadata().is_ok_and(|m| super::is_executable(&m)));
         match beside {
             Some(file) => Self {
                 path: format!("/proc/self/fd/{}", file.as_raw_fd()).into(),
+                name: shim,
                 _file: Some(file),
             },
-            None => Self { path: "/proc/self/exe".into(), _file: None },
+            None => Self { path: "/proc/self/exe".into(), name: exe, _file: None },
         }
     }
 }

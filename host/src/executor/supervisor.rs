@@ -596,6 +596,7 @@ impl Supervisor {
         let theirs_fd = theirs.as_raw_fd();
         let mut command = std::process::Command::new(&self.program.path);
         command
+            .arg0(&self.program.name)
             .args([
                 OsString::from(SUBCOMMAND),
                 BUILD.into(),

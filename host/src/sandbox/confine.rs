@@ -77,8 +77,16 @@ pub(crate) fn shell_argv(
 /// Restricts this process (and so every process it starts) to `policy`, for the landlock
 /// backend. Errors say what could not be enforced; the caller then runs nothing.
 pub(crate) fn restrict_self(policy: &Policy) -> Result<(), String> {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
     if !policy.read_only.is_empty() || !policy.pinned.is_empty() {
+        own_namespaces()?;
         protect_paths(&policy.pinned, &policy.read_only)?;
+    } else if !root {
+        // An ordinary user can empty the bounding set only inside a user namespace of its
+        // own (where it holds CAP_SETPCAP). Without one the set stays full but empty of use:
+        // the user holds no capability, and with no_new_privs no `exec` grants one.
+        let _ = own_namespaces();
     }
     landlock(&policy.writable)?;
     if !policy.network {
@@ -142,14 +150,9 @@ pub(crate) fn drop_capabilities() -> Result<(), String> {
     Ok(())
 }
 
-/// In a mount namespace of this process's own (entered as root directly, otherwise through a
-/// user namespace mapping this user to itself): binds each of `pinned` onto itself, still
-/// writable (a mount point cannot be renamed or removed, so the read-only paths beneath it
-/// stay where they are), then makes each of `read_only` read-only.
-fn protect_paths(
-    pinned: &[std::path::PathBuf],
-    read_only: &[std::path::PathBuf],
-) -> Result<(), String> {
+/// Enters a mount namespace of this process's own: as root directly, otherwise through a user
+/// namespace mapping this user (and group) to itself.
+fn own_namespaces() -> Result<(), String> {
     // SAFETY: plain system calls on this single-threaded process.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
@@ -174,6 +177,16 @@ fn protect_paths(
         unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
         mapped?;
     }
+    Ok(())
+}
+
+/// In this process's own mount namespace ([`own_namespaces`]): binds each of `pinned` onto
+/// itself, still writable (a mount point cannot be renamed or removed, so the read-only paths
+/// beneath it stay where they are), then makes each of `read_only` read-only.
+fn protect_paths(
+    pinned: &[std::path::PathBuf],
+    read_only: &[std::path::PathBuf],
+) -> Result<(), String> {
     let root = c"/";
     // SAFETY: valid C strings; changes only this process's new mount namespace.
     if unsafe {

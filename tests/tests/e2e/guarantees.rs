@@ -344,10 +344,13 @@ fn config_values_out_of_range_are_refused_at_start_up() {
     }
 }
 
-/// The program running as the command's shim (its parent, unconfined), as the command sees it.
-fn shim_of_a_command(options: AgentOptions) -> String {
+/// The program running as the command's shim (its parent, unconfined), as the command sees it:
+/// its `argv[0]`, then its executable (readable to root only: the shim is not dumpable).
+fn shim_of_a_command(options: AgentOptions) -> (String, String) {
     let mut options = options;
-    options.responses = vec![bash_call("readlink /proc/$PPID/exe"), say("ok")];
+    let command = "tr '\\0' '\\n' < /proc/$PPID/cmdline | head -n 1; \
+                   readlink /proc/$PPID/exe 2>/dev/null || echo unreadable";
+    options.responses = vec![bash_call(command), say("ok")];
     options.config = Some(UNCONFINED.to_owned());
     let mut agent = Agent::start(options);
     agent.initialize(true);
@@ -355,20 +358,26 @@ fn shim_of_a_command(options: AgentOptions) -> String {
     agent.prompt(&session, "go");
     let (text, _) = agent.last_tool_result();
     assert!(agent.finish().success());
-    text
+    let mut lines = text.lines().map(str::to_owned);
+    (lines.next().unwrap_or_default(), lines.next().unwrap_or_default())
 }
 
 #[test]
 fn commands_run_under_the_small_shim_beside_hotsh_or_under_hotsh_itself_without_it() {
-    let text = shim_of_a_command(AgentOptions::script(Vec::new()));
+    let (name, exe) = shim_of_a_command(AgentOptions::script(Vec::new()));
     let shim = hotsh_tests::shim_binary();
-    assert_eq!(text.lines().next(), Some(shim.to_str().unwrap()), "{text}");
+    assert_eq!(name, shim.to_str().unwrap());
+    if hotsh_tests::running_as_root() {
+        assert_eq!(exe, shim.to_str().unwrap());
+    } else {
+        assert_eq!(exe, "unreadable", "an ordinary user read a shim's executable");
+    }
     // A copy of hotsh with no shim beside it starts itself as the shim.
     let mut alone = AgentOptions::script(Vec::new());
     alone.without_shim = true;
-    let text = shim_of_a_command(alone);
-    let first = text.lines().next().unwrap_or_default();
-    assert!(first.ends_with("/bin/hotsh"), "{text}");
+    let (name, exe) = shim_of_a_command(alone);
+    assert!(name.ends_with("/bin/hotsh"), "{name}");
+    assert!(exe.ends_with("/bin/hotsh") || exe == "unreadable", "{exe}");
 }
 
 #[test]

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 mod arcs;
+mod as_nobody;
 mod background;
 mod bad_input;
 mod cancel;
