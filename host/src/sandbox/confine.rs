@@ -7,6 +7,9 @@ use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 
+/// The hidden subcommand of the gate that runs inside bwrap (`executor/shim.rs`).
+pub(crate) const SANDBOXED: &str = "__sandboxed";
+
 /// The Landlock ABI version of the running kernel; `None` when Landlock is off.
 pub(crate) fn landlock_abi() -> Option<i32> {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_ulong = 1;
@@ -38,12 +41,15 @@ pub(crate) fn mount_namespaces_available() -> bool {
         && apparmor.is_none_or(|a| a != "1")
 }
 
-/// The shell's argument vector under `policy`: `SHELL -c COMMAND`, inside bwrap for that
-/// backend.
+/// The shell's argument vector under `policy`: `SHELL -c COMMAND`; for the bwrap backend,
+/// inside bwrap, under the gate `helper` (this program, `__sandboxed POLICY SHELL -c …`: it
+/// makes the command's name-making and `connect` calls for it from inside the sandbox's
+/// namespaces, see `sandbox/notify.rs`).
 pub(crate) fn shell_argv(
     policy: Option<&Policy>,
     shell: &Path,
     command: &OsString,
+    helper: Option<&Path>,
 ) -> Vec<OsString> {
     let mut argv: Vec<OsString> = Vec::new();
     if let Some(policy @ Policy { bwrap: Some(program), .. }) = policy {
@@ -67,6 +73,11 @@ pub(crate) fn shell_argv(
             ["--unshare-user-try", "--cap-drop", "ALL", "--unshare-pid", "--die-with-parent", "--"]
                 .map(OsString::from),
         );
+        if let Some(helper) = helper {
+            argv.push(helper.into());
+            argv.push(SANDBOXED.into());
+            argv.push(serde_json::to_string(policy).unwrap_or_default().into());
+        }
     }
     argv.push(shell.into());
     argv.push("-c".into());

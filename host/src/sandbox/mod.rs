@@ -17,6 +17,8 @@
 
 pub(crate) mod classify;
 pub(crate) mod confine;
+pub(crate) mod names;
+pub(crate) mod notify;
 pub(crate) mod protect;
 pub(crate) mod sockets;
 

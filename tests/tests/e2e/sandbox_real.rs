@@ -601,3 +601,49 @@ fn a_nested_repository_and_a_worktree_file_are_read_only_and_stay_where_they_are
         assert!(!work.join("vendor/lib-moved").exists(), "{backend}");
     }
 }
+
+#[test]
+fn no_command_makes_a_git_where_there_was_none_and_every_other_name_is_made_as_before() {
+    let making = [
+        "mkdir .git",
+        "git init -q .",
+        "mkdir -p sub && echo 'gitdir: /tmp/evil' > sub/.git",
+        "mkdir d && mv d .git",
+        "ln -s /tmp .git",
+        "touch .git",
+        "mkdir -p deep/er && cd deep/er && mkdir ../../.git",
+    ];
+    // What a build does: directories, files, renames, links, descriptors by name, a FIFO.
+    let ordinary = "mkdir -p build/out && echo hi > build/out/f && mv build/out/f build/g \
+        && ln -s g build/l && ln build/g build/h && cat build/l \
+        && echo x > /dev/stdout && exec 3>fd.txt && echo y > /dev/fd/3 && cat fd.txt \
+        && mkfifo p && { cat p > got & } && echo fifo > p && wait && cat got \
+        && umask 077 && : > private && stat -c %a private \
+        && tar cf t.tar build && mkdir ex && tar xf t.tar -C ex && ls ex/build | tr '\\n' ' '";
+    for backend in backends() {
+        let mut responses: Vec<Value> = making.iter().map(|c| bash_call(c)).collect();
+        responses.push(bash_call(ordinary));
+        responses.push(say("ok"));
+        let mut agent = Agent::start(options(backend, "", responses));
+        agent.initialize(true);
+        let session = agent.new_session();
+        agent.prompt(&session, "go");
+        let results = agent.tool_results();
+        for (index, (text, _)) in results[..making.len()].iter().enumerate() {
+            assert!(
+                text.contains("Operation not permitted"),
+                "{backend}: {:?} was not refused: {text}",
+                making[index]
+            );
+        }
+        let work = &agent.workdir;
+        assert!(!work.join(".git").exists(), "{backend}: a .git was made");
+        assert!(!work.join("sub/.git").exists(), "{backend}: a gitdir file was made");
+        assert!(work.join("sub").is_dir() && work.join("d").is_dir(), "{backend}");
+        assert_eq!(
+            results[making.len()].0,
+            "hi\nx\ny\nfifo\n600\ng h l out ",
+            "{backend}: ordinary names"
+        );
+    }
+}

@@ -1,0 +1,388 @@
+//! The calls a confined command makes that its shim answers for it (seccomp user
+//! notification): `connect` with the network off (`sockets.rs`), and every call that makes a
+//! name in a directory (`names.rs`: no command may make a `.git`).
+//!
+//! A seccomp filter cannot read the path or address a call names, and a notification answered
+//! "go on" would have the kernel read it again, after a second thread may have changed it. So
+//! the shim *does* each call itself: it copies the arguments out of the command's memory
+//! once, checks them, and makes the call with the command's working directory or directory
+//! descriptor (`pidfd_getfd`), its umask, and, being in the command's mount namespace,
+//! Landlock domain and credentials (none of which a command can widen), with the command's
+//! own rights. A descriptor the call returns is put into the command (`SECCOMP_ADDFD`).
+//!
+//! The filter goes on the command's process between `fork` and `exec`, never on the shim.
+
+use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
+
+/// What a command's filter sends to its shim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Filters {
+    /// `connect` (and no datagram Unix sockets): the network is off.
+    pub(crate) connect: bool,
+    /// The calls that make names. Only where the shim shares the command's mount namespace
+    /// (a shim outside bubblewrap's would make them in the wrong tree).
+    pub(crate) names: bool,
+}
+
+impl Filters {
+    /// What a command under `policy` is filtered for: everything, always; by the shim that
+    /// starts it under Landlock, by the gate inside bwrap under bubblewrap.
+    pub(crate) fn for_policy(policy: &super::Policy) -> Self {
+        Self { connect: !policy.network, names: true }
+    }
+}
+
+/// The calls that make a name in a directory (`names.rs` answers them).
+pub(crate) fn name_calls() -> Vec<i64> {
+    let mut calls = vec![
+        libc::SYS_mkdirat,
+        libc::SYS_mknodat,
+        libc::SYS_symlinkat,
+        libc::SYS_linkat,
+        libc::SYS_renameat,
+        libc::SYS_renameat2,
+        libc::SYS_openat2,
+    ];
+    #[cfg(target_arch = "x86_64")]
+    calls.extend([
+        libc::SYS_mkdir,
+        libc::SYS_mknod,
+        libc::SYS_symlink,
+        libc::SYS_link,
+        libc::SYS_rename,
+        libc::SYS_creat,
+    ]);
+    calls
+}
+
+/// Installs, in the process about to become the command (after `fork`, before `exec`), the
+/// filters `filters` asks for; returns the notification descriptor for the shim.
+pub(crate) fn install_filter(filters: Filters) -> Result<OwnedFd, String> {
+    use seccompiler::{
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule,
+    };
+    let error = |e: seccompiler::BackendError| format!("cannot build the command's filter: {e}");
+    let creates = |arg: u8| {
+        SeccompCondition::new(
+            arg,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::MaskedEq(libc::O_CREAT as u64),
+            libc::O_CREAT as u64,
+        )
+        .and_then(|condition| SeccompRule::new(vec![condition]))
+        .map_err(error)
+    };
+    let mut notified: std::collections::BTreeMap<i64, Vec<SeccompRule>> = Default::default();
+    if filters.names {
+        notified.extend(name_calls().into_iter().map(|call| (call, Vec::new())));
+        notified.insert(libc::SYS_openat, vec![creates(2)?]);
+        #[cfg(target_arch = "x86_64")]
+        notified.insert(libc::SYS_open, vec![creates(1)?]);
+    }
+    // io_uring could make names (and sockets) without any of these calls.
+    let mut refused: std::collections::BTreeMap<i64, Vec<SeccompRule>> =
+        [(libc::SYS_io_uring_setup, Vec::new())].into_iter().collect();
+    if filters.connect {
+        notified.insert(libc::SYS_connect, Vec::new());
+        // `type & 0xf` (flags such as SOCK_CLOEXEC above it): SOCK_DGRAM, and SOCK_RAW,
+        // which Unix sockets treat as datagrams: their `sendto` names a peer on each call.
+        let datagram = |arg: u8, socket_type: i32| {
+            SeccompCondition::new(
+                arg,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::MaskedEq(0xf),
+                socket_type as u64,
+            )
+            .map_err(error)
+        };
+        let unix = SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Eq,
+            libc::AF_UNIX as u64,
+        )
+        .map_err(error)?;
+        refused.insert(
+            libc::SYS_socket,
+            vec![
+                SeccompRule::new(vec![unix.clone(), datagram(1, libc::SOCK_DGRAM)?])
+                    .map_err(error)?,
+                SeccompRule::new(vec![unix, datagram(1, libc::SOCK_RAW)?]).map_err(error)?,
+            ],
+        );
+        refused.insert(
+            libc::SYS_socketpair,
+            vec![
+                SeccompRule::new(vec![datagram(1, libc::SOCK_DGRAM)?]).map_err(error)?,
+                SeccompRule::new(vec![datagram(1, libc::SOCK_RAW)?]).map_err(error)?,
+            ],
+        );
+    }
+    let arch = std::env::consts::ARCH
+        .try_into()
+        .map_err(|e| format!("no seccomp filter for this architecture: {e}"))?;
+    let refuse = SeccompFilter::new(
+        refused.into_iter().collect(),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(error)?;
+    let refuse: BpfProgram = refuse.try_into().map_err(|e: seccompiler::BackendError| error(e))?;
+    seccompiler::apply_filter(&refuse)
+        .map_err(|e| format!("cannot apply the command's filter: {e}"))?;
+    let trap = SeccompFilter::new(
+        notified.into_iter().collect(),
+        SeccompAction::Allow,
+        SeccompAction::Trap,
+        arch,
+    )
+    .map_err(error)?;
+    let mut trap: BpfProgram = trap.try_into().map_err(|e: seccompiler::BackendError| error(e))?;
+    // seccompiler has no user-notification action: its "trap" returns become ones.
+    const BPF_RET_K: u16 = 0x06;
+    for instruction in &mut trap {
+        if instruction.code == BPF_RET_K && instruction.k == libc::SECCOMP_RET_TRAP {
+            instruction.k = libc::SECCOMP_RET_USER_NOTIF;
+        }
+    }
+    let program = libc::sock_fprog {
+        len: trap.len() as u16,
+        filter: trap.as_mut_ptr().cast::<libc::sock_filter>(),
+    };
+    // SAFETY: `program` points at `trap`, a valid BPF program that outlives the call;
+    // no_new_privs is set (by `apply_filter` above).
+    let listener = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &program as *const libc::sock_fprog,
+        )
+    };
+    if listener < 0 {
+        return Err(format!(
+            "cannot ask for the command's calls (seccomp user notification, Linux 5.14): {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: the kernel just returned this descriptor to us.
+    Ok(unsafe { OwnedFd::from_raw_fd(listener as RawFd) })
+}
+
+/// The shim's side of a command's filter.
+#[derive(Debug)]
+pub(crate) struct Gate {
+    listener: OwnedFd,
+    sockets: super::sockets::Sockets,
+}
+
+/// How the shim answers one call.
+pub(crate) enum Answer {
+    /// The call's return value.
+    Value(i64),
+    /// It failed with this errno.
+    Error(i32),
+    /// It opened this file: the command gets a descriptor for it (close-on-exec if asked).
+    Descriptor { file: OwnedFd, close_on_exec: bool },
+    /// It must wait (a FIFO's blocking open): the work runs on a thread of its own, which
+    /// answers when it is done, so that the command's other calls are not held up.
+    Later(Box<dyn FnOnce() -> Answer + Send>),
+}
+
+impl Gate {
+    pub(crate) fn new(listener: OwnedFd, policy: &super::Policy) -> Self {
+        Self { listener, sockets: super::sockets::Sockets::new(policy) }
+    }
+
+    pub(crate) fn fd(&self) -> RawFd {
+        self.listener.as_raw_fd()
+    }
+
+    /// Answers one call of the command (call when the descriptor is readable).
+    pub(crate) fn answer_one(&self) {
+        // SAFETY: a zeroed seccomp_notif is what RECV expects to fill.
+        let mut notification: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+        // SAFETY: RECV writes one notification into the struct we own.
+        let received =
+            unsafe { libc::ioctl(self.fd(), libc::SECCOMP_IOCTL_NOTIF_RECV, &mut notification) };
+        if received != 0 {
+            // The command was interrupted meanwhile (its call is gone), or nothing waits.
+            return;
+        }
+        let answer = match Target::of(self.fd(), &notification) {
+            Err(errno) => Answer::Error(errno),
+            Ok(target) => {
+                let nr = i64::from(notification.data.nr);
+                if nr == libc::SYS_connect {
+                    match self.sockets.connect(&target, &notification.data.args) {
+                        Ok(()) => Answer::Value(0),
+                        Err(errno) => Answer::Error(errno),
+                    }
+                } else {
+                    super::names::answer(&target, nr, &notification.data.args)
+                }
+            }
+        };
+        respond(self.fd(), notification.id, answer);
+    }
+}
+
+/// Answers call `id` on `listener`.
+fn respond(listener: RawFd, id: u64, answer: Answer) {
+    let (value, errno) = match answer {
+        Answer::Value(value) => (value, 0),
+        Answer::Error(errno) => (0, errno),
+        Answer::Later(work) => {
+            // SAFETY: dup of the listener we own, for the thread to answer on.
+            let copy = unsafe { libc::fcntl(listener, libc::F_DUPFD_CLOEXEC, 3) };
+            if copy < 0 {
+                return respond(listener, id, Answer::Error(errno()));
+            }
+            // SAFETY: the descriptor was just made for the thread.
+            let copy = unsafe { OwnedFd::from_raw_fd(copy) };
+            let spawned =
+                std::thread::Builder::new().name("hotsh-shim-wait".into()).spawn(move || {
+                    let answer = work();
+                    respond(copy.as_raw_fd(), id, answer);
+                });
+            if spawned.is_err() {
+                respond(listener, id, Answer::Error(libc::EAGAIN));
+            }
+            return;
+        }
+        Answer::Descriptor { file, close_on_exec } => {
+            let mut add = libc::seccomp_notif_addfd {
+                id,
+                flags: libc::SECCOMP_ADDFD_FLAG_SEND as u32,
+                srcfd: file.as_raw_fd() as u32,
+                newfd: 0,
+                newfd_flags: if close_on_exec { libc::O_CLOEXEC as u32 } else { 0 },
+            };
+            // SAFETY: ADDFD reads the struct we own; with FLAG_SEND it also answers the call
+            // with the descriptor's number in the command.
+            let added = unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_ADDFD, &mut add) };
+            if added >= 0 {
+                return;
+            }
+            (0, errno())
+        }
+    };
+    let mut response = libc::seccomp_notif_resp { id, val: value, error: -errno, flags: 0 };
+    // SAFETY: SEND reads the response we own. A command gone meanwhile makes it fail (ENOENT),
+    // which needs nothing.
+    unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &mut response) };
+}
+
+/// The process (and the call) a notification is about.
+pub(crate) struct Target {
+    pub(crate) pid: libc::pid_t,
+    pidfd: OwnedFd,
+    listener: RawFd,
+    id: u64,
+}
+
+impl Target {
+    fn of(listener: RawFd, notification: &libc::seccomp_notif) -> Result<Self, i32> {
+        let pid = notification.pid as libc::pid_t;
+        // SAFETY: pidfd_open with a pid and no flags.
+        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if pidfd < 0 {
+            return Err(libc::ESRCH);
+        }
+        // SAFETY: the kernel just returned this descriptor.
+        let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
+        let target = Self { pid, pidfd, listener, id: notification.id };
+        // The pid was the caller's when the notification came; still so now?
+        target.still_valid()?;
+        Ok(target)
+    }
+
+    /// Still the same call of the same process (its pid was not reused meanwhile).
+    pub(crate) fn still_valid(&self) -> Result<(), i32> {
+        let mut id = self.id;
+        // SAFETY: ID_VALID reads the u64 we own.
+        let valid =
+            unsafe { libc::ioctl(self.listener, libc::SECCOMP_IOCTL_NOTIF_ID_VALID, &mut id) == 0 };
+        if valid { Ok(()) } else { Err(libc::ESRCH) }
+    }
+
+    /// `length` bytes of the command's memory at `address`, copied once.
+    pub(crate) fn read(&self, address: u64, length: usize) -> Result<Vec<u8>, i32> {
+        let mut bytes = vec![0u8; length];
+        if length == 0 {
+            return Ok(bytes);
+        }
+        let local = libc::iovec { iov_base: bytes.as_mut_ptr().cast(), iov_len: length };
+        let remote = libc::iovec { iov_base: address as *mut libc::c_void, iov_len: length };
+        // SAFETY: copies at most `length` bytes of the command's memory into our buffer.
+        let copied = unsafe { libc::process_vm_readv(self.pid, &local, 1, &remote, 1, 0) };
+        if copied != length as isize {
+            return Err(libc::EFAULT);
+        }
+        self.still_valid()?;
+        Ok(bytes)
+    }
+
+    /// The NUL-terminated string at `address` (a path: at most `PATH_MAX` bytes), copied once.
+    pub(crate) fn read_path(&self, address: u64) -> Result<Vec<u8>, i32> {
+        if address == 0 {
+            return Err(libc::EFAULT);
+        }
+        const PAGE: u64 = 4096;
+        let mut path = Vec::new();
+        let mut at = address;
+        while path.len() < libc::PATH_MAX as usize {
+            // Up to the end of the page: the next one may not be mapped.
+            let chunk = (PAGE - at % PAGE) as usize;
+            let bytes = self.read(at, chunk)?;
+            if let Some(end) = bytes.iter().position(|&b| b == 0) {
+                path.extend_from_slice(&bytes[..end]);
+                return Ok(path);
+            }
+            path.extend_from_slice(&bytes);
+            at += chunk as u64;
+        }
+        Err(libc::ENAMETOOLONG)
+    }
+
+    /// A copy of the command's descriptor `fd`.
+    pub(crate) fn descriptor(&self, fd: i32) -> Result<OwnedFd, i32> {
+        // SAFETY: pidfd_getfd duplicates the command's descriptor into this process.
+        let copy = unsafe { libc::syscall(libc::SYS_pidfd_getfd, self.pidfd.as_raw_fd(), fd, 0) };
+        if copy < 0 {
+            return Err(errno());
+        }
+        // SAFETY: the kernel just returned this descriptor.
+        Ok(unsafe { OwnedFd::from_raw_fd(copy as RawFd) })
+    }
+
+    /// The directory a `*at` call's `dirfd` names: the command's working directory for
+    /// `AT_FDCWD`, else a copy of its descriptor.
+    pub(crate) fn directory(&self, dirfd: u64) -> Result<OwnedFd, i32> {
+        let dirfd = dirfd as i32;
+        if dirfd == libc::AT_FDCWD {
+            use rustix::fs::{Mode, OFlags};
+            let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+            return rustix::fs::open(format!("/proc/{}/cwd", self.pid), flags, Mode::empty())
+                .map_err(|e| e.raw_os_error());
+        }
+        self.descriptor(dirfd)
+    }
+
+    /// The command's umask.
+    pub(crate) fn umask(&self) -> Result<u32, i32> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))
+            .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("Umask:"))
+            .and_then(|mask| u32::from_str_radix(mask.trim(), 8).ok())
+            .ok_or(libc::EIO)
+    }
+}
+
+pub(crate) fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+}
