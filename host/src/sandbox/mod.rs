@@ -221,6 +221,13 @@ impl Sandbox {
                 None => landlock_backend(),
             },
         };
+        // Both backends need the command's gate (`notify.rs`).
+        let backend = match (backend, gate_missing()) {
+            (Backend::Bwrap { .. } | Backend::Landlock { .. }, Some(what)) => {
+                Backend::Missing { what }
+            }
+            (backend, _) => backend,
+        };
         let tmpdir = std::env::temp_dir();
         let tmpdir = std::fs::canonicalize(&tmpdir).unwrap_or(tmpdir);
         let default_mode = match backend {
@@ -374,8 +381,12 @@ impl Sandbox {
                 program.display(),
                 self.default_mode
             ),
-            Backend::Landlock { abi, .. } => format!(
+            Backend::Landlock { abi, mount_namespaces: true } => format!(
                 "sandbox: landlock (ABI {abi}) with a seccomp network filter; sessions default to {}",
+                self.default_mode
+            ),
+            Backend::Landlock { abi, mount_namespaces: false } => format!(
+                "sandbox: landlock (ABI {abi}) with a seccomp network filter; sessions default to {}; this user cannot make a user namespace, so `.git` stays writable and a folder holding hotsh's own files is read-only whole",
                 self.default_mode
             ),
             Backend::Off => {
@@ -394,6 +405,20 @@ fn enforcement(gaps: Vec<String>) -> Enforcement {
 
 fn is_git(path: &Path) -> bool {
     path.file_name().is_some_and(|name| name == ".git")
+}
+
+/// What the kernel lacks for the command's gate, if anything: seccomp user notification with
+/// `SECCOMP_ADDFD_FLAG_SEND` (Linux 5.14; `pidfd_getfd` and `openat2` came before).
+fn gate_missing() -> Option<String> {
+    let release = rustix::system::uname().release().to_string_lossy().into_owned();
+    let mut numbers =
+        release.split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse::<u32>().ok());
+    let version = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
+    (version < (5, 14)).then(|| {
+        format!(
+            "this kernel ({release}) is older than Linux 5.14, whose seccomp user notification the sandbox's gate needs"
+        )
+    })
 }
 
 fn landlock_backend() -> Backend {
