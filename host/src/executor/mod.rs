@@ -778,14 +778,11 @@ impl ShimExit {
     /// reaped all of the command, and only exits), or until its end of the pipe is closed.
     /// Cancel-safe. A shim that was killed before it could say anything ended by SIGKILL.
     async fn wait(&mut self) -> std::io::Result<ShimEnd> {
-        let mut buf = [0u8; 8];
-        loop {
-            match self.pipe.read(&mut buf).await? {
+        let mut buf = [0u8; 5];
+        while self.status.len() < 5 {
+            match self.pipe.read(&mut buf[..5 - self.status.len()]).await? {
                 0 => break,
                 n => self.status.extend_from_slice(&buf[..n]),
-            }
-            if self.status.len() > 5 {
-                break;
             }
         }
         let status = self

@@ -50,6 +50,8 @@ pub(crate) struct Job {
 
 /// The byte after the wait status on the status pipe when the command never started.
 pub(crate) const NOT_RUN: u8 = b'!';
+/// The byte after the wait status when it did.
+pub(crate) const RAN: u8 = b'.';
 
 /// Where the shim writes how the command ended (four bytes: the shell's wait status) just
 /// before it exits. The host reads it to end of file; nothing there means the shim was killed.
@@ -66,14 +68,14 @@ impl StatusPipe {
         self.report(status, false)
     }
 
-    /// [`Self::exit`], with a fifth byte ([`NOT_RUN`]) when the command never started: the
-    /// host then knows that what the shim said is no answer of the command's (never a
-    /// sandbox denial, whatever its words).
+    /// [`Self::exit`], with a fifth byte: [`NOT_RUN`] when the command never started (the
+    /// host then knows that what the shim said is no answer of the command's, never a sandbox
+    /// denial, whatever its words), else [`RAN`]. Five bytes in all, so that the host has the
+    /// whole report without waiting for the pipe to close (which comes only once this process
+    /// has been torn down).
     fn report(self, status: i32, not_run: bool) -> ! {
         let mut bytes = status.to_le_bytes().to_vec();
-        if not_run {
-            bytes.push(NOT_RUN);
-        }
+        bytes.push(if not_run { NOT_RUN } else { RAN });
         // SAFETY: closing our own standard descriptors, then a write of four bytes from a valid
         // buffer to a descriptor we own; a short or failed write leaves the host reading
         // "killed", which is all it could mean.
@@ -361,6 +363,8 @@ pub(crate) fn sandboxed_main(args: &[OsString]) -> ! {
     let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     let shell = std::path::PathBuf::from(&argv[0]);
     let filters = notify::Filters::for_policy(&policy);
+    // Compiled before the fork, as the supervisor does for the shims.
+    let _ = notify::programs(filters);
     let (pid, gate) = match spawn_gated(argv, &env, &shell, filters, false) {
         Ok((pid, listener)) => (pid, notify::Gate::new(listener, &policy)),
         Err(Gated::Unenforced(error)) => fail(

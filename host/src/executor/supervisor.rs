@@ -189,6 +189,11 @@ pub(crate) fn main(args: &[OsString]) -> ! {
         Ok(fd) => fd,
         Err(error) => fail(&format!("cannot watch signals: {error}")),
     };
+    // Compiled once here, before any fork: every shim's command gets them as they are.
+    let _ = crate::sandbox::notify::programs(crate::sandbox::notify::Filters {
+        connect: true,
+        names: true,
+    });
     let mut shims = BTreeSet::new();
     let mut spare: Option<Spare> = None;
     // When to fork the next spare: at once at start, a moment after each job (SPARE_DELAY).

@@ -55,9 +55,64 @@ pub(crate) fn name_calls() -> Vec<i64> {
     calls
 }
 
+/// The two programs of a command's filter, compiled: calls refused, calls sent to the gate.
+#[derive(Debug, Clone)]
+pub(crate) struct Programs {
+    refuse: seccompiler::BpfProgram,
+    notify: seccompiler::BpfProgram,
+}
+
+/// The programs for both settings of [`Filters::connect`], compiled once per process (the
+/// supervisor does it before it forks any shim, so no command waits for a compilation).
+pub(crate) fn programs(filters: Filters) -> Result<&'static Programs, String> {
+    static COMPILED: std::sync::OnceLock<[Result<Programs, String>; 2]> =
+        std::sync::OnceLock::new();
+    let [network_off, network_on] = COMPILED.get_or_init(|| {
+        [
+            compile(Filters { connect: true, names: true }),
+            compile(Filters { connect: false, names: true }),
+        ]
+    });
+    let compiled = match (filters.connect, filters.names) {
+        (true, true) => network_off,
+        (false, true) => network_on,
+        _ => return Err("no such filter".to_owned()),
+    };
+    compiled.as_ref().map_err(String::clone)
+}
+
 /// Installs, in the process about to become the command (after `fork`, before `exec`), the
 /// filters `filters` asks for; returns the notification descriptor for the shim.
 pub(crate) fn install_filter(filters: Filters) -> Result<OwnedFd, String> {
+    let programs = programs(filters)?;
+    seccompiler::apply_filter(&programs.refuse)
+        .map_err(|e| format!("cannot apply the command's filter: {e}"))?;
+    let program = libc::sock_fprog {
+        len: programs.notify.len() as u16,
+        filter: programs.notify.as_ptr().cast_mut().cast::<libc::sock_filter>(),
+    };
+    // SAFETY: `program` points at a valid BPF program that outlives the call (a static);
+    // no_new_privs is set (by `apply_filter` above). The kernel only reads it.
+    let listener = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &program as *const libc::sock_fprog,
+        )
+    };
+    if listener < 0 {
+        return Err(format!(
+            "cannot ask for the command's calls (seccomp user notification, Linux 5.14): {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: the kernel just returned this descriptor to us.
+    Ok(unsafe { OwnedFd::from_raw_fd(listener as RawFd) })
+}
+
+/// Compiles the two programs of `filters`.
+fn compile(filters: Filters) -> Result<Programs, String> {
     use seccompiler::{
         BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
         SeccompRule,
@@ -130,8 +185,6 @@ pub(crate) fn install_filter(filters: Filters) -> Result<OwnedFd, String> {
     )
     .map_err(error)?;
     let refuse: BpfProgram = refuse.try_into().map_err(|e: seccompiler::BackendError| error(e))?;
-    seccompiler::apply_filter(&refuse)
-        .map_err(|e| format!("cannot apply the command's filter: {e}"))?;
     let trap = SeccompFilter::new(
         notified.into_iter().collect(),
         SeccompAction::Allow,
@@ -139,36 +192,16 @@ pub(crate) fn install_filter(filters: Filters) -> Result<OwnedFd, String> {
         arch,
     )
     .map_err(error)?;
-    let mut trap: BpfProgram = trap.try_into().map_err(|e: seccompiler::BackendError| error(e))?;
+    let mut notify: BpfProgram =
+        trap.try_into().map_err(|e: seccompiler::BackendError| error(e))?;
     // seccompiler has no user-notification action: its "trap" returns become ones.
     const BPF_RET_K: u16 = 0x06;
-    for instruction in &mut trap {
+    for instruction in &mut notify {
         if instruction.code == BPF_RET_K && instruction.k == libc::SECCOMP_RET_TRAP {
             instruction.k = libc::SECCOMP_RET_USER_NOTIF;
         }
     }
-    let program = libc::sock_fprog {
-        len: trap.len() as u16,
-        filter: trap.as_mut_ptr().cast::<libc::sock_filter>(),
-    };
-    // SAFETY: `program` points at `trap`, a valid BPF program that outlives the call;
-    // no_new_privs is set (by `apply_filter` above).
-    let listener = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
-            &program as *const libc::sock_fprog,
-        )
-    };
-    if listener < 0 {
-        return Err(format!(
-            "cannot ask for the command's calls (seccomp user notification, Linux 5.14): {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    // SAFETY: the kernel just returned this descriptor to us.
-    Ok(unsafe { OwnedFd::from_raw_fd(listener as RawFd) })
+    Ok(Programs { refuse, notify })
 }
 
 /// The shim's side of a command's filter.

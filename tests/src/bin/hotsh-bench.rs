@@ -151,11 +151,22 @@ impl Agent {
     /// Starts `hotsh acp ARGS` in `dir` (its temp and data directory), then `initialize` and
     /// `session/new`.
     fn launch(dir: tempfile::TempDir, hotsh: &std::path::Path, args: Vec<OsString>) -> Self {
+        // `HOTSH_BENCH_LAYOUT=apart`: the session's folder and the temp dir apart from the
+        // agent's data and configuration (as a user's are), not one directory for all.
+        let apart = std::env::var("HOTSH_BENCH_LAYOUT").is_ok_and(|layout| layout == "apart");
+        let (work, tmp) = if apart {
+            let (work, tmp) = (dir.path().join("work"), dir.path().join("tmp"));
+            std::fs::create_dir_all(&work).expect("work dir");
+            std::fs::create_dir_all(&tmp).expect("temp dir");
+            (work, tmp)
+        } else {
+            (dir.path().to_owned(), dir.path().to_owned())
+        };
         let mut child = Command::new(hotsh)
             .arg("acp")
             .args(args)
             .env("HOTSH_LOG", "warn")
-            .env("TMPDIR", dir.path())
+            .env("TMPDIR", &tmp)
             // Never the developer's installed plugins, sessions or key.
             .env("HOTSH_DATA_DIR", dir.path().join("data"))
             .env_remove("HOTSH_API_KEY")
@@ -172,7 +183,7 @@ impl Agent {
         let stdout = BufReader::new(child.stdout.take().expect("stdout"));
         let mut agent = Self { child, stdin, stdout, next_id: 1, _dir: dir, session: Value::Null };
         agent.ask("initialize", json!({"protocolVersion": 1, "clientCapabilities": {"_meta": {"terminal_output": true}}}));
-        let cwd = agent._dir.path().to_owned();
+        let cwd = work;
         agent.session =
             agent.ask("session/new", json!({"cwd": cwd, "mcpServers": []}))["result"]["sessionId"]
                 .clone();
@@ -279,6 +290,10 @@ fn overhead(calls: usize, runs: usize) {
     ];
     if Command::new("bwrap").arg("--version").output().is_ok_and(|o| o.status.success()) {
         setups.push(("bwrap", "[sandbox]\nbackend = \"bwrap\"\n"));
+    }
+    // `HOTSH_BENCH_SETUPS=landlock,bwrap`: only those (to compare builds on one backend).
+    if let Ok(only) = std::env::var("HOTSH_BENCH_SETUPS") {
+        setups.retain(|(name, _)| only.split(',').any(|wanted| wanted == *name));
     }
     let mut summary = Vec::new();
     for (name, config) in setups {
