@@ -84,7 +84,7 @@ fn a_sandbox_that_cannot_be_set_up_is_no_denial_and_offers_no_escalation() {
     let program = fake.path().join("bwrap");
     std::fs::write(
         &program,
-        "#!/bin/sh\necho 'bwrap: Creating new namespace failed: Operation not permitted' >&2\nexit 1\n",
+        "#!/bin/sh\necho 'bwrap: Unable to write /proc/self/uid_map: Permission denied' >&2\nexit 1\n",
     )
     .expect("fake bwrap");
     std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755))
@@ -94,7 +94,7 @@ fn a_sandbox_that_cannot_be_set_up_is_no_denial_and_offers_no_escalation() {
     options.env = vec![("PATH".into(), path)];
     let (agent, session, results) = run_commands(options);
     let text = &results[0].0;
-    assert!(text.contains("bwrap: Creating new namespace failed"), "{text}");
+    assert!(text.contains("/proc/self/uid_map: Permission denied"), "{text}");
     assert!(!text.contains("[sandbox:"), "an enforcement failure read as a denial: {text}");
     assert!(!text.contains("[escalation available"), "{text}");
     let raw = &raw_outputs(&agent, &session)[0]["sandbox"];
