@@ -10,7 +10,8 @@
 //! Landlock domain and credentials (none of which a command can widen), with the command's
 //! own rights. A descriptor the call returns is put into the command (`SECCOMP_ADDFD`).
 //!
-//! The filter goes on the command's process between `fork` and `exec`, never on the shim.
+//! The filter goes on the command's process between its `clone` and `exec`, never on the gate
+//! (`executor/shim.rs`, `spawn_gated`).
 
 use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
 
@@ -58,8 +59,8 @@ pub(crate) fn name_calls() -> Vec<i64> {
 /// The two programs of a command's filter, compiled: calls refused, calls sent to the gate.
 #[derive(Debug, Clone)]
 pub(crate) struct Programs {
-    refuse: seccompiler::BpfProgram,
-    notify: seccompiler::BpfProgram,
+    pub(crate) refuse: seccompiler::BpfProgram,
+    pub(crate) notify: seccompiler::BpfProgram,
 }
 
 /// The programs for both settings of [`Filters::connect`], compiled once per process (the
@@ -79,36 +80,6 @@ pub(crate) fn programs(filters: Filters) -> Result<&'static Programs, String> {
         _ => return Err("no such filter".to_owned()),
     };
     compiled.as_ref().map_err(String::clone)
-}
-
-/// Installs, in the process about to become the command (after `fork`, before `exec`), the
-/// filters `filters` asks for; returns the notification descriptor for the shim.
-pub(crate) fn install_filter(filters: Filters) -> Result<OwnedFd, String> {
-    let programs = programs(filters)?;
-    seccompiler::apply_filter(&programs.refuse)
-        .map_err(|e| format!("cannot apply the command's filter: {e}"))?;
-    let program = libc::sock_fprog {
-        len: programs.notify.len() as u16,
-        filter: programs.notify.as_ptr().cast_mut().cast::<libc::sock_filter>(),
-    };
-    // SAFETY: `program` points at a valid BPF program that outlives the call (a static);
-    // no_new_privs is set (by `apply_filter` above). The kernel only reads it.
-    let listener = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
-            &program as *const libc::sock_fprog,
-        )
-    };
-    if listener < 0 {
-        return Err(format!(
-            "cannot ask for the command's calls (seccomp user notification, Linux 5.14): {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    // SAFETY: the kernel just returned this descriptor to us.
-    Ok(unsafe { OwnedFd::from_raw_fd(listener as RawFd) })
 }
 
 /// Compiles the two programs of `filters`.

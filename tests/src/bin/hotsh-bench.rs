@@ -152,12 +152,17 @@ impl Agent {
     /// `session/new`.
     fn launch(dir: tempfile::TempDir, hotsh: &std::path::Path, args: Vec<OsString>) -> Self {
         // `HOTSH_BENCH_LAYOUT=apart`: the session's folder and the temp dir apart from the
-        // agent's data and configuration (as a user's are), not one directory for all.
-        let apart = std::env::var("HOTSH_BENCH_LAYOUT").is_ok_and(|layout| layout == "apart");
-        let (work, tmp) = if apart {
+        // agent's data and configuration (as a user's are), not one directory for all;
+        // `repo`: the same, the folder a git repository (as most are: its `.git` is mounted
+        // read-only for every confined command).
+        let layout = std::env::var("HOTSH_BENCH_LAYOUT").unwrap_or_default();
+        let (work, tmp) = if layout == "apart" || layout == "repo" {
             let (work, tmp) = (dir.path().join("work"), dir.path().join("tmp"));
             std::fs::create_dir_all(&work).expect("work dir");
             std::fs::create_dir_all(&tmp).expect("temp dir");
+            if layout == "repo" {
+                std::fs::create_dir_all(work.join(".git")).expect(".git");
+            }
             (work, tmp)
         } else {
             (dir.path().to_owned(), dir.path().to_owned())
