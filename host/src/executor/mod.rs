@@ -57,6 +57,9 @@ pub fn run_shim_if_asked() {
     if args.first().is_some_and(|a| a == supervisor::SUBCOMMAND) {
         supervisor::main(&args[1..]);
     }
+    if args.first().is_some_and(|a| a == crate::sandbox::confine::SANDBOXED) {
+        shim::sandboxed_main(&args[1..]);
+    }
 }
 
 /// Marks every descriptor this process inherited (from 3 up) close-on-exec: none reaches a

@@ -149,16 +149,14 @@ pub(crate) fn sweep_until_clear(within: Duration) {
 /// children), or from every process's parent when that file is not available.
 pub(crate) fn children() -> Vec<u32> {
     let mut pids = Vec::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return pids;
+    };
     let mut listed = false;
-    if let Some(proc) = PINNED_PROC.get() {
-        // A gate that joined bwrap's mount namespace: its `/proc` is bwrap's now.
-        listed = children_through(proc, &mut pids);
-    } else if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
-        for task in tasks.flatten() {
-            if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-                listed = true;
-                pids.extend(text.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
-            }
+    for task in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+            listed = true;
+            pids.extend(text.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
         }
     }
     if !listed {
@@ -174,50 +172,6 @@ pub(crate) fn children() -> Vec<u32> {
     pids.sort_unstable();
     pids.dedup();
     pids
-}
-
-/// This process's `/proc`, kept for when it is no longer at `/proc` (a shim that joined
-/// bwrap's mount namespace, `sandbox/notify.rs`).
-static PINNED_PROC: std::sync::OnceLock<OwnedFd> = std::sync::OnceLock::new();
-
-/// Opens (once) and keeps this process's `/proc`, and returns it.
-pub(crate) fn pinned_proc() -> std::io::Result<&'static OwnedFd> {
-    if let Some(proc) = PINNED_PROC.get() {
-        return Ok(proc);
-    }
-    use rustix::fs::{Mode, OFlags};
-    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let proc = rustix::fs::open("/proc", flags, Mode::empty())?;
-    Ok(PINNED_PROC.get_or_init(|| proc))
-}
-
-/// [`children`] through a `/proc` kept open: whether any task's list was read.
-fn children_through(proc: &OwnedFd, pids: &mut Vec<u32>) -> bool {
-    use rustix::fs::{Mode, OFlags};
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let Ok(tasks) = rustix::fs::openat(proc, "self/task", flags, Mode::empty()) else {
-        return false;
-    };
-    let Ok(dir) = rustix::fs::Dir::read_from(&tasks) else { return false };
-    let mut listed = false;
-    for entry in dir.flatten() {
-        let name = entry.file_name().to_bytes();
-        if name.starts_with(b".") {
-            continue;
-        }
-        let path = format!("self/task/{}/children", String::from_utf8_lossy(name));
-        let Ok(file) =
-            rustix::fs::openat(proc, path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
-        else {
-            continue;
-        };
-        let mut text = String::new();
-        if std::io::Read::read_to_string(&mut std::fs::File::from(file), &mut text).is_ok() {
-            listed = true;
-            pids.extend(text.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
-        }
-    }
-    listed
 }
 
 /// The parent of `pid`, from `/proc/<pid>/stat`.

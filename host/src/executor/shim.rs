@@ -144,23 +144,32 @@ fn run(signals: SignalFd, job: Job, lifeline: i32, report: StatusPipe) -> ! {
     // The shell starts with its 0, 1 and 2 and nothing else of the shim's.
     super::process::close_inherited(&[], super::process::Inherited::CloseOnExec);
     let shell = std::path::Path::new(&job.shell);
-    let mut argv = confine::shell_argv(job.policy.as_ref(), shell, &job.command);
+    // Under bwrap the gate runs inside it: this very program, reached through a descriptor
+    // bwrap passes on (what is on disk may be a newer build by now).
+    let under_bwrap = job.policy.as_ref().is_some_and(|policy| policy.bwrap.is_some());
+    let helper = if under_bwrap {
+        match inheritable_self() {
+            Ok(fd) => Some(std::path::PathBuf::from(format!("/proc/self/fd/{fd}"))),
+            Err(error) => report.fail(&format!(
+                "the sandbox cannot be enforced, so the command was not run: cannot pass the gate to bwrap: {error}"
+            )),
+        }
+    } else {
+        None
+    };
+    let mut argv = confine::shell_argv(job.policy.as_ref(), shell, &job.command, helper.as_deref());
     argv.extend(job.positional.iter().cloned());
     // Some of a confined command's calls come to this shim to be made (`sandbox/notify.rs`),
-    // which needs a child of its own to install the filter in. Under bwrap the shim joins the
-    // command's namespaces when it starts; its own `/proc` is kept open for after.
-    let gated = match job.policy.as_ref() {
-        Some(policy) => match super::process::pinned_proc() {
-            Ok(proc) => Some((policy, proc, notify::Filters::for_policy(policy))),
-            Err(error) => report.fail(&format!(
-                "the sandbox cannot be enforced, so the command was not run: cannot open /proc: {error}"
-            )),
-        },
-        None => None,
-    };
+    // which needs a fork of its own to install the filter in; under bwrap the gate inside
+    // does it.
+    let gated = job
+        .policy
+        .as_ref()
+        .filter(|_| !under_bwrap)
+        .map(|policy| (policy, notify::Filters::for_policy(policy)));
     let (shell_pid, gate) = match gated {
-        Some((policy, proc, filters)) => match spawn_gated(&argv, &job.env, shell, filters) {
-            Ok((pid, listener)) => (pid, Some(notify::Gate::new(listener, policy, proc))),
+        Some((policy, filters)) => match spawn_gated(&argv, &job.env, shell, filters, true) {
+            Ok((pid, listener)) => (pid, Some(notify::Gate::new(listener, policy))),
             Err(Gated::Unenforced(error)) => report.fail(&format!(
                 "the sandbox cannot be enforced, so the command was not run: {error}"
             )),
@@ -305,6 +314,95 @@ fn spawn_shell(argv: &[OsString], env: &[(OsString, OsString)]) -> std::io::Resu
     Ok(pid)
 }
 
+/// A descriptor of this program that a child keeps across `exec` (for bwrap to run the gate
+/// from).
+fn inheritable_self() -> std::io::Result<i32> {
+    use std::os::fd::IntoRawFd as _;
+    let file = std::fs::File::open("/proc/self/exe")?;
+    let fd = file.into_raw_fd();
+    // SAFETY: clearing close-on-exec on the descriptor just opened.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
+/// `__sandboxed POLICY SHELL ARGS…`: the gate inside bwrap. It starts the shell under the
+/// command's filter and makes the calls the filter sends it (`sandbox/notify.rs`) from
+/// inside the sandbox's namespaces, with the command's own rights (bwrap dropped every
+/// capability of both); it exits the way the shell does. The command stays in bwrap's
+/// process group, so the shim outside stops both together.
+pub(crate) fn sandboxed_main(args: &[OsString]) -> ! {
+    super::process::close_inherited(&[], super::process::Inherited::Close);
+    // SAFETY: a plain prctl: the command may not ptrace the gate that checks it.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    let fail = |code: i32, message: String| -> ! {
+        eprintln!("hotsh: {message}");
+        std::process::exit(code)
+    };
+    let Some((policy, argv)) = args.split_first().filter(|(_, argv)| !argv.is_empty()) else {
+        fail(2, "usage: __sandboxed POLICY SHELL [ARG…]".to_owned());
+    };
+    let policy: Policy = match policy.to_str().map(serde_json::from_str) {
+        Some(Ok(policy)) => policy,
+        _ => fail(
+            125,
+            "the sandbox cannot be enforced, so the command was not run: the gate got no policy"
+                .to_owned(),
+        ),
+    };
+    let signals = match SignalFd::new(&[libc::SIGCHLD]) {
+        Ok(signals) => signals,
+        Err(error) => fail(
+            125,
+            format!(
+                "the sandbox cannot be enforced, so the command was not run: cannot watch signals: {error}"
+            ),
+        ),
+    };
+    let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let shell = std::path::PathBuf::from(&argv[0]);
+    let filters = notify::Filters::for_policy(&policy);
+    // Compiled before the fork, as the supervisor does for the shims.
+    let _ = notify::programs(filters);
+    let (pid, gate) = match spawn_gated(argv, &env, &shell, filters, false) {
+        Ok((pid, listener)) => (pid, notify::Gate::new(listener, &policy)),
+        Err(Gated::Unenforced(error)) => fail(
+            125,
+            format!("the sandbox cannot be enforced, so the command was not run: {error}"),
+        ),
+        Err(Gated::Start(error)) => fail(127, format!("cannot start {}: {error}", shell.display())),
+    };
+    let mut gate_open = true;
+    loop {
+        let mut fds = [
+            libc::pollfd { fd: signals.fd, events: libc::POLLIN, revents: 0 },
+            libc::pollfd {
+                fd: if gate_open { gate.fd() } else { -1 },
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: `fds` is a valid array of two pollfd.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
+            continue;
+        }
+        if fds[1].revents & libc::POLLIN != 0 {
+            gate.answer_one();
+        } else if fds[1].revents != 0 {
+            gate_open = false;
+        }
+        if fds[0].revents != 0 {
+            signals.read();
+            let mut status = 0;
+            // SAFETY: a non-blocking wait for our one child, with a valid out pointer.
+            if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+                exit_like(status);
+            }
+        }
+    }
+}
+
 /// Why a gated shell did not start.
 enum Gated {
     /// The filter could not be installed: nothing ran.
@@ -328,6 +426,7 @@ fn spawn_gated(
     env: &[(OsString, OsString)],
     shell: &std::path::Path,
     filters: notify::Filters,
+    own_session: bool,
 ) -> Result<(libc::pid_t, OwnedFd), Gated> {
     use std::ffi::CString;
     use std::os::fd::AsFd as _;
@@ -360,28 +459,20 @@ fn spawn_gated(
         refuse: &refuse,
         notify: &notify,
         socket: theirs.as_raw_fd(),
+        own_session,
         failed_exec: failed_exec.as_bytes(),
     };
     let mut stack = vec![0u8; CHILD_STACK];
     // The stack grows down from its (16-byte aligned) end.
     let top = (stack.as_mut_ptr() as usize + CHILD_STACK) & !15;
-    // Under bwrap the child's own `execve` (of bwrap) comes to this process to answer, which
-    // a parent suspended by CLONE_VFORK could not: that child gets a copy of the memory (a
-    // `fork` on its own stack) instead.
-    let flags = if filters.exec {
-        libc::SIGCHLD
-    } else {
-        libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD
-    };
-    // SAFETY: `launch` runs on `stack` in the child. Sharing our memory (CLONE_VM), it reads
-    // `launch` and what it points at while they live: CLONE_VFORK suspends this thread until
-    // the child has called `execve` or ended (and this process has one thread). Without
-    // CLONE_VM it works on its own copy.
+    // SAFETY: `launch` runs on `stack` in a child that shares our memory; `launch` and
+    // everything it points at outlive the child's use of them, since CLONE_VFORK suspends this
+    // thread until the child has called `execve` or ended (and this process has one thread).
     let pid = unsafe {
         libc::clone(
             launch_child,
             top as *mut libc::c_void,
-            flags,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
             (&launch as *const Launch<'_>).cast_mut().cast(),
         )
     };
@@ -429,6 +520,7 @@ struct Launch<'a> {
     refuse: &'a libc::sock_fprog,
     notify: &'a libc::sock_fprog,
     socket: RawFd,
+    own_session: bool,
     /// `hotsh: cannot start SHELL: `, for a failed `execve`.
     failed_exec: &'a [u8],
 }
@@ -441,7 +533,9 @@ extern "C" fn launch_child(arg: *mut libc::c_void) -> libc::c_int {
     // call below is a plain system call on data it prepared.
     unsafe {
         let launch = &*(arg as *const Launch<'_>);
-        libc::setsid();
+        if launch.own_session {
+            libc::setsid();
+        }
         for signal in DEFAULT_SIGNALS {
             libc::signal(signal, libc::SIG_DFL);
         }

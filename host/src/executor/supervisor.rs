@@ -192,7 +192,7 @@ pub(crate) fn main(args: &[OsString]) -> ! {
     // Compiled once here, before any fork: every shim's command gets them as they are.
     let _ = crate::sandbox::notify::programs(crate::sandbox::notify::Filters {
         connect: true,
-        exec: false,
+        names: true,
     });
     let mut shims = BTreeSet::new();
     let mut spare: Option<Spare> = None;

@@ -74,19 +74,15 @@ pub(crate) fn classify(policy: &Policy, evidence: &Evidence<'_>) -> Option<Denia
     network.then_some(Denial::Network)
 }
 
-/// Whether bubblewrap, or the gate that joins its namespaces, failed before the command
-/// started: exit status 1 and nothing but their own error lines.
+/// Whether bubblewrap, or the gate inside it, failed before the command started: nothing but
+/// one line of its own error, with its exit status (bwrap's 1, the gate's 125).
 fn bwrap_failed(policy: &Policy, evidence: &Evidence<'_>) -> bool {
     let text: String = evidence.output.concat();
-    let mut lines = text.lines().map(str::trim).filter(|line| !line.is_empty()).peekable();
-    let theirs = |line: &str| {
-        line.starts_with("bwrap: ")
-            || line.starts_with("hotsh: the sandbox cannot be enforced, so the command was not run")
-    };
-    policy.bwrap.is_some()
-        && evidence.exit_code == Some(1)
-        && lines.peek().is_some()
-        && lines.all(theirs)
+    let text = text.trim();
+    let bwrap = evidence.exit_code == Some(1) && text.starts_with("bwrap: ");
+    let gate = evidence.exit_code == Some(125)
+        && text.starts_with("hotsh: the sandbox cannot be enforced, so the command was not run");
+    policy.bwrap.is_some() && (bwrap || gate) && !text.contains('\n')
 }
 
 /// Whether `path` (absolute) is somewhere a command may write under `policy`.

@@ -7,6 +7,9 @@ use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 
+/// The hidden subcommand of the gate that runs inside bwrap (`executor/shim.rs`).
+pub(crate) const SANDBOXED: &str = "__sandboxed";
+
 /// The Landlock ABI version of the running kernel; `None` when Landlock is off.
 pub(crate) fn landlock_abi() -> Option<i32> {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_ulong = 1;
@@ -38,12 +41,15 @@ pub(crate) fn mount_namespaces_available() -> bool {
         && apparmor.is_none_or(|a| a != "1")
 }
 
-/// The shell's argument vector under `policy`: `SHELL -c COMMAND`, inside bwrap for that
-/// backend.
+/// The shell's argument vector under `policy`: `SHELL -c COMMAND`; for the bwrap backend,
+/// inside bwrap, under the gate `helper` (this program, `__sandboxed POLICY SHELL -c …`: it
+/// makes the command's name-making and `connect` calls for it from inside the sandbox's
+/// namespaces, see `sandbox/notify.rs`).
 pub(crate) fn shell_argv(
     policy: Option<&Policy>,
     shell: &Path,
     command: &OsString,
+    helper: Option<&Path>,
 ) -> Vec<OsString> {
     let mut argv: Vec<OsString> = Vec::new();
     if let Some(policy @ Policy { bwrap: Some(program), .. }) = policy {
@@ -67,6 +73,11 @@ pub(crate) fn shell_argv(
             ["--unshare-user-try", "--cap-drop", "ALL", "--unshare-pid", "--die-with-parent", "--"]
                 .map(OsString::from),
         );
+        if let Some(helper) = helper {
+            argv.push(helper.into());
+            argv.push(SANDBOXED.into());
+            argv.push(serde_json::to_string(policy).unwrap_or_default().into());
+        }
     }
     argv.push(shell.into());
     argv.push("-c".into());
@@ -110,64 +121,6 @@ pub(crate) fn confine_checker() -> Result<(), String> {
         }
         confined => confined,
     }
-}
-
-/// Joins the namespaces of process `pid`, bwrap's command as it starts: the user namespace
-/// that owns its mount namespace (when it is another: unprivileged bwrap nests the command's
-/// own user namespace inside that one), its mount and network namespaces, and its root
-/// (bwrap enters it with `chroot`); then drops every capability (joining a user namespace
-/// gives all of them there). The calls the gate then makes for the command
-/// (`sandbox/notify.rs`) are made in the command's view of the file system and the network,
-/// with its rights. `proc` is this process's `/proc`.
-pub(crate) fn join_namespaces(proc: &std::os::fd::OwnedFd, pid: libc::pid_t) -> Result<(), String> {
-    use rustix::fs::{Mode, OFlags};
-    use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
-    /// `NS_GET_USERNS` (`linux/nsfs.h`): the user namespace that owns a namespace.
-    const NS_GET_USERNS: libc::c_ulong = 0xb701;
-    let open = |path: String, flags: OFlags| {
-        rustix::fs::openat(proc, &path, flags | OFlags::CLOEXEC, Mode::empty())
-            .map_err(|e| format!("cannot open {path} of the sandbox: {e}"))
-    };
-    let identity = |fd: &OwnedFd| rustix::fs::fstat(fd).map(|s| s.st_ino).ok();
-    let mount = open(format!("{pid}/ns/mnt"), OFlags::RDONLY)?;
-    let network = open(format!("{pid}/ns/net"), OFlags::RDONLY)?;
-    let root = open(format!("{pid}/root"), OFlags::PATH | OFlags::DIRECTORY)?;
-    let own_user = open("self/ns/user".to_owned(), OFlags::RDONLY)?;
-    // SAFETY: an ioctl on a namespace descriptor we own; it returns a new descriptor.
-    let owner = unsafe { libc::ioctl(mount.as_raw_fd(), NS_GET_USERNS) };
-    if owner < 0 {
-        return Err(format!(
-            "cannot find who owns the sandbox's mounts: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    // SAFETY: the kernel just returned this descriptor.
-    let owner = unsafe { OwnedFd::from_raw_fd(owner) };
-    let join = |fd: &OwnedFd, kind: libc::c_int, what: &str| {
-        // SAFETY: setns on a namespace descriptor we own, in this single-threaded process.
-        if unsafe { libc::setns(fd.as_raw_fd(), kind) } != 0 {
-            return Err(format!(
-                "cannot join the sandbox's {what} namespace: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        Ok(())
-    };
-    if identity(&owner) != identity(&own_user) {
-        join(&owner, libc::CLONE_NEWUSER, "user")?;
-    }
-    join(&mount, libc::CLONE_NEWNS, "mount")?;
-    join(&network, libc::CLONE_NEWNET, "network")?;
-    // SAFETY: fchdir to the command's root and chroot there, with the capability the user
-    // namespace just joined gives.
-    let rooted = unsafe { libc::fchdir(root.as_raw_fd()) == 0 && libc::chroot(c".".as_ptr()) == 0 };
-    if !rooted {
-        return Err(format!(
-            "cannot enter the sandbox's root: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    drop_capabilities()
 }
 
 /// Secure bits that keep capabilities from coming back: root is not special on `exec`

@@ -249,11 +249,9 @@ fn open(
     // does for it with /proc/self/fd/N); any other magic link would be the shim's.
     let resolve = if own { resolve } else { resolve | ResolveFlags::NO_MAGICLINKS };
     let reopened;
-    // Through the gate's own `/proc` (its mount namespace may be bwrap's by now, whose `/proc`
-    // does not show the gate).
     let (base, name): (BorrowedFd<'_>, &OsStr) = if own {
-        reopened = format!("self/fd/{}", start.directory.as_raw_fd());
-        (target.proc().as_fd(), OsStr::new(&reopened))
+        reopened = format!("/proc/self/fd/{}", start.directory.as_raw_fd());
+        (rustix::fs::CWD, OsStr::new(&reopened))
     } else {
         (start.directory.as_fd(), rest.as_os_str())
     };
@@ -269,7 +267,7 @@ fn open(
         Err(rustix::io::Errno::NXIO) if flags & libc::O_NONBLOCK == 0 => {
             // A FIFO with no reader yet: it exists, so nothing is created and the umask does
             // not matter; the blocking open waits on a thread.
-            let (base, name) = (own_base(target, &start.directory, own)?, name.to_owned());
+            let (base, name) = (own_base(&start.directory, own)?, name.to_owned());
             return Ok(Answer::Later(Box::new(move || {
                 match rustix::fs::openat2(&base, &name, wanted, mode, resolve) {
                     Ok(file) => Answer::Descriptor { file, close_on_exec },
@@ -286,10 +284,10 @@ fn open(
     Ok(Answer::Descriptor { file, close_on_exec })
 }
 
-/// A descriptor of its own for the directory an open starts at (the gate's `/proc` when the
-/// command's own descriptor is reopened by its `self/fd` name there).
-fn own_base(target: &Target, directory: &OwnedFd, own: bool) -> Result<OwnedFd, i32> {
-    let base = if own { target.proc().as_fd() } else { directory.as_fd() };
+/// A descriptor of its own for the directory an open starts at (the working directory when
+/// the command's own descriptor is reopened by its `/proc/self/fd` name).
+fn own_base(directory: &OwnedFd, own: bool) -> Result<OwnedFd, i32> {
+    let base = if own { rustix::fs::CWD } else { directory.as_fd() };
     rustix::fs::openat(base, ".", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
         .map_err(|e| e.raw_os_error())
 }

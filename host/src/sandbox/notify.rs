@@ -20,16 +20,16 @@ use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
 pub(crate) struct Filters {
     /// `connect` (and no datagram Unix sockets): the network is off.
     pub(crate) connect: bool,
-    /// `execve`: under bwrap, whose namespaces the gate joins when the command itself starts
-    /// (bwrap's own `exec`s and set-up calls before it are let through as they are).
-    pub(crate) exec: bool,
+    /// The calls that make names. Only where the shim shares the command's mount namespace
+    /// (a shim outside bubblewrap's would make them in the wrong tree).
+    pub(crate) names: bool,
 }
 
 impl Filters {
-    /// What a command under `policy` is filtered for: its names and, with the network off,
-    /// its `connect`; under bwrap its `execve` too.
+    /// What a command under `policy` is filtered for: everything, always; by the shim that
+    /// starts it under Landlock, by the gate inside bwrap under bubblewrap.
     pub(crate) fn for_policy(policy: &super::Policy) -> Self {
-        Self { connect: !policy.network, exec: policy.bwrap.is_some() }
+        Self { connect: !policy.network, names: true }
     }
 }
 
@@ -66,18 +66,20 @@ pub(crate) struct Programs {
 /// The programs for both settings of [`Filters::connect`], compiled once per process (the
 /// supervisor does it before it forks any shim, so no command waits for a compilation).
 pub(crate) fn programs(filters: Filters) -> Result<&'static Programs, String> {
-    static COMPILED: std::sync::OnceLock<Vec<Result<Programs, String>>> =
+    static COMPILED: std::sync::OnceLock<[Result<Programs, String>; 2]> =
         std::sync::OnceLock::new();
-    let compiled = COMPILED.get_or_init(|| {
-        [false, true]
-            .into_iter()
-            .flat_map(|connect| [false, true].map(|exec| Filters { connect, exec }))
-            .map(compile)
-            .collect()
+    let [network_off, network_on] = COMPILED.get_or_init(|| {
+        [
+            compile(Filters { connect: true, names: true }),
+            compile(Filters { connect: false, names: true }),
+        ]
     });
-    compiled[usize::from(filters.connect) * 2 + usize::from(filters.exec)]
-        .as_ref()
-        .map_err(String::clone)
+    let compiled = match (filters.connect, filters.names) {
+        (true, true) => network_off,
+        (false, true) => network_on,
+        _ => return Err("no such filter".to_owned()),
+    };
+    compiled.as_ref().map_err(String::clone)
 }
 
 /// Compiles the two programs of `filters`.
@@ -97,14 +99,12 @@ fn compile(filters: Filters) -> Result<Programs, String> {
         .and_then(|condition| SeccompRule::new(vec![condition]))
         .map_err(error)
     };
-    let mut notified: std::collections::BTreeMap<i64, Vec<SeccompRule>> =
-        name_calls().into_iter().map(|call| (call, Vec::new())).collect();
-    notified.insert(libc::SYS_openat, vec![creates(2)?]);
-    #[cfg(target_arch = "x86_64")]
-    notified.insert(libc::SYS_open, vec![creates(1)?]);
-    if filters.exec {
-        notified.insert(libc::SYS_execve, Vec::new());
-        notified.insert(libc::SYS_execveat, Vec::new());
+    let mut notified: std::collections::BTreeMap<i64, Vec<SeccompRule>> = Default::default();
+    if filters.names {
+        notified.extend(name_calls().into_iter().map(|call| (call, Vec::new())));
+        notified.insert(libc::SYS_openat, vec![creates(2)?]);
+        #[cfg(target_arch = "x86_64")]
+        notified.insert(libc::SYS_open, vec![creates(1)?]);
     }
     // io_uring could make names (and sockets) without any of these calls.
     let mut refused: std::collections::BTreeMap<i64, Vec<SeccompRule>> =
@@ -180,20 +180,6 @@ fn compile(filters: Filters) -> Result<Programs, String> {
 pub(crate) struct Gate {
     listener: OwnedFd,
     sockets: super::sockets::Sockets,
-    /// This process's `/proc`, which stays reachable after it joins bwrap's namespaces.
-    proc: &'static OwnedFd,
-    phase: std::cell::Cell<Phase>,
-}
-
-/// Where the gate is in the command's life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// bwrap is setting the sandbox up: its own calls go through as they are.
-    BwrapSetUp,
-    /// The command runs, in the gate's namespaces: its calls are the gate's to make.
-    Command,
-    /// The gate could not join bwrap's namespaces: every call it would make fails.
-    Broken,
 }
 
 /// How the shim answers one call.
@@ -207,58 +193,11 @@ pub(crate) enum Answer {
     /// It must wait (a FIFO's blocking open): the work runs on a thread of its own, which
     /// answers when it is done, so that the command's other calls are not held up.
     Later(Box<dyn FnOnce() -> Answer + Send>),
-    /// The kernel makes the call itself (bwrap's own, and every `execve`).
-    Continue,
 }
 
 impl Gate {
-    /// The gate of a command under `policy`; `proc` is this process's `/proc`, kept open.
-    pub(crate) fn new(listener: OwnedFd, policy: &super::Policy, proc: &'static OwnedFd) -> Self {
-        let phase = if policy.bwrap.is_some() { Phase::BwrapSetUp } else { Phase::Command };
-        Self {
-            listener,
-            sockets: super::sockets::Sockets::new(policy),
-            proc,
-            phase: std::cell::Cell::new(phase),
-        }
-    }
-
-    /// The answer to a call while bwrap sets up, or to any `execve`: the first `execve` from
-    /// inside bwrap's PID namespace starts the command, and the gate joins the command's
-    /// user, mount and network namespaces before it lets that `exec` go on.
-    fn before_command(&self, pid: libc::pid_t, nr: i64) -> Option<Answer> {
-        let exec = nr == libc::SYS_execve || nr == libc::SYS_execveat;
-        match self.phase.get() {
-            Phase::Command if exec => Some(Answer::Continue),
-            Phase::Command => None,
-            Phase::Broken => Some(Answer::Error(libc::EPERM)),
-            Phase::BwrapSetUp if !exec || !self.in_other_pid_namespace(pid) => {
-                Some(Answer::Continue)
-            }
-            Phase::BwrapSetUp => match super::confine::join_namespaces(self.proc, pid) {
-                Ok(()) => {
-                    self.phase.set(Phase::Command);
-                    Some(Answer::Continue)
-                }
-                Err(error) => {
-                    eprintln!(
-                        "hotsh: the sandbox cannot be enforced, so the command was not run: {error}"
-                    );
-                    self.phase.set(Phase::Broken);
-                    Some(Answer::Error(libc::EPERM))
-                }
-            },
-        }
-    }
-
-    fn in_other_pid_namespace(&self, pid: libc::pid_t) -> bool {
-        let identity = |path: String| {
-            rustix::fs::statat(self.proc, path, rustix::fs::AtFlags::empty())
-                .ok()
-                .map(|stat| (stat.st_dev, stat.st_ino))
-        };
-        let theirs = identity(format!("{pid}/ns/pid"));
-        theirs.is_some() && theirs != identity("self/ns/pid".to_owned())
+    pub(crate) fn new(listener: OwnedFd, policy: &super::Policy) -> Self {
+        Self { listener, sockets: super::sockets::Sockets::new(policy) }
     }
 
     pub(crate) fn fd(&self) -> RawFd {
@@ -276,13 +215,10 @@ impl Gate {
             // The command was interrupted meanwhile (its call is gone), or nothing waits.
             return;
         }
-        let nr = i64::from(notification.data.nr);
-        if let Some(answer) = self.before_command(notification.pid as libc::pid_t, nr) {
-            return respond(self.fd(), notification.id, answer);
-        }
-        let answer = match Target::of(self.fd(), self.proc, &notification) {
+        let answer = match Target::of(self.fd(), &notification) {
             Err(errno) => Answer::Error(errno),
             Ok(target) => {
+                let nr = i64::from(notification.data.nr);
                 if nr == libc::SYS_connect {
                     match self.sockets.connect(&target, &notification.data.args) {
                         Ok(()) => Answer::Value(0),
@@ -300,17 +236,6 @@ impl Gate {
 /// Answers call `id` on `listener`.
 fn respond(listener: RawFd, id: u64, answer: Answer) {
     let (value, errno) = match answer {
-        Answer::Continue => {
-            let mut response = libc::seccomp_notif_resp {
-                id,
-                val: 0,
-                error: 0,
-                flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
-            };
-            // SAFETY: SEND reads the response we own.
-            unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &mut response) };
-            return;
-        }
         Answer::Value(value) => (value, 0),
         Answer::Error(errno) => (0, errno),
         Answer::Later(work) => {
@@ -360,16 +285,10 @@ pub(crate) struct Target {
     pidfd: OwnedFd,
     listener: RawFd,
     id: u64,
-    /// The gate's `/proc` (its own, wherever its mount namespace is).
-    proc: &'static OwnedFd,
 }
 
 impl Target {
-    fn of(
-        listener: RawFd,
-        proc: &'static OwnedFd,
-        notification: &libc::seccomp_notif,
-    ) -> Result<Self, i32> {
+    fn of(listener: RawFd, notification: &libc::seccomp_notif) -> Result<Self, i32> {
         let pid = notification.pid as libc::pid_t;
         // SAFETY: pidfd_open with a pid and no flags.
         let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
@@ -378,7 +297,7 @@ impl Target {
         }
         // SAFETY: the kernel just returned this descriptor.
         let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
-        let target = Self { pid, pidfd, listener, id: notification.id, proc };
+        let target = Self { pid, pidfd, listener, id: notification.id };
         // The pid was the caller's when the notification came; still so now?
         target.still_valid()?;
         Ok(target)
@@ -448,34 +367,17 @@ impl Target {
     pub(crate) fn directory(&self, dirfd: u64) -> Result<OwnedFd, i32> {
         let dirfd = dirfd as i32;
         if dirfd == libc::AT_FDCWD {
-            return self.proc_entry("cwd");
+            use rustix::fs::{Mode, OFlags};
+            let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+            return rustix::fs::open(format!("/proc/{}/cwd", self.pid), flags, Mode::empty())
+                .map_err(|e| e.raw_os_error());
         }
         self.descriptor(dirfd)
     }
 
     /// The command's umask.
-    /// The gate's own `/proc`.
-    pub(crate) fn proc(&self) -> &'static OwnedFd {
-        self.proc
-    }
-
-    /// `/proc/<pid>/<entry>` of the command, a directory (its `cwd` or `root`), as an `O_PATH`
-    /// descriptor.
-    pub(crate) fn proc_entry(&self, entry: &str) -> Result<OwnedFd, i32> {
-        use rustix::fs::{Mode, OFlags};
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        rustix::fs::openat(self.proc, format!("{}/{entry}", self.pid), flags, Mode::empty())
-            .map_err(|e| e.raw_os_error())
-    }
-
     pub(crate) fn umask(&self) -> Result<u32, i32> {
-        use rustix::fs::{Mode, OFlags};
-        let path = format!("{}/status", self.pid);
-        let flags = OFlags::RDONLY | OFlags::CLOEXEC;
-        let file = rustix::fs::openat(self.proc, path, flags, Mode::empty())
-            .map_err(|e| e.raw_os_error())?;
-        let mut status = String::new();
-        std::io::Read::read_to_string(&mut std::fs::File::from(file), &mut status)
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))
             .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
         status
             .lines()

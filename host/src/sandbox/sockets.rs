@@ -8,7 +8,7 @@
 //! notification, and the shim connects *for* it: it copies the address out of the command's
 //! memory once, finds the socket file the way the kernel would (from the command's root or
 //! working directory), checks where that file is, and connects its own copy of the command's
-//! socket (`pidfd_getfd`) to it through a descriptor (its `/proc/self/fd/N`). The command's
+//! socket (`pidfd_getfd`) to it through a descriptor (`/proc/self/fd/N`). The command's
 //! memory is never read again, so a thread that changes the address after the check changes
 //! nothing (a notification answered "go on" would be read twice by the kernel).
 //!
@@ -74,26 +74,20 @@ impl Sockets {
             return connect_raw(&socket, &bytes);
         }
         let path = path.split(|&b| b == 0).next().unwrap_or_default();
-        let found = self.find_socket(target, OsStr::from_bytes(path))?;
-        // Connected by its descriptor's name in the gate's own `/proc`, which is no longer
-        // `/proc` once the gate has joined bwrap's mount namespace: named from there as the
-        // working directory (which the gate has no other use for).
-        // SAFETY: fchdir to a directory descriptor we hold.
-        if unsafe { libc::fchdir(target.proc().as_raw_fd()) } != 0 {
-            return Err(errno());
-        }
-        let by_descriptor = format!("self/fd/{}", found.as_raw_fd());
+        let target = self.find_socket(target.pid, OsStr::from_bytes(path))?;
+        let by_descriptor = format!("/proc/self/fd/{}", target.as_raw_fd());
         connect_path(&socket, by_descriptor.as_bytes())
     }
 
     /// The socket file `path` names for process `pid` (from its root, or its working
     /// directory when relative), if it lies beneath an allowed directory and in no read-only
     /// path.
-    fn find_socket(&self, target: &Target, path: &OsStr) -> Result<OwnedFd, i32> {
+    fn find_socket(&self, pid: libc::pid_t, path: &OsStr) -> Result<OwnedFd, i32> {
         use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
         let flags = OFlags::PATH | OFlags::CLOEXEC;
         let start = if path.as_bytes().starts_with(b"/") { "root" } else { "cwd" };
-        let base = target.proc_entry(start)?;
+        let base = rustix::fs::open(format!("/proc/{pid}/{start}"), flags, Mode::empty())
+            .map_err(|e| e.raw_os_error())?;
         let resolve = if start == "root" {
             ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS
         } else {
