@@ -256,7 +256,9 @@ impl Host {
     /// Opens a session from its log (`session/load`, `session/resume`, `hotsh run --session`):
     /// one already open here is taken as it is; otherwise its log is locked, read and folded
     /// into a new `Session`. Returns the session and the fold (what the client saw, the
-    /// tasks the log shows running: see [`Host::settle_tasks_of_gone_agent`]).
+    /// tasks the log shows running: see [`Host::settle_tasks_of_gone_agent`]). `sink` is
+    /// attached with live events held until [`Session::release_held`]: the caller sends the
+    /// fold's view first.
     pub(crate) async fn open_session(
         &self,
         id: &str,
@@ -265,14 +267,11 @@ impl Host {
         let store = self.store.clone();
         let owned = id.to_owned();
         if let Some(session) = self.session(&SessionId(id.to_owned())) {
-            // Everything it did is in the log: flush, then read it back for the view. Its
-            // running tasks are this process's own.
-            if let Err(failure) = session.flush().await {
-                tracing::warn!(session = %id, "{failure}");
-            }
-            let mut folded = blocking(move || store.read(&owned)).await?;
+            // Everything it did is in the log: read it back for the view, in the session's
+            // order. Its running tasks are this process's own.
+            let mut folded =
+                session.attach_for_replay(sink, blocking(move || store.read(&owned))).await?;
             folded.open_tasks.clear();
-            session.attach(sink);
             return Ok((session, folded));
         }
         let (open, folded) = blocking(move || store.open(&owned)).await?;
@@ -282,7 +281,7 @@ impl Host {
             LogWriter::start(open),
             Some(&folded),
         ));
-        session.attach(sink);
+        session.attach_for_replay(sink, async { Ok::<_, StoreError>(()) }).await?;
         lock(&self.sessions).insert(session.id.clone(), Arc::clone(&session));
         Ok((session, folded))
     }

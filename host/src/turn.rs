@@ -10,7 +10,7 @@ use crate::plugins::{
 };
 use crate::prompt::HostSections;
 use crate::session::{
-    CallStatus, Card, Fact, GenericCard, Prompt, Session, SessionEvent, StopReason, TerminalCard,
+    CallStatus, Card, Fact, GenericCard, Session, SessionEvent, StopReason, TerminalCard,
     ToolCallId, ToolKind, TurnOutcome,
 };
 use crate::task_cards::TaskCards;
@@ -86,21 +86,21 @@ pub(crate) async fn guarded(
     }
 }
 
-/// Answers one prompt: runs the turn (guarded), records how it ended, and flushes the log. A
-/// log that cannot be written fails the turn, so the user is told the session is not saved.
+/// Answers the prompt [`Session::begin_turn`] logged: runs the turn (guarded), records how it ended (which frees the
+/// session for the next prompt), and flushes the log. A log that cannot be written fails the
+/// turn, so the user is told the session is not saved.
 pub(crate) async fn answer(
     parts: &Parts,
     session: &Arc<Session>,
-    prompt: Prompt,
     cancel: CancellationToken,
 ) -> Result<StopReason, TurnFailed> {
-    let outcome = guarded(run_turn(parts, session, prompt, &cancel)).await;
+    let outcome = guarded(run_turn(parts, session, &cancel)).await;
     let (recorded, message) = match &outcome {
         Ok(StopReason::EndTurn) => (TurnOutcome::EndTurn, None),
         Ok(StopReason::Cancelled) => (TurnOutcome::Cancelled, None),
         Err(failed) => (TurnOutcome::Failed, Some(failed.message.clone())),
     };
-    session.record(Fact::TurnEnded { outcome: recorded, message }).await;
+    session.end_turn(Fact::TurnEnded { outcome: recorded, message }).await;
     session.flush().await.map_err(TurnFailed::new)?;
     outcome
 }
@@ -109,13 +109,9 @@ pub(crate) async fn answer(
 async fn run_turn(
     parts: &Parts,
     session: &Arc<Session>,
-    prompt: Prompt,
     cancel: &CancellationToken,
 ) -> Result<StopReason, TurnFailed> {
-    session.drop_reported_notices(|task| parts.executor.end_reported(task));
-    session.deliver_notices().await;
-    session.record(Fact::Prompt(prompt)).await;
-    // What the user asked is on disk before anything runs.
+    // What the user asked (logged when the turn began) is on disk before anything runs.
     flush_or_warn(session).await;
     if let Some(mcp) = &parts.mcp {
         // Servers that failed get another chance with each prompt.

@@ -14,8 +14,8 @@ use crate::host::Host;
 use crate::sandbox::Mode;
 use crate::session::store::StoreError;
 use crate::session::{
-    ClientFs, DEFAULT_MODE, EscalationAnswer, EscalationAsk, EventSink, Fact, PLAN_MODE,
-    SessionEvent, SessionId,
+    ClientFs, DEFAULT_MODE, EscalationAnswer, EscalationAsk, EventSink, PLAN_MODE, SessionEvent,
+    SessionId,
 };
 use crate::sync::lock;
 use crate::turn;
@@ -178,8 +178,10 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                     let presented = started.elapsed();
                     let events = view.len();
                     for event in view {
+                        sink.room().await;
                         sink.emit(event);
                     }
+                    session.release_held().await;
                     shared.host.settle_tasks_of_gone_agent(&session, &folded.open_tasks).await;
                     shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
                     tracing::info!(
@@ -207,6 +209,8 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                     let sink = shared.sink(cx, &id);
                     match shared.host.open_session(&id, sink).await {
                         Ok((session, folded)) => {
+                            // Nothing is replayed on resume: live events flow at once.
+                            session.release_held().await;
                             shared.host.settle_tasks_of_gone_agent(&session, &folded.open_tasks).await;
                             shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
                             tracing::info!(session = %session.id, "session resumed");
@@ -262,17 +266,18 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
                 if let Some(failure) = session.log_failure() {
                     return responder.respond_with_error(Error::new(ErrorCode::INTERNAL_ERROR, failure));
                 }
-                let cancel = match session.begin_turn() {
+                // Begun here, not in the turn's task: a cancel that follows is handled after
+                // this handler and so finds the turn begun.
+                let prompt = from_acp::prompt(&request.prompt);
+                let parts = host.turn_parts(&session.id);
+                let cancel = match session.begin_turn(prompt, |task| parts.executor.end_reported(task)).await {
                     Ok(cancel) => cancel,
                     Err(busy) => {
                         return responder.respond_with_error(Error::new(ErrorCode::INVALID_REQUEST, busy.to_string()));
                     }
                 };
-                let prompt = from_acp::prompt(&request.prompt);
-                let parts = host.turn_parts(&session.id);
                 tokio::spawn(async move {
-                    let outcome = turn::answer(&parts, &session, prompt, cancel).await;
-                    session.end_turn();
+                    let outcome = turn::answer(&parts, &session, cancel).await;
                     tracing::info!(session = %session.id, ?outcome, "turn ended");
                     let _ = match outcome {
                         Ok(stop) => responder.respond(PromptResponse::new(to_acp::stop_reason(stop))),
@@ -318,12 +323,11 @@ pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
             async move |notification: CancelNotification, _cx| {
                 let id = SessionId(notification.session_id.0.to_string());
                 match for_cancel.host.session(&id) {
+                    // Logged and applied in the session's order, here (after the prompt it
+                    // follows was begun by its handler).
                     Some(session) => {
-                        let was_running = session.cancel();
+                        let was_running = session.cancel_turn().await;
                         tracing::info!(session = %id, was_running, "cancel");
-                        if was_running {
-                            tokio::spawn(async move { session.record(Fact::CancelRequested {}).await });
-                        }
                     }
                     None => tracing::warn!(session = %id, "cancel for an unknown session"),
                 }
@@ -417,9 +421,8 @@ async fn set_mode(
             )));
         }
     };
-    let entering = planning && !session.planning();
-    session.set_planning(planning).await;
-    if entering {
+    let was_planning = session.set_planning(planning).await;
+    if planning && !was_planning {
         host.entered_plan_mode(&session).await;
     }
     flushed(&session).await?;

@@ -258,6 +258,12 @@ impl TaskSandbox {
 pub(crate) trait EventSink: Send + Sync {
     fn emit(&self, event: SessionEvent);
 
+    /// Waits until the client can take another event (back-pressure: a client that stops
+    /// reading stops the session's events, not the agent's memory).
+    fn room(&self) -> futures::future::BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
+
     /// The session's mode changed (`default` or `plan`).
     fn mode_changed(&self, mode: &str) {
         let _ = mode;
@@ -369,9 +375,20 @@ pub(crate) struct Session {
     turn: Mutex<Option<CancellationToken>>,
     next_call: AtomicU64,
     /// Where this session's events go: the client connection that created or loaded it.
-    sink: Mutex<Option<Arc<dyn EventSink>>>,
-    /// Orders records in the log the same as events reach the client.
+    sink: Mutex<Attached>,
+    /// The session's one order: every record is appended, and every change to the session's
+    /// state made, while holding it, so the log says what happened in the order it happened
+    /// and events reach the client in the order they were logged.
     emitting: tokio::sync::Mutex<()>,
+}
+
+/// The client a session's events go to.
+#[derive(Default)]
+struct Attached {
+    sink: Option<Arc<dyn EventSink>>,
+    /// While a client that loaded the session is sent its replay, live events wait here, so
+    /// none reaches it before the replay is complete.
+    held: Option<Vec<SessionEvent>>,
 }
 
 /// What is folded from the log and kept in memory.
@@ -433,18 +450,30 @@ impl Session {
             state: Mutex::new(state),
             turn: Mutex::new(None),
             next_call: AtomicU64::new(folded.map_or(1, |f| f.next_call)),
-            sink: Mutex::new(None),
+            sink: Mutex::default(),
             emitting: tokio::sync::Mutex::new(()),
         }
     }
 
-    /// Logs `event`, then sends it to the client.
+    /// Logs `event`, then sends it to the client (held while a loading client is sent its
+    /// replay).
     pub(crate) async fn emit(&self, event: SessionEvent) {
         let _order = self.emitting.lock().await;
         if let Some(logged) = self.bounded_for_log(&event) {
             self.log.append(Record::Event(logged)).await;
         }
-        if let Some(sink) = self.sink() {
+        let sink = {
+            let mut attached = lock(&self.sink);
+            match &mut attached.held {
+                Some(held) => {
+                    held.push(event);
+                    return;
+                }
+                None => attached.sink.clone(),
+            }
+        };
+        if let Some(sink) = sink {
+            sink.room().await;
             sink.emit(event);
         }
     }
@@ -473,8 +502,21 @@ impl Session {
 
     /// Logs a fact; one that belongs to the model's history joins it.
     pub(crate) async fn record(&self, fact: Fact) {
+        self.change(fact, |_| ()).await;
+    }
+
+    /// Changes the session's state and logs the fact that says so, in one step of the
+    /// session's order: two changes are logged in the order they were applied.
+    async fn change<T>(&self, fact: Fact, apply: impl FnOnce(&mut State) -> T) -> T {
         let _order = self.emitting.lock().await;
-        let record = Record::Fact(fact);
+        let applied = apply(&mut lock(&self.state));
+        self.append(Record::Fact(fact)).await;
+        applied
+    }
+
+    /// Appends a record (the caller holds the order); one that belongs to the model's
+    /// history joins it.
+    async fn append(&self, record: Record) {
         if let Some(message) = record.history_message() {
             lock(&self.state).history.push(message);
         }
@@ -513,36 +555,104 @@ impl Session {
     /// Moves pending notices into the history (and the log), where the next model request
     /// will see them.
     pub(crate) async fn deliver_notices(&self) {
+        let _order = self.emitting.lock().await;
+        self.append_notices().await;
+    }
+
+    /// [`Session::deliver_notices`], for a caller holding the order.
+    async fn append_notices(&self) {
         let notices = std::mem::take(&mut lock(&self.state).notices);
         for notice in notices {
-            self.record(Fact::Notice { text: notice.text, task_id: notice.task_id }).await;
+            let fact = Fact::Notice { text: notice.text, task_id: notice.task_id };
+            self.append(Record::Fact(fact)).await;
         }
     }
 
     pub(crate) fn attach(&self, sink: Arc<dyn EventSink>) {
-        *lock(&self.sink) = Some(sink);
+        *lock(&self.sink) = Attached { sink: Some(sink), held: None };
+    }
+
+    /// Attaches a client that is to be sent the session's replay: `snapshot` (a read of the
+    /// log) is taken in the session's order, after everything logged so far is flushed, and
+    /// from then on live events are held for the client until [`Session::release_held`]. So
+    /// the replay holds everything up to the snapshot and the live events everything after.
+    /// A snapshot that fails attaches nothing.
+    pub(crate) async fn attach_for_replay<T, E>(
+        &self,
+        sink: Arc<dyn EventSink>,
+        snapshot: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
+        let _order = self.emitting.lock().await;
+        if let Err(failure) = self.log.flush().await {
+            tracing::warn!(session = %self.id, "{failure}");
+        }
+        let taken = snapshot.await?;
+        *lock(&self.sink) = Attached { sink: Some(sink), held: Some(Vec::new()) };
+        Ok(taken)
+    }
+
+    /// The replay was sent: the live events held meanwhile follow it, in order.
+    pub(crate) async fn release_held(&self) {
+        let _order = self.emitting.lock().await;
+        let (sink, held) = {
+            let mut attached = lock(&self.sink);
+            (attached.sink.clone(), attached.held.take().unwrap_or_default())
+        };
+        if let Some(sink) = sink {
+            for event in held {
+                sink.room().await;
+                sink.emit(event);
+            }
+        }
     }
 
     pub(crate) fn sink(&self) -> Option<Arc<dyn EventSink>> {
-        lock(&self.sink).clone()
+        lock(&self.sink).sink.clone()
     }
 
-    /// Marks a turn as running and returns its cancel switch.
-    pub(crate) fn begin_turn(&self) -> Result<CancellationToken, Busy> {
-        let mut turn = lock(&self.turn);
-        if turn.is_some() {
+    /// Starts a turn for `prompt`, in one step of the session's order: the notices waiting
+    /// for the model (but those `reported` says it knows already) and the prompt are logged,
+    /// and the turn slot taken; returns the turn's cancel switch. A cancel is therefore
+    /// always logged inside the turn it cancels.
+    pub(crate) async fn begin_turn(
+        &self,
+        prompt: Prompt,
+        reported: impl Fn(&str) -> bool,
+    ) -> Result<CancellationToken, Busy> {
+        let _order = self.emitting.lock().await;
+        if lock(&self.turn).is_some() {
             return Err(Busy(self.id.clone()));
         }
+        self.drop_reported_notices(reported);
+        self.append_notices().await;
+        self.append(Record::Fact(Fact::Prompt(prompt))).await;
         let token = CancellationToken::new();
-        *turn = Some(token.clone());
+        *lock(&self.turn) = Some(token.clone());
         Ok(token)
     }
 
-    pub(crate) fn end_turn(&self) {
+    /// Logs how the running turn ended and frees the turn slot, in one step of the
+    /// session's order: a cancel is either logged before this or finds no turn.
+    pub(crate) async fn end_turn(&self, ended: Fact) {
+        let _order = self.emitting.lock().await;
+        self.append(Record::Fact(ended)).await;
         *lock(&self.turn) = None;
     }
 
-    /// Cancels the running turn, if any.
+    /// The user cancelled the running turn: logged, then the turn is told (so the cancel is
+    /// in the log before anything the cancelled turn records after it). False when no turn
+    /// runs (or it was cancelled already).
+    pub(crate) async fn cancel_turn(&self) -> bool {
+        let _order = self.emitting.lock().await;
+        let Some(token) = lock(&self.turn).clone().filter(|t| !t.is_cancelled()) else {
+            return false;
+        };
+        self.append(Record::Fact(Fact::CancelRequested {})).await;
+        token.cancel();
+        true
+    }
+
+    /// Cancels the running turn, if any, without logging it (the session is closing).
     pub(crate) fn cancel(&self) -> bool {
         match lock(&self.turn).as_ref() {
             Some(token) => {
@@ -564,8 +674,8 @@ impl Session {
 
     /// Switches the session to `model` (a name the host offers), in the log and here.
     pub(crate) async fn choose_model(&self, model: String) {
-        lock(&self.state).model = Some(model.clone());
-        self.record(Fact::ModelChosen { model }).await;
+        let chosen = model.clone();
+        self.change(Fact::ModelChosen { model }, |state| state.model = Some(chosen)).await;
     }
 
     /// The sandbox mode this session chose, if it chose one.
@@ -575,8 +685,7 @@ impl Session {
 
     /// Sets the session's sandbox override, in the log and here.
     pub(crate) async fn choose_sandbox_mode(&self, mode: Mode) {
-        lock(&self.state).sandbox_mode = Some(mode);
-        self.record(Fact::SandboxMode { mode }).await;
+        self.change(Fact::SandboxMode { mode }, |state| state.sandbox_mode = Some(mode)).await;
     }
 
     /// Whether the session is in plan mode.
@@ -584,12 +693,14 @@ impl Session {
         lock(&self.state).planning
     }
 
-    /// Enters or leaves plan mode, in the log and here. The sandbox override is a separate
-    /// fold: leaving plan finds it untouched.
-    pub(crate) async fn set_planning(&self, planning: bool) {
-        lock(&self.state).planning = planning;
+    /// Enters or leaves plan mode, in the log and here; returns whether it was planning
+    /// before. The sandbox override is a separate fold: leaving plan finds it untouched.
+    pub(crate) async fn set_planning(&self, planning: bool) -> bool {
         let mode = if planning { PLAN_MODE } else { DEFAULT_MODE };
-        self.record(Fact::SessionMode { mode: mode.to_owned() }).await;
+        self.change(Fact::SessionMode { mode: mode.to_owned() }, |state| {
+            std::mem::replace(&mut state.planning, planning)
+        })
+        .await
     }
 
     /// The cap of the session's mode: plan allows read-only commands at most.
@@ -636,10 +747,10 @@ impl Session {
 
     /// Remembers (and logs) that the model has seen `sha256` as the text at `path`.
     pub(crate) async fn remember_file(&self, path: PathBuf, sha256: String) {
+        let _order = self.emitting.lock().await;
         let previous = lock(&self.state).seen_files.insert(path.clone(), sha256.clone());
-        let changed = previous.as_ref() != Some(&sha256);
-        if changed {
-            self.record(Fact::FileSeen { path, sha256 }).await;
+        if previous.as_ref() != Some(&sha256) {
+            self.append(Record::Fact(Fact::FileSeen { path, sha256 })).await;
         }
     }
 

@@ -14,6 +14,7 @@ mod guarantees;
 mod hostile;
 mod mcp;
 mod models;
+mod order;
 mod panics;
 mod plugins;
 mod reload;
