@@ -49,7 +49,7 @@ pub(crate) async fn run_prompt(
             },
             agent_client_protocol::on_receive_notification!(),
         )
-        .connect_with(acp::agent(host), async |cx| {
+        .connect_with(acp::agent(host, None), async |cx| {
             let mut meta = Meta::new();
             meta.insert("terminal_output".into(), true.into());
             cx.send_request(

@@ -491,6 +491,8 @@ pub struct Agent {
     pub workdir: PathBuf,
     stderr: std::sync::Arc<Mutex<String>>,
     home_is_workdir: bool,
+    /// The client stops reading hotsh's stdout while set (a client that fell behind).
+    paused: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Agent {
@@ -630,9 +632,15 @@ impl Agent {
         let mut child = command.spawn().expect("hotsh starts");
         let stdout = child.stdout.take().expect("stdout");
         let (send, incoming) = channel();
+        let paused = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reading = std::sync::Arc::clone(&paused);
         std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
+            let mut lines = BufReader::new(stdout).lines();
+            loop {
+                while reading.load(std::sync::atomic::Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let Some(Ok(line)) = lines.next() else { break };
                 let value: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
                     panic!("hotsh wrote a non-JSON line to stdout ({e}): {line}")
                 });
@@ -658,6 +666,7 @@ impl Agent {
             child,
             stdin,
             incoming,
+            paused,
             received: Vec::new(),
             next_id: 1,
             dir,
@@ -737,6 +746,16 @@ impl Agent {
     }
 
     /// Writes raw bytes to hotsh's stdin.
+    /// Stops reading hotsh's stdout (after the line being read), as a client that fell behind
+    /// or hung would; hotsh's writes then block once the pipe is full.
+    pub fn stop_reading(&self) {
+        self.paused.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    pub fn resume_reading(&self) {
+        self.paused.store(false, std::sync::atomic::Ordering::Release);
+    }
+
     pub fn send_bytes(&mut self, bytes: &[u8]) {
         let stdin = self.stdin.as_mut().expect("stdin open");
         stdin.write_all(bytes).expect("write to hotsh");

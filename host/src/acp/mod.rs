@@ -61,6 +61,8 @@ struct ClientFeatures {
 struct Shared {
     host: Arc<Host>,
     features: Arc<ClientFeatures>,
+    /// Counts updates on their way to a client over a pipe (`None`: an in-process client).
+    outflow: Option<Arc<transport::Outflow>>,
 }
 
 impl Shared {
@@ -74,13 +76,18 @@ impl Shared {
                 write: self.features.write_text_file.load(Ordering::Relaxed),
             },
             consoles: Mutex::default(),
+            outflow: self.outflow.clone(),
         })
     }
 }
 
-/// The ACP agent serving `host`, ready to connect to a transport.
-pub(crate) fn agent(host: Arc<Host>) -> impl ConnectTo<Client> {
-    let shared = Shared { host, features: Arc::new(ClientFeatures::default()) };
+/// The ACP agent serving `host`, ready to connect to a transport; `outflow` (for a
+/// transport over a pipe) holds sessions back while their client does not read.
+pub(crate) fn agent(
+    host: Arc<Host>,
+    outflow: Option<Arc<transport::Outflow>>,
+) -> impl ConnectTo<Client> {
+    let shared = Shared { host, features: Arc::new(ClientFeatures::default()), outflow };
     let for_config = shared.clone();
     let for_mode = shared.clone();
     let (for_init, for_new, for_load, for_resume, for_list, for_close, for_prompt, for_cancel) = (
@@ -559,6 +566,7 @@ struct AcpSink {
     /// Without terminal support, a command's output so far (bounded), re-sent as the card's
     /// content because ACP content updates replace rather than append.
     consoles: Mutex<HashMap<String, String>>,
+    outflow: Option<Arc<transport::Outflow>>,
 }
 
 impl EventSink for AcpSink {
@@ -585,6 +593,15 @@ impl EventSink for AcpSink {
         Box::pin(async move { write.await.map(|_| ()) })
     }
 
+    fn room(&self) -> futures::future::BoxFuture<'static, ()> {
+        let outflow = self.outflow.clone();
+        Box::pin(async move {
+            if let Some(outflow) = outflow {
+                outflow.room().await;
+            }
+        })
+    }
+
     fn emit(&self, event: SessionEvent) {
         let update = if self.terminal_output {
             to_acp::update_with_terminal(event)
@@ -606,6 +623,7 @@ impl EventSink for AcpSink {
     ) -> futures::future::BoxFuture<'static, EscalationAnswer> {
         let asked = self.request(to_acp::escalation_request(&self.session_id.0, &ask));
         let (cx, session_id) = (self.cx.clone(), self.session_id.0.clone());
+        let outflow = self.outflow.clone();
         Box::pin(async move {
             use agent_client_protocol::v1::schema::{
                 RequestPermissionOutcome, SessionUpdate, ToolCallStatus, ToolCallUpdate,
@@ -619,7 +637,7 @@ impl EventSink for AcpSink {
                 ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
             );
             let update = SessionUpdate::ToolCallUpdate(going_on);
-            let _ = cx.send_notification(SessionNotification::new(session_id, update));
+            send_update(&cx, outflow.as_deref(), SessionNotification::new(session_id, update));
             match answer {
                 Ok(response) => match response.outcome {
                     RequestPermissionOutcome::Selected(selected)
@@ -657,9 +675,23 @@ impl AcpSink {
 
     fn send(&self, update: agent_client_protocol::v1::schema::SessionUpdate) {
         let notification = SessionNotification::new(self.session_id.0.clone(), update);
-        if let Err(error) = self.cx.send_notification(notification) {
-            tracing::debug!(%error, "cannot send session/update (client gone?)");
+        send_update(&self.cx, self.outflow.as_deref(), notification);
+    }
+}
+
+/// Hands a `session/update` to the SDK, counted on its way out.
+fn send_update(
+    cx: &ConnectionTo<Client>,
+    outflow: Option<&transport::Outflow>,
+    notification: SessionNotification,
+) {
+    match cx.send_notification(notification) {
+        Ok(()) => {
+            if let Some(outflow) = outflow {
+                outflow.sent();
+            }
         }
+        Err(error) => tracing::debug!(%error, "cannot send session/update (client gone?)"),
     }
 }
 
@@ -667,8 +699,10 @@ impl AcpSink {
 /// [`claim_stdout`]) until the client closes stdin.
 pub(crate) async fn serve_stdio(host: Arc<Host>, stdout: std::fs::File) -> anyhow::Result<()> {
     let stdin = std::io::BufReader::with_capacity(64 << 10, std::io::stdin());
-    let (transport, writer) = transport::lines(stdin, stdout, host.recorder.clone());
-    let served = agent(host)
+    let outflow = Arc::new(transport::Outflow::default());
+    let (transport, writer) =
+        transport::lines(stdin, stdout, host.recorder.clone(), Arc::clone(&outflow));
+    let served = agent(host, Some(outflow))
         .connect_to(transport)
         .await
         .map_err(|e| anyhow::anyhow!("ACP connection failed: {e}"));

@@ -9,16 +9,79 @@
 //!   the SDK answers with a parse error (`-32700`); the agent keeps serving. The SDK repeats a
 //!   malformed line in its error, so a malformed line longer than [`ECHO_LIMIT`] is replaced by
 //!   a short description of it first.
+//! - **A client that stops reading holds the session back, not the agent's memory.** The
+//!   SDK's outgoing queue has no bound, so `session/update`s are counted on their way out
+//!   ([`Outflow`]): at most [`IN_FLIGHT`] are handed to the SDK and not yet written; a session
+//!   with more to say waits (its command's live output meanwhile coalesces in its bounded
+//!   buffer, see `executor/live.rs`).
 
 use futures::StreamExt as _;
 use std::fs::File;
 use std::io::{BufRead, Write as _};
 use std::os::fd::FromRawFd as _;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// The longest line read; longer lines are skipped (and answered with a parse error).
 pub(crate) const MAX_LINE: usize = 256 << 20;
 /// The longest malformed line repeated back to the client.
 pub(crate) const ECHO_LIMIT: usize = 1024;
+
+/// The most `session/update` notifications handed to the SDK and not yet written to the
+/// client. Each is bounded (live output by the live buffer's cap, 256 KiB), so this bounds
+/// the memory a client that stops reading can cost.
+pub(crate) const IN_FLIGHT: usize = 32;
+
+/// How a written line starts when it is a `session/update` (the SDK writes `jsonrpc`, then
+/// `method`, then `params`; `a_notification_line_starts_as_the_outflow_expects` checks it).
+const UPDATE_LINE: &str = r#"{"jsonrpc":"2.0","method":"session/update""#;
+
+/// The `session/update`s on their way to the client: counted when handed to the SDK and when
+/// written, so a session waits while [`IN_FLIGHT`] are between the two.
+#[derive(Debug, Default)]
+pub(crate) struct Outflow {
+    in_flight: AtomicUsize,
+    /// The client's stdout is closed: nothing waits any more.
+    gone: AtomicBool,
+    written: tokio::sync::Notify,
+}
+
+impl Outflow {
+    /// Waits until another update may be handed to the SDK.
+    pub(crate) async fn room(&self) {
+        loop {
+            let written = self.written.notified();
+            tokio::pin!(written);
+            written.as_mut().enable();
+            if self.in_flight.load(Ordering::Acquire) < IN_FLIGHT
+                || self.gone.load(Ordering::Acquire)
+            {
+                return;
+            }
+            written.await;
+        }
+    }
+
+    /// An update was handed to the SDK.
+    pub(crate) fn sent(&self) {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// `count` updates reached the client's pipe.
+    fn written(&self, count: usize) {
+        if count == 0 {
+            return;
+        }
+        let _ = self
+            .in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| Some(n.saturating_sub(count)));
+        self.written.notify_waiters();
+    }
+
+    fn close(&self) {
+        self.gone.store(true, Ordering::Release);
+        self.written.notify_waiters();
+    }
+}
 
 /// Takes stdout for the protocol: returns a private duplicate of fd 1 and points fd 1 at
 /// stderr.
@@ -44,6 +107,7 @@ pub(crate) fn lines(
     input: impl BufRead + Send + 'static,
     output: File,
     tap: Option<std::sync::Arc<crate::arc::Recorder>>,
+    outflow: std::sync::Arc<Outflow>,
 ) -> (
     agent_client_protocol::Lines<
         impl futures::Sink<String, Error = std::io::Error> + Send + 'static,
@@ -74,18 +138,25 @@ pub(crate) fn lines(
                 write_line(output, line)
             };
             while let Some(line) = outgoing_rx.blocking_recv() {
+                let mut updates = usize::from(line.starts_with(UPDATE_LINE));
                 let mut written = write(&mut output, &line);
                 while written.is_ok() {
                     match outgoing_rx.try_recv() {
-                        Ok(line) => written = write(&mut output, &line),
+                        Ok(line) => {
+                            updates += usize::from(line.starts_with(UPDATE_LINE));
+                            written = write(&mut output, &line);
+                        }
                         Err(_) => break,
                     }
                 }
                 if let Err(error) = written.and_then(|()| output.flush()) {
                     tracing::debug!(%error, "cannot write to the client (gone?)");
+                    outflow.close();
                     return;
                 }
+                outflow.written(updates);
             }
+            outflow.close();
         })
         .unwrap_or_else(|_| std::thread::spawn(|| ()));
     let outgoing = futures::sink::unfold(outgoing_tx, async |tx, line: String| {
@@ -201,6 +272,17 @@ fn sanitize(bytes: Vec<u8>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_notification_line_starts_as_the_outflow_expects() {
+        use agent_client_protocol::{RawJsonRpcMessage, RawJsonRpcNotification};
+        let notification = RawJsonRpcNotification {
+            method: "session/update".into(),
+            params: serde_json::from_value(serde_json::json!({"sessionId": "s"})).ok(),
+        };
+        let line = serde_json::to_string(&RawJsonRpcMessage::from(notification)).unwrap();
+        assert!(line.starts_with(UPDATE_LINE), "{line}");
+    }
 
     fn lines_of(input: &[u8], limit: usize) -> Vec<RawLine> {
         let mut reader = std::io::BufReader::with_capacity(4, input);

@@ -22,3 +22,4 @@ mod run_cli;
 mod sandbox;
 mod sandbox_real;
 mod sessions;
+mod slow_client;
