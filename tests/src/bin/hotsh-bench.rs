@@ -13,6 +13,7 @@
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- sessions [EVENTS] [RUNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- models [TURNS] [CHUNKS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- mcp [CALLS] [RUNS]
+//! cargo run --release -p hotsh-tests --bin hotsh-bench -- slow-client [SECONDS] [RUNS]
 //! ```
 //!
 //! `startup`: per run, spawn `hotsh` (no arguments: plugins from its own directory) and time
@@ -61,6 +62,9 @@
 //! calls sent by the benchmark itself straight to the server over its pipes (the server's own
 //! time, with JSON-RPC both ways).
 //!
+//! `slow-client`: a client that stops reading while a command prints for SECONDS (default
+//! 12): the host's peak RSS, which the back-pressure toward the client bounds.
+//!
 //! Every benchmark prints each run and the medians. The machine is shared and noisy: compare
 //! medians, not runs.
 
@@ -88,9 +92,10 @@ fn main() {
         Some("card") => card(number(&args, 1, 20)),
         Some("edit") => edit(number(&args, 1, 20), number(&args, 2, 5)),
         Some("mcp") => mcp(number(&args, 1, 50), number(&args, 2, 5)),
+        Some("slow-client") => slow_client(number(&args, 1, 12), number(&args, 2, 3)),
         _ => {
             eprintln!(
-                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS] | card [TURNS] | edit [CALLS] [RUNS] | mcp [CALLS] [RUNS])"
+                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS] | card [TURNS] | edit [CALLS] [RUNS] | mcp [CALLS] [RUNS] | slow-client [SECONDS] [RUNS])"
             );
             std::process::exit(2);
         }
@@ -285,6 +290,42 @@ fn output(mib: usize, runs: usize) {
         median(rates),
         median(peaks)
     );
+}
+
+/// `slow-client`: a command prints as fast as it can for SECONDS while the client reads
+/// nothing (it sleeps SECONDS + 1 s after sending the prompt), then reads everything. Reports
+/// the host's peak RSS (the bound on what a client that falls behind costs) and the time from
+/// the prompt to its answer.
+fn slow_client(seconds: usize, runs: usize) {
+    let hotsh = release_dir().join("hotsh");
+    let command = format!(
+        "end=$((SECONDS+{seconds})); while [ $SECONDS -lt $end ]; do yes hotsh-benchmark-slow-client | head -c 4M; done"
+    );
+    let mut peaks = Vec::new();
+    for run in 1..=runs {
+        let responses = vec![
+            json!({"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}),
+            json!({"text": "done"}),
+        ];
+        let mut agent = Agent::start(&hotsh, responses, "");
+        let session = agent.session.clone();
+        let started = Instant::now();
+        let line = json!({"jsonrpc": "2.0", "id": 999, "method": "session/prompt",
+            "params": {"sessionId": session, "prompt": [{"type": "text", "text": "flood"}]}});
+        writeln!(agent.stdin, "{line}").expect("write");
+        agent.stdin.flush().expect("flush");
+        std::thread::sleep(Duration::from_secs(seconds as u64 + 1));
+        let blocked = proc_status_kib(agent.pid(), "VmHWM:") as f64 / 1024.0;
+        while agent.read_message()["id"] != 999 {}
+        let answered = started.elapsed().as_secs_f64();
+        let peak = proc_status_kib(agent.pid(), "VmHWM:") as f64 / 1024.0;
+        println!(
+            "run {run}: host peak RSS {peak:.1} MiB ({blocked:.1} MiB while unread); answered after {answered:.2} s"
+        );
+        peaks.push(peak);
+        agent.finish();
+    }
+    println!("median of {runs} runs: host peak RSS {:.1} MiB", median(peaks));
 }
 
 fn overhead(calls: usize, runs: usize) {
