@@ -29,7 +29,8 @@ pub use v1::{
     FileWritten, FinalCard, GenericCard, HostRef, HostServices, HostServices_TO, KillOutcome,
     Location, LogLevel, Manifest, Plugin, PluginModule, PluginModuleRef, PromptSection,
     SandboxFacts, SandboxMode, SandboxRequest, Seen, TaskOutput, TaskStarted, TaskState,
-    TaskStatus, TerminalCard, TerminalExit, ToolCall, ToolKind, ToolOutput, ToolSpec, ToolsContext,
+    TaskStatus, TerminalCard, TerminalExit, ToolCall, ToolEffects, ToolKind, ToolOutput, ToolSpec,
+    ToolsContext,
 };
 
 /// The interface version a plugin built against this crate speaks.

@@ -41,16 +41,47 @@ pub struct ToolSpec {
     pub description: RString,
     /// JSON Schema of the tool's arguments, as JSON text.
     pub input_schema: RString,
+    /// What its calls may do, for what the host offers when (see [`ToolEffects`]).
+    pub effects: ToolEffects,
 }
 
 impl ToolSpec {
+    /// A tool whose calls only read (no commands, no file writes); declare more with
+    /// [`ToolSpec::runs_commands`] and [`ToolSpec::writes_files`].
     pub fn new(name: &str, description: &str, input_schema: &serde_json::Value) -> Self {
         Self {
             name: name.into(),
             description: description.into(),
             input_schema: input_schema.to_string().into(),
+            effects: ToolEffects::default(),
         }
     }
+
+    /// Its calls run commands (through [`HostServices::run`] or [`HostServices::start`]).
+    #[must_use]
+    pub fn runs_commands(mut self) -> Self {
+        self.effects.runs_commands = true;
+        self
+    }
+
+    /// Its calls write files (through [`HostServices::write_text_file`]).
+    #[must_use]
+    pub fn writes_files(mut self) -> Self {
+        self.effects.writes_files = true;
+        self
+    }
+}
+
+/// What a tool's calls may do, as the tool declares it. The host decides from it what to
+/// offer the model (in plan mode without a backend that can confine commands, no tool that
+/// runs commands is offered); what a call actually does is still checked by the host services
+/// it goes through (the sandbox gates every command and write), so a wrong declaration hides
+/// or shows a tool, and allows nothing.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ToolEffects {
+    pub runs_commands: bool,
+    pub writes_files: bool,
 }
 
 /// A piece of the system prompt. The host sorts all loaded sections by `order`, then `id`.
@@ -379,7 +410,8 @@ pub enum TaskState {
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
 pub struct TaskStarted {
-    /// `bash-N`, unique within the host process.
+    /// `<tool>-N`: the name of the tool whose call started it and a number unique within the
+    /// host process (`bash-3`).
     pub task_id: RString,
     /// The file that receives the task's full output.
     pub output_path: RString,

@@ -275,8 +275,8 @@ async fn ask_model(
 }
 
 /// The tools the model is offered: the plugins' and the MCP servers', except that plan mode
-/// offers `bash` only while a backend can confine commands to read-only (otherwise none could
-/// run), and only the server tools their server says only read.
+/// offers tools that run commands only while a backend can confine commands to read-only
+/// (otherwise none could run), and only the server tools their server says only read.
 async fn offered_tools(
     parts: &Parts,
     session: &Session,
@@ -285,7 +285,7 @@ async fn offered_tools(
     let mut tools = snapshot.tool_definitions();
     let planning = session.planning();
     if planning && !parts.sandbox.confines() {
-        tools.retain(|tool| tool.name != "bash");
+        tools.retain(|tool| !tool.effects.runs_commands);
     }
     if let Some(mcp) = &parts.mcp {
         tools.extend(mcp.tool_definitions(planning).await);
@@ -353,6 +353,7 @@ async fn execute_call(
         live: Arc::clone(&live),
         spill_stem: output_dir.join(&call_id.0),
         plugin: plugin.name.clone(),
+        tool: call.name.clone(),
         runs: AtomicU32::new(0),
         session_id: session.id.0.clone(),
         task_output_dir: output_dir,

@@ -314,9 +314,9 @@ pub fn fixture_target_dir() -> PathBuf {
 }
 
 /// The version of hotsh-abi in this checkout.
-pub const ABI_VERSION: &str = "0.3.0";
+pub const ABI_VERSION: &str = "0.4.0";
 /// Another minor version of it (which abi_stable refuses).
-pub const OTHER_ABI_VERSION: &str = "0.4.0";
+pub const OTHER_ABI_VERSION: &str = "0.5.0";
 
 /// A copy of hotsh-abi with one change, for builds that must be rejected.
 fn changed_interface(interface: Interface) -> PathBuf {

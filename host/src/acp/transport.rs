@@ -280,7 +280,8 @@ mod tests {
             method: "session/update".into(),
             params: serde_json::from_value(serde_json::json!({"sessionId": "s"})).ok(),
         };
-        let line = serde_json::to_string(&RawJsonRpcMessage::from(notification)).unwrap();
+        let line = serde_json::to_string(&RawJsonRpcMessage::from(notification))
+            .expect("a notification serialises");
         assert!(line.starts_with(UPDATE_LINE), "{line}");
     }
 

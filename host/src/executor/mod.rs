@@ -152,6 +152,8 @@ pub(crate) struct StartRequest {
     pub(crate) mode: String,
     /// The task's `$TMPDIR` (the session's private temp dir), if not the host's.
     pub(crate) temp_dir: Option<PathBuf>,
+    /// What started it (the tool's name): its id is `<kind>-N`.
+    pub(crate) kind: String,
 }
 
 /// A background task that was just started.
@@ -177,7 +179,7 @@ pub(crate) enum RunError {
     #[error("cannot start a command: {0}")]
     Spawn(std::io::Error),
     #[error(
-        "too many background tasks ({running} running; the limit is {limit}); stop one with bash_kill or wait for one to finish"
+        "too many background tasks ({running} running; the limit is {limit}); stop one or wait for one to finish"
     )]
     TooManyTasks { running: usize, limit: usize },
     #[error("the executor is shutting down")]
@@ -513,7 +515,8 @@ impl Executor {
             request.temp_dir.as_deref(),
             Output::Merged,
         )?;
-        let id = TaskId(format!("bash-{}", self.next_task.fetch_add(1, Ordering::SeqCst)));
+        let number = self.next_task.fetch_add(1, Ordering::SeqCst);
+        let id = TaskId(format!("{}-{number}", id_prefix(&request.kind)));
         let output_path = request.output_dir.join(format!("{id}.log"));
         let mut output = SpillFile::eager(output_path.clone(), self.config.capture.spill_cap);
         let task = Arc::new(Task::new(
@@ -913,4 +916,15 @@ pub(crate) fn signal_name(signal: i32) -> String {
         other => return format!("signal {other}"),
     };
     name.to_owned()
+}
+
+/// A task id's prefix from what started it: letters, digits, `_` and `-` (the id names its
+/// output file), `task` when nothing is left.
+fn id_prefix(kind: &str) -> String {
+    let prefix: String = kind
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .take(64)
+        .collect();
+    if prefix.is_empty() { "task".to_owned() } else { prefix }
 }

@@ -662,15 +662,17 @@ async fn list_tools(
                 .and_then(|a| a.title.clone())
                 .or_else(|| tool.title.clone())
                 .unwrap_or_else(|| tool.name.to_string());
+            let read_only = annotations.and_then(|a| a.read_only_hint) == Some(true);
             Tool {
                 definition: ToolDefinition {
                     name: tool_name(prefix, &tool.name),
                     description: tool.description.as_deref().unwrap_or_default().to_owned(),
                     input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
+                    effects: server_tool_effects(read_only),
                 },
                 remote: tool.name.to_string(),
                 title,
-                read_only: annotations.and_then(|a| a.read_only_hint) == Some(true),
+                read_only,
             }
         })
         .collect())
@@ -771,6 +773,12 @@ impl McpSetup {
     pub(crate) fn from_config(config: &McpConfig) -> anyhow::Result<Self> {
         Ok(Self { limits: config.limits()?, configured: config.servers()?, replay: None })
     }
+}
+
+/// What a server's tool may do: nothing but read when its server says so, anything otherwise
+/// (a server runs outside the sandbox).
+pub(crate) fn server_tool_effects(read_only: bool) -> crate::model::ToolEffects {
+    crate::model::ToolEffects { runs_commands: !read_only, writes_files: !read_only }
 }
 
 #[cfg(test)]

@@ -93,14 +93,16 @@ pub(super) fn to_json(tool: &Tool) -> Value {
 
 fn from_json(prefix: &str, tool: &Value) -> Tool {
     let remote = tool["name"].as_str().unwrap_or_default().to_owned();
+    let read_only = tool["read_only"].as_bool().unwrap_or(false);
     Tool {
         definition: ToolDefinition {
             name: super::tool_name(prefix, &remote),
             description: tool["description"].as_str().unwrap_or_default().to_owned(),
             input_schema: tool["input_schema"].clone(),
+            effects: super::server_tool_effects(read_only),
         },
         title: tool["title"].as_str().map_or_else(|| remote.clone(), str::to_owned),
-        read_only: tool["read_only"].as_bool().unwrap_or(false),
+        read_only,
         remote,
     }
 }

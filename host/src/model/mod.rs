@@ -70,6 +70,17 @@ pub(crate) struct ToolDefinition {
     pub(crate) name: String,
     pub(crate) description: String,
     pub(crate) input_schema: serde_json::Value,
+    /// What its calls may do, as its provider declares it (the host's business, not the
+    /// model's: never sent).
+    #[serde(skip)]
+    pub(crate) effects: ToolEffects,
+}
+
+/// What a tool's calls may do, as its provider declares it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ToolEffects {
+    pub(crate) runs_commands: bool,
+    pub(crate) writes_files: bool,
 }
 
 /// Everything one model request carries.

@@ -30,6 +30,8 @@ pub(crate) struct CallServices {
     /// Spill files of this call are `<spill_stem>-<n>.log`.
     pub(crate) spill_stem: PathBuf,
     pub(crate) plugin: String,
+    /// The tool called (it names the background tasks the call starts).
+    pub(crate) tool: String,
     pub(crate) runs: AtomicU32,
     /// The calling session: the owner of the tasks this call starts.
     pub(crate) session_id: String,
@@ -192,6 +194,7 @@ impl CallServices {
             policy: gate.policy,
             mode: gate.mode.as_str().to_owned(),
             temp_dir: self.temp_dir(),
+            kind: self.tool.clone(),
         };
         let executor = Arc::clone(&self.executor);
         match self.on_runtime(async move { executor.start(request).await }) {
@@ -331,6 +334,7 @@ mod tests {
                 live: Arc::new(LiveOutput::new(1024)),
                 spill_stem: PathBuf::from("/dev/null/spill"),
                 plugin: "test".to_owned(),
+                tool: "test".to_owned(),
                 runs: AtomicU32::new(0),
                 session_id: "s".to_owned(),
                 task_output_dir: PathBuf::from("/dev/null/tasks"),

@@ -69,6 +69,10 @@ impl PluginV1 {
                     name: tool.name.into_string(),
                     description: tool.description.into_string(),
                     input_schema,
+                    effects: crate::model::ToolEffects {
+                        runs_commands: tool.effects.runs_commands,
+                        writes_files: tool.effects.writes_files,
+                    },
                 })
             })
             .collect()

@@ -805,8 +805,8 @@ pub(crate) fn task_notice(
     } else {
         let marker = end.sandbox.as_ref().and_then(TaskSandbox::marker);
         format!(
-            "{}[background task {task_id} `{shown}` {}. Its unread output is still available with \
-             bash_output; full output: {}]",
+            "{}[background task {task_id} `{shown}` {}. Its unread output can still be read by \
+             its task id; full output: {}]",
             marker.map(|m| m + " ").unwrap_or_default(),
             describe_task_end(end),
             output_path.display()

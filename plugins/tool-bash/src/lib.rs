@@ -160,7 +160,8 @@ impl Plugin for ToolBash {
             })
         };
         vec![
-            ToolSpec::new("bash", BASH_DESCRIPTION, &bash_schema(context.sandboxed)),
+            ToolSpec::new("bash", BASH_DESCRIPTION, &bash_schema(context.sandboxed))
+                .runs_commands(),
             ToolSpec::new(
                 "bash_output",
                 "Returns what a background task printed since the last read, and its status.",

@@ -145,8 +145,8 @@ impl Plugin for ToolFs {
         }
         vec![
             ToolSpec::new("read_file", READ_DESCRIPTION, &read),
-            ToolSpec::new("write_file", WRITE_DESCRIPTION, &write),
-            ToolSpec::new("edit_file", EDIT_DESCRIPTION, &edit),
+            ToolSpec::new("write_file", WRITE_DESCRIPTION, &write).writes_files(),
+            ToolSpec::new("edit_file", EDIT_DESCRIPTION, &edit).writes_files(),
         ]
     }
 

@@ -218,7 +218,7 @@ fn task_limit_per_session_is_a_clear_error() {
         results[1],
         (
             "bash could not start the task: too many background tasks (1 running; the limit is 1); \
-             stop one with bash_kill or wait for one to finish"
+             stop one or wait for one to finish"
                 .to_owned(),
             true
         )

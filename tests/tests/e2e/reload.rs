@@ -330,7 +330,7 @@ fn layout_mismatch_is_rejected_with_a_short_summary() {
 fn another_minor_version_of_the_interface_is_rejected() {
     rejected_while_the_old_build_serves(
         &reloadable_build("other-minor", Interface::OtherMinor),
-        "built against another hotsh-abi version (plugin 0.4.0, host 0.3.0)",
+        "built against another hotsh-abi version (plugin 0.5.0, host 0.4.0)",
     );
 }
 

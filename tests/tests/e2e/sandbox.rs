@@ -374,6 +374,36 @@ fn plan_mode_caps_at_read_only_refuses_escalation_at_the_gate_and_restores_the_o
 }
 
 #[test]
+fn plan_mode_without_a_backend_offers_no_tool_that_declares_it_runs_commands() {
+    let mut options = options("none", "", vec![say("planned"), say("back")]);
+    options.plugins = vec![hotsh_tests::tool_bash_plugin(), hotsh_tests::tool_fs_plugin()];
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    set_mode(&mut agent, &session, "plan");
+    agent.prompt(&session, "plan it");
+    set_mode(&mut agent, &session, "default");
+    agent.prompt(&session, "do it");
+    let offered: Vec<Vec<String>> = agent
+        .model_requests()
+        .iter()
+        .map(|request| {
+            let tools = request["tools"].as_array().expect("tools");
+            tools.iter().map(|t| t["name"].as_str().expect("a name").to_owned()).collect()
+        })
+        .collect();
+    // `bash` declares that it runs commands; the others (reading a task's output, killing
+    // one, the file tools, whose writes plan mode caps) do not.
+    assert_eq!(
+        offered[0],
+        ["bash_output", "bash_kill", "read_file", "write_file", "edit_file"],
+        "{offered:?}"
+    );
+    assert_eq!(offered[1][0], "bash", "{offered:?}");
+    assert_eq!(offered[1].len(), 6, "{offered:?}");
+}
+
+#[test]
 fn the_override_survives_a_restart_and_sessions_keep_their_own_modes() {
     let data = tempfile::tempdir().expect("data dir");
     let shared = |responses| {
