@@ -1,4 +1,6 @@
-//! The one writer of a session's log: a task that owns the file, fed by a bounded channel.
+//! The one writer of a session's log: a thread of its own that owns the file, fed by a
+//! bounded channel (the file is written with blocking calls, never on a runtime worker; a
+//! disk that stalls stalls this session's log, and the session once the channel is full).
 //!
 //! Records are buffered and written when the session asks for a flush (at the end of a turn,
 //! when a card closes) or when the buffer fills. If a write fails (a full disk), the file is cut
@@ -45,12 +47,21 @@ pub(crate) struct OpenLog {
 }
 
 impl LogWriter {
-    /// Starts the writer task of an opened log (on the current runtime).
+    /// Starts the writer thread of an opened log.
     pub(crate) fn start(open: OpenLog) -> Self {
         let (commands, received) = mpsc::channel(CHANNEL);
         let failure = Arc::new(Mutex::new(None));
         let path = open.path.clone();
-        tokio::spawn(run(open, received, Arc::clone(&failure)));
+        let failed = Arc::clone(&failure);
+        let started = std::thread::Builder::new()
+            .name("session-log".to_owned())
+            .spawn(move || run(open, received, &failed));
+        if let Err(error) = started {
+            let message =
+                format!("cannot start the writer of the session log {}: {error}", path.display());
+            tracing::error!("{message}");
+            *lock(&failure) = Some(message);
+        }
         Self { commands, path, failure }
     }
 
@@ -87,18 +98,14 @@ impl LogWriter {
     }
 }
 
-async fn run(
-    open: OpenLog,
-    mut commands: mpsc::Receiver<Command>,
-    failure: Arc<Mutex<Option<String>>>,
-) {
+fn run(open: OpenLog, mut commands: mpsc::Receiver<Command>, failure: &Mutex<Option<String>>) {
     let OpenLog { path, file, lock: _lock, mut next_seq, length } = open;
     let mut file = file;
     let mut buffer: Vec<u8> = Vec::with_capacity(BUFFER);
     // Everything up to here is complete records on disk.
     let mut durable = length;
     let mut failed = false;
-    while let Some(command) = commands.recv().await {
+    while let Some(command) = commands.blocking_recv() {
         match command {
             Command::Append(record) => {
                 if failed {
@@ -115,12 +122,12 @@ async fn run(
                     }
                 }
                 if buffer.len() >= BUFFER {
-                    failed = !write_out(&path, &mut file, &mut buffer, &mut durable, &failure);
+                    failed = !write_out(&path, &mut file, &mut buffer, &mut durable, failure);
                 }
             }
             Command::Flush(done) => {
                 if !failed {
-                    failed = !write_out(&path, &mut file, &mut buffer, &mut durable, &failure);
+                    failed = !write_out(&path, &mut file, &mut buffer, &mut durable, failure);
                 }
                 let result = match lock(&failure).clone() {
                     Some(failure) => Err(failure),
@@ -130,7 +137,7 @@ async fn run(
             }
             Command::Close(done) => {
                 if !failed {
-                    write_out(&path, &mut file, &mut buffer, &mut durable, &failure);
+                    write_out(&path, &mut file, &mut buffer, &mut durable, failure);
                 }
                 let _ = done.send(());
                 return;
@@ -138,17 +145,12 @@ async fn run(
         }
     }
     if !failed {
-        write_out(&path, &mut file, &mut buffer, &mut durable, &failure);
+        write_out(&path, &mut file, &mut buffer, &mut durable, failure);
     }
 }
 
 /// Writes the buffer; on failure, cuts the file back to its last complete record and records
 /// why. Returns whether the write succeeded.
-///
-/// The write is made on the writer task itself, not handed to the blocking pool: it is at
-/// most a buffer (256 KiB) into the page cache, and a hop to another thread and back cost more
-/// than the write on every tool call. A disk that stalls stalls this runtime worker for as
-/// long; the other worker goes on serving.
 fn write_out(
     path: &Path,
     file: &mut std::fs::File,
