@@ -43,6 +43,7 @@
 
 use anyhow::Context as _;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
@@ -57,7 +58,7 @@ pub(crate) struct ConfigFile {
     /// Record every session of the agent into this arc (as `--record`).
     pub(crate) record: Option<PathBuf>,
     pub(crate) sandbox: crate::sandbox::SandboxConfig,
-    pub(crate) mcp: crate::mcp::McpConfig,
+    pub(crate) mcp: McpConfig,
 }
 
 /// A named OpenAI-compatible model.
@@ -153,4 +154,26 @@ mod tests {
         assert_eq!(config.executor.max_background_tasks, Some(2));
         assert!(toml::from_str::<ConfigFile>("[env]\nkepe = []\n").is_err());
     }
+}
+
+/// The `[mcp]` section of the config file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct McpConfig {
+    pub(crate) connect_timeout_secs: Option<u64>,
+    pub(crate) call_timeout_secs: Option<u64>,
+    pub(crate) turn_wait_secs: Option<u64>,
+    /// Servers every session gets, by name.
+    pub(crate) servers: BTreeMap<String, ConfiguredServer>,
+}
+
+/// A server in the config file: `command` (with `args`, `env`) or `url` (with `headers`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct ConfiguredServer {
+    pub(crate) command: Option<PathBuf>,
+    pub(crate) args: Vec<String>,
+    pub(crate) env: BTreeMap<String, String>,
+    pub(crate) url: Option<String>,
+    pub(crate) headers: BTreeMap<String, String>,
 }

@@ -36,3 +36,18 @@ pub(crate) fn executable_dir() -> anyhow::Result<PathBuf> {
 pub(crate) fn user_bin_dir() -> Option<PathBuf> {
     std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".local/bin"))
 }
+
+/// The first executable file named `program` in the absolute directories of `path` (a
+/// `PATH` value; a relative entry would mean another file in each command's directory).
+pub(crate) fn find_on_path(program: &Path, path: &std::ffi::OsStr) -> Option<PathBuf> {
+    std::env::split_paths(path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(program))
+        .find(|candidate| std::fs::metadata(candidate).is_ok_and(|m| is_executable(&m)))
+}
+
+/// A regular file with an execute bit.
+pub(crate) fn is_executable(metadata: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    metadata.is_file() && metadata.permissions().mode() & 0o111 != 0
+}

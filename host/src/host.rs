@@ -245,7 +245,7 @@ impl Host {
             session_id: id.clone(),
             cwd: cwd.clone(),
             created_at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
-            agent: crate::cli::version_line(),
+            agent: crate::version::version_line(),
         };
         let open = self.store.create(&meta)?;
         let session = Arc::new(Session::new(SessionId(id), cwd, LogWriter::start(open), None));

@@ -21,6 +21,7 @@ mod sync;
 mod task_cards;
 mod term;
 mod turn;
+mod version;
 
 pub use cli::main;
 pub use executor::run_shim_if_asked;

@@ -202,23 +202,8 @@ fn on_path(program: &Path, env: &[(OsString, OsString)]) -> PathBuf {
     }
     env.iter()
         .find(|(key, _)| key == "PATH")
-        .and_then(|(_, path)| find_on_path(program, path))
+        .and_then(|(_, path)| crate::dirs::find_on_path(program, path))
         .unwrap_or_else(|| program.to_owned())
-}
-
-/// The first executable file named `program` in the absolute directories of `path` (a
-/// `PATH` value; a relative entry would mean another file in each command's directory).
-pub(crate) fn find_on_path(program: &Path, path: &std::ffi::OsStr) -> Option<PathBuf> {
-    std::env::split_paths(path)
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join(program))
-        .find(|candidate| std::fs::metadata(candidate).is_ok_and(|m| is_executable(&m)))
-}
-
-/// A regular file with an execute bit.
-pub(crate) fn is_executable(metadata: &std::fs::Metadata) -> bool {
-    use std::os::unix::fs::PermissionsExt as _;
-    metadata.is_file() && metadata.permissions().mode() & 0o111 != 0
 }
 
 /// The host's bash executor.

@@ -790,7 +790,7 @@ impl Program {
         let shim = exe.with_file_name(PROGRAM);
         let beside = std::fs::File::open(&shim)
             .ok()
-            .filter(|file| file.metadata().is_ok_and(|m| super::is_executable(&m)));
+            .filter(|file| file.metadata().is_ok_and(|m| crate::dirs::is_executable(&m)));
         match beside {
             Some(file) => Self {
                 path: format!("/proc/self/fd/{}", file.as_raw_fd()).into(),

@@ -2,32 +2,11 @@
 //! `session/resume`, converted by `acp::from_acp`) and from the config file, and the settings
 //! they run under.
 
-use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The `[mcp]` section of the config file.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub(crate) struct McpConfig {
-    pub(crate) connect_timeout_secs: Option<u64>,
-    pub(crate) call_timeout_secs: Option<u64>,
-    pub(crate) turn_wait_secs: Option<u64>,
-    /// Servers every session gets, by name.
-    pub(crate) servers: BTreeMap<String, ConfiguredServer>,
-}
-
-/// A server in the config file: `command` (with `args`, `env`) or `url` (with `headers`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub(crate) struct ConfiguredServer {
-    pub(crate) command: Option<PathBuf>,
-    pub(crate) args: Vec<String>,
-    pub(crate) env: BTreeMap<String, String>,
-    pub(crate) url: Option<String>,
-    pub(crate) headers: BTreeMap<String, String>,
-}
+pub(crate) use crate::config::McpConfig;
 
 /// How long things may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -30,13 +30,7 @@ impl std::fmt::Display for Generation {
 
 static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
 
-/// A prompt section a plugin contributes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct PromptSection {
-    pub(crate) id: String,
-    pub(crate) order: u32,
-    pub(crate) text: String,
-}
+use crate::prompt::PromptSection;
 
 /// One loaded build of one plugin.
 #[derive(Debug)]

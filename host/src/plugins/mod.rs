@@ -52,7 +52,7 @@ impl Snapshot {
     }
 
     /// The plugins' prompt sections, sorted by order then id.
-    pub(crate) fn prompt_sections(&self) -> Vec<loader::PromptSection> {
+    pub(crate) fn prompt_sections(&self) -> Vec<crate::prompt::PromptSection> {
         let mut sections: Vec<_> =
             self.plugins.iter().flat_map(|p| p.prompt_sections.iter().cloned()).collect();
         sections.sort_by(|a, b| (a.order, &a.id).cmp(&(b.order, &b.id)));

@@ -1,9 +1,9 @@
 //! The host's adapter for plugins speaking interface v1: converts between the ABI's
 //! `#[repr(C)]` types and the host's own, and is the only code that calls v1 functions.
 
-use super::loader::PromptSection;
 use super::services::CallServices;
 use crate::model::ToolDefinition;
+use crate::prompt::PromptSection;
 use crate::session::{
     CallStatus, Card, FileDiff, FileLocation, GenericCard, TerminalCard, TerminalExit, ToolKind,
 };

@@ -435,7 +435,7 @@ fn landlock_backend() -> Backend {
 
 /// `bwrap` on the PATH.
 fn find_bwrap() -> Option<PathBuf> {
-    crate::executor::find_on_path(Path::new("bwrap"), &std::env::var_os("PATH")?)
+    crate::dirs::find_on_path(Path::new("bwrap"), &std::env::var_os("PATH")?)
 }
 
 /// The resolution of a session's mode (DESIGN §7): an escalation grant, else the session's
