@@ -285,8 +285,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 data_dir.as_deref(),
             ));
             return match command {
-                SessionsCommand::List { cwd } => crate::run_cli::list_sessions(&store, cwd),
-                SessionsCommand::Show { id } => crate::run_cli::show_session(&store, &id),
+                SessionsCommand::List { cwd } => crate::acp::run::list_sessions(&store, cwd),
+                SessionsCommand::Show { id } => crate::acp::run::show_session(&store, &id),
                 SessionsCommand::Export { id, arc, plugin_dirs, no_default_plugins } => {
                     let agent = AgentArgs {
                         plugin_dirs,
@@ -344,7 +344,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             anyhow::ensure!(cwd.is_dir(), "--cwd {} is not a directory", cwd.display());
             let mut config = agent.into_config()?;
             config.warn_without_tools = false;
-            (config, Some((crate::run_cli::Target { cwd, resume: session, sandbox }, prompt)))
+            (config, Some((crate::acp::run::Target { cwd, resume: session, sandbox }, prompt)))
         }
     };
     // SAFETY: no thread has been started yet (the runtime is built below).
@@ -361,7 +361,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             None => serve(config).await,
             Some((target, prompt)) => {
                 let host = Host::start(config)?;
-                let code = crate::run_cli::run_prompt(Arc::clone(&host), target, prompt).await;
+                let code = crate::acp::run::run_prompt(Arc::clone(&host), target, prompt).await;
                 host.shutdown().await;
                 code
             }

@@ -14,7 +14,6 @@ mod mcp;
 mod model;
 mod plugins;
 mod prompt;
-mod run_cli;
 mod sandbox;
 mod session;
 mod sync;

@@ -1,10 +1,12 @@
-//! The ACP bridge: the only module that knows ACP and JSON-RPC (ARCHITECTURE.md, invariant 1).
+//! The ACP bridge: the only module that uses the ACP SDK (ARCHITECTURE.md, invariant 1): the
+//! agent, and the in-process client of `hotsh run` (`run.rs`).
 //!
 //! Handlers hold the SDK's dispatch loop, so none of them waits for long: `session/prompt`
 //! starts the turn on the runtime and returns, which keeps `session/cancel` flowing while the
 //! turn runs.
 
 mod from_acp;
+pub(crate) mod run;
 mod to_acp;
 mod transport;
 

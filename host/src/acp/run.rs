@@ -2,7 +2,6 @@
 //! in process), so what it prints is exactly what an editor would be sent: messages, each card
 //! with its command, live output and exit status.
 
-use crate::acp;
 use crate::host::Host;
 use agent_client_protocol::Client;
 use agent_client_protocol::schema::ProtocolVersion;
@@ -49,7 +48,7 @@ pub(crate) async fn run_prompt(
             },
             agent_client_protocol::on_receive_notification!(),
         )
-        .connect_with(acp::agent(host, None), async |cx| {
+        .connect_with(super::agent(host, None), async |cx| {
             let mut meta = Meta::new();
             meta.insert("terminal_output".into(), true.into());
             cx.send_request(
@@ -326,7 +325,7 @@ pub(crate) fn show_session(
     );
     let header = screen.paint("2", &header);
     screen.block(&header);
-    for update in acp::terminal_view(folded.view) {
+    for update in super::terminal_view(folded.view) {
         screen.show(&update);
     }
     screen.new_line();
