@@ -248,7 +248,8 @@ impl Host {
             agent: crate::version::version_line(),
         };
         let open = self.store.create(&meta)?;
-        let session = Arc::new(Session::new(SessionId(id), cwd, LogWriter::start(open), None));
+        let session =
+            Arc::new(Session::new(SessionId(id), cwd, Box::new(LogWriter::start(open)), None));
         lock(&self.sessions).insert(session.id.clone(), Arc::clone(&session));
         Ok(session)
     }
@@ -278,7 +279,7 @@ impl Host {
         let session = Arc::new(Session::new(
             SessionId(id.to_owned()),
             folded.meta.cwd.clone(),
-            LogWriter::start(open),
+            Box::new(LogWriter::start(open)),
             Some(&folded),
         ));
         session.attach_for_replay(sink, async { Ok::<_, StoreError>(()) }).await?;

@@ -114,7 +114,7 @@ impl CallSandbox {
         cap: Option<Mode>,
         cancel: &CancellationToken,
     ) -> Result<Mode, String> {
-        let wanted = Mode::from_abi(request.mode);
+        let wanted = crate::sandbox::mode_from_abi(request.mode);
         let (noun, nothing) = action.words();
         if !self.sandbox.offered() {
             return Err(format!(
@@ -177,7 +177,7 @@ impl Gate {
     /// The facts of a file write under this gate: `allowed` says whether the mode allowed it.
     pub(crate) fn write_facts(&self, allowed: bool) -> abi::SandboxFacts {
         abi::SandboxFacts {
-            mode: self.mode.to_abi(),
+            mode: crate::sandbox::mode_to_abi(self.mode),
             backend: self.backend.into(),
             enforcement: self.enforcement.describe().into(),
             denial: (!allowed).then(|| "file".into()).into(),
@@ -200,7 +200,7 @@ impl Gate {
             )
         });
         abi::SandboxFacts {
-            mode: self.mode.to_abi(),
+            mode: crate::sandbox::mode_to_abi(self.mode),
             backend: self.backend.into(),
             enforcement: self.enforcement.describe().into(),
             denial: denial.map(|d| d.as_str().into()).into(),

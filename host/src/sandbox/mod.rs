@@ -28,59 +28,23 @@ use protect::Layout;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// The modes, narrowest first: the order is the contract (widening compares positions).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub(crate) enum Mode {
-    ReadOnly,
-    WorkspaceWrite,
-    DangerFullAccess,
-}
+pub(crate) use hotsh_core::sandbox::Mode;
 
-impl Mode {
-    pub(crate) const ALL: [Mode; 3] =
-        [Mode::ReadOnly, Mode::WorkspaceWrite, Mode::DangerFullAccess];
-
-    /// The mode's name, as the plugin interface spells it (the one table of names).
-    pub(crate) fn as_str(self) -> &'static str {
-        self.to_abi().as_str()
-    }
-
-    pub(crate) fn parse(text: &str) -> Option<Mode> {
-        hotsh_abi::SandboxMode::parse(text).map(Mode::from_abi)
-    }
-
-    /// What the mode allows, for the user choosing it.
-    pub(crate) fn describe(self) -> &'static str {
-        match self {
-            Mode::ReadOnly => "Commands read anything but write nothing and have no network",
-            Mode::WorkspaceWrite => {
-                "Commands write only in the session's folder and the temp dir (.git stays read-only)"
-            }
-            Mode::DangerFullAccess => "Commands run unconfined, with your full access",
-        }
-    }
-
-    pub(crate) fn to_abi(self) -> hotsh_abi::SandboxMode {
-        match self {
-            Mode::ReadOnly => hotsh_abi::SandboxMode::ReadOnly,
-            Mode::WorkspaceWrite => hotsh_abi::SandboxMode::WorkspaceWrite,
-            Mode::DangerFullAccess => hotsh_abi::SandboxMode::DangerFullAccess,
-        }
-    }
-
-    pub(crate) fn from_abi(mode: hotsh_abi::SandboxMode) -> Mode {
-        match mode {
-            hotsh_abi::SandboxMode::ReadOnly => Mode::ReadOnly,
-            hotsh_abi::SandboxMode::WorkspaceWrite => Mode::WorkspaceWrite,
-            hotsh_abi::SandboxMode::DangerFullAccess => Mode::DangerFullAccess,
-        }
+/// A mode as the plugin interface spells it.
+pub(crate) fn mode_to_abi(mode: Mode) -> hotsh_abi::SandboxMode {
+    match mode {
+        Mode::ReadOnly => hotsh_abi::SandboxMode::ReadOnly,
+        Mode::WorkspaceWrite => hotsh_abi::SandboxMode::WorkspaceWrite,
+        Mode::DangerFullAccess => hotsh_abi::SandboxMode::DangerFullAccess,
     }
 }
 
-impl std::fmt::Display for Mode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+/// A mode the plugin interface names.
+pub(crate) fn mode_from_abi(mode: hotsh_abi::SandboxMode) -> Mode {
+    match mode {
+        hotsh_abi::SandboxMode::ReadOnly => Mode::ReadOnly,
+        hotsh_abi::SandboxMode::WorkspaceWrite => Mode::WorkspaceWrite,
+        hotsh_abi::SandboxMode::DangerFullAccess => Mode::DangerFullAccess,
     }
 }
 
@@ -451,6 +415,15 @@ pub(crate) fn standing(default: Mode, session_override: Option<Mode>, cap: Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_core_and_the_plugin_interface_name_the_modes_alike() {
+        for mode in Mode::ALL {
+            assert_eq!(mode_to_abi(mode).as_str(), mode.as_str());
+            assert_eq!(mode_from_abi(mode_to_abi(mode)), mode);
+            assert_eq!(Mode::parse(mode.as_str()), Some(mode));
+        }
+    }
 
     #[test]
     fn the_ladder_orders_modes_and_the_cap_narrows() {

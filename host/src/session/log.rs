@@ -85,145 +85,14 @@
 //! rather than misread it. A crash can tear at most the last line: a reader drops a last line
 //! that is not a complete record (and says so in its log) and keeps every earlier record.
 
-use super::{SessionEvent, TaskEnd};
-use crate::model::{Message, ModelToolCall, PromptImage, Usage};
-use serde::{Deserialize, Serialize};
+pub(crate) use hotsh_core::session::log::{Fact, Record, SessionMeta, TurnOutcome};
+
+use super::SessionEvent;
+use serde::Deserialize as _;
 use std::path::{Path, PathBuf};
 
 /// The format version this module writes and the newest it reads.
 pub(crate) const FORMAT_VERSION: u32 = 1;
-
-/// The most live output logged per tool call.
-pub(crate) const MAX_OUTPUT_PER_CALL: usize = 1 << 20;
-
-/// Facts that are not a client's view of the session.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", content = "data", rename_all = "snake_case")]
-pub(crate) enum Fact {
-    Session(SessionMeta),
-    Prompt(Prompt),
-    AssistantMessage {
-        text: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        reasoning: Option<String>,
-        tool_calls: Vec<ModelToolCall>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        usage: Option<Usage>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        finish_reason: Option<String>,
-    },
-    ToolResult {
-        call_id: String,
-        text: String,
-        is_error: bool,
-    },
-    Notice {
-        text: String,
-        #[serde(default)]
-        task_id: Option<String>,
-    },
-    TurnEnded {
-        outcome: TurnOutcome,
-        #[serde(default)]
-        message: Option<String>,
-    },
-    CancelRequested {},
-    TaskStarted {
-        task_id: String,
-        call_id: String,
-        command: String,
-        output_path: PathBuf,
-    },
-    TaskEnded(TaskEnd),
-    ModelChosen {
-        model: String,
-    },
-    /// The session's sandbox override (last wins).
-    SandboxMode {
-        mode: crate::sandbox::Mode,
-    },
-    /// The session's ACP mode (`default` or `plan`; last wins).
-    SessionMode {
-        mode: String,
-    },
-    /// A command asked for a wider mode, and what came of it.
-    Escalation {
-        call_id: String,
-        command: String,
-        justification: String,
-        mode: crate::sandbox::Mode,
-        /// `allowed`, `rejected`, `cancelled`, `unavailable` or `refused` (at the gate).
-        answer: String,
-    },
-    /// The model read or wrote a file: its text then had this SHA-256 (a later edit of a
-    /// file whose text differs is refused as stale).
-    FileSeen {
-        path: PathBuf,
-        sha256: String,
-    },
-}
-
-/// One record: a client-visible event or another fact.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Record {
-    Event(SessionEvent),
-    Fact(Fact),
-}
-
-/// The first record of every log.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct SessionMeta {
-    pub(crate) session_id: String,
-    pub(crate) cwd: PathBuf,
-    pub(crate) created_at: String,
-    /// `hotsh 0.1.0 (commit …)`.
-    pub(crate) agent: String,
-}
-
-/// A user prompt.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Prompt {
-    /// What the model reads.
-    pub(crate) text: String,
-    /// The client's content blocks, as sent (opaque to everything but the ACP bridge).
-    pub(crate) blocks: Vec<serde_json::Value>,
-    /// The prompt's images, for models that take them (`text` names each `[image N]`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(crate) images: Vec<PromptImage>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum TurnOutcome {
-    EndTurn,
-    Cancelled,
-    Failed,
-}
-
-impl Record {
-    /// The message this record adds to the model's history, if any.
-    pub(crate) fn history_message(&self) -> Option<Message> {
-        match self {
-            Record::Fact(Fact::Prompt(prompt)) => {
-                Some(Message::User { text: prompt.text.clone(), images: prompt.images.clone() })
-            }
-            Record::Fact(Fact::AssistantMessage { text, reasoning, tool_calls, .. }) => {
-                Some(Message::Assistant {
-                    text: text.clone(),
-                    reasoning: reasoning.clone(),
-                    tool_calls: tool_calls.clone(),
-                })
-            }
-            Record::Fact(Fact::ToolResult { call_id, text, is_error }) => Some(Message::Tool {
-                call_id: call_id.clone(),
-                text: text.clone(),
-                is_error: *is_error,
-            }),
-            Record::Fact(Fact::Notice { text, .. }) => Some(Message::Notice { text: text.clone() }),
-            _ => None,
-        }
-    }
-}
 
 /// Why a log could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -473,26 +342,6 @@ impl<'de, D: serde::Deserializer<'de>> serde::de::MapAccess<'de> for TaggedMap<'
             },
         }
     }
-}
-
-impl Fact {
-    /// The record types of facts, as written.
-    pub(crate) const TYPES: &'static [&'static str] = &[
-        "session",
-        "prompt",
-        "assistant_message",
-        "tool_result",
-        "notice",
-        "turn_ended",
-        "cancel_requested",
-        "task_started",
-        "task_ended",
-        "model_chosen",
-        "sandbox_mode",
-        "session_mode",
-        "escalation",
-        "file_seen",
-    ];
 }
 
 #[cfg(test)]

@@ -129,7 +129,7 @@ fn run(open: OpenLog, mut commands: mpsc::Receiver<Command>, failure: &Mutex<Opt
                 if !failed {
                     failed = !write_out(&path, &mut file, &mut buffer, &mut durable, failure);
                 }
-                let result = match lock(&failure).clone() {
+                let result = match lock(failure).clone() {
                     Some(failure) => Err(failure),
                     None => Ok(()),
                 };
@@ -182,5 +182,23 @@ fn write_out(
             *lock(failure) = Some(message);
             false
         }
+    }
+}
+
+impl hotsh_core::session::LogSink for LogWriter {
+    fn append(&self, record: Record) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(LogWriter::append(self, record))
+    }
+
+    fn flush(&self) -> futures::future::BoxFuture<'_, Result<(), String>> {
+        Box::pin(LogWriter::flush(self))
+    }
+
+    fn failure(&self) -> Option<String> {
+        LogWriter::failure(self)
+    }
+
+    fn close(&self) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(LogWriter::close(self))
     }
 }

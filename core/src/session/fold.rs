@@ -9,42 +9,42 @@ use std::path::PathBuf;
 
 /// A background task that was running when its log's last record was written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct OpenTask {
-    pub(crate) task_id: String,
-    pub(crate) call_id: ToolCallId,
-    pub(crate) command: String,
-    pub(crate) output_path: PathBuf,
+pub struct OpenTask {
+    pub task_id: String,
+    pub call_id: ToolCallId,
+    pub command: String,
+    pub output_path: PathBuf,
     /// The card its start call left open.
-    pub(crate) card: Option<Card>,
+    pub card: Option<Card>,
 }
 
 /// What a log folds to.
 #[derive(Debug, Clone)]
-pub(crate) struct Folded {
-    pub(crate) meta: SessionMeta,
+pub struct Folded {
+    pub meta: SessionMeta,
     /// The conversation as the model saw it.
-    pub(crate) history: Vec<Message>,
+    pub history: Vec<Message>,
     /// What the client saw, in order (prompts as `UserMessage` blocks).
-    pub(crate) view: Vec<SessionEvent>,
+    pub view: Vec<SessionEvent>,
     /// The number of the next tool call (`call-N`).
-    pub(crate) next_call: u64,
+    pub next_call: u64,
     /// Notices for the model that were not delivered yet.
-    pub(crate) pending_notices: Vec<PendingNotice>,
+    pub pending_notices: Vec<PendingNotice>,
     /// Tasks started but never recorded as ended.
-    pub(crate) open_tasks: Vec<OpenTask>,
-    pub(crate) title: Option<String>,
+    pub open_tasks: Vec<OpenTask>,
+    pub title: Option<String>,
     /// The model the session chose last, if it chose one.
-    pub(crate) model: Option<String>,
+    pub model: Option<String>,
     /// The session's sandbox override, if it set one.
-    pub(crate) sandbox_mode: Option<crate::sandbox::Mode>,
+    pub sandbox_mode: Option<crate::sandbox::Mode>,
     /// The session's ACP mode (`default` unless it chose `plan`).
-    pub(crate) session_mode: Option<String>,
+    pub session_mode: Option<String>,
     /// What the model last saw of each file it read or wrote (SHA-256, hex).
-    pub(crate) seen_files: HashMap<PathBuf, String>,
+    pub seen_files: HashMap<PathBuf, String>,
 }
 
 /// Folds the records of one log; the first must be its `session` record.
-pub(crate) fn fold(records: Vec<Record>) -> Result<Folded, String> {
+pub fn fold(records: Vec<Record>) -> Result<Folded, String> {
     let mut records = records.into_iter();
     let Some(Record::Fact(Fact::Session(meta))) = records.next() else {
         return Err("its first record is not a `session` record".to_owned());

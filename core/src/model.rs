@@ -1,0 +1,144 @@
+//! The model port: what a turn sends a model and what it streams back. Adapters (an
+//! OpenAI-compatible client, a script) live in the host.
+
+use futures::future::BoxFuture;
+use serde::Serialize;
+use std::path::PathBuf;
+use tokio::sync::mpsc;
+
+/// One message of the conversation, in the order the model saw or said it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    User {
+        text: String,
+        /// Images of the prompt, in order; the text names each as `[image N]`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<PromptImage>,
+    },
+    Assistant {
+        text: String,
+        /// The model's reasoning (DeepSeek's `reasoning_content`), when it showed any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning: Option<String>,
+        tool_calls: Vec<ModelToolCall>,
+    },
+    Tool {
+        call_id: String,
+        text: String,
+        is_error: bool,
+    },
+    /// Something the host tells the model between messages, e.g. that a background task ended.
+    Notice {
+        text: String,
+    },
+}
+
+/// An image of a prompt: its MIME type and base64 data, as the client sent it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct PromptImage {
+    pub mime_type: String,
+    pub data: String,
+}
+
+/// A tool call as the model made it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ModelToolCall {
+    /// The model's id for the call, echoed back with its result.
+    pub id: String,
+    pub name: String,
+    /// The arguments exactly as the model produced them (JSON text, possibly malformed).
+    pub arguments: String,
+}
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolDefinition {
+    pub name: String,
+    pub description: String,
+    pub input_schema: serde_json::Value,
+    /// What its calls may do, as its provider declares it (the host's business, not the
+    /// model's: never sent).
+    #[serde(skip)]
+    pub effects: ToolEffects,
+}
+
+/// What a tool's calls may do, as its provider declares it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ToolEffects {
+    pub runs_commands: bool,
+    pub writes_files: bool,
+}
+
+/// Everything one model request carries.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelRequest {
+    pub system: String,
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolDefinition>,
+}
+
+/// What an adapter streams while it answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelEvent {
+    Text(String),
+    Reasoning(String),
+    ToolCall(ModelToolCall),
+    /// Token counts of the answer, when the provider reports them.
+    Usage(Usage),
+    /// Why the model stopped (`stop`, `tool_calls`, `length`, …).
+    Finished(String),
+}
+
+/// Token counts, as providers report them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    pub total_tokens: Option<u64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error(
+        "no model is configured: set DEEPSEEK_API_KEY or OPENAI_API_KEY (in Zed, in the `env` of this agent server), or start hotsh with `--model openai:NAME` (with `--base-url` for another provider or a local server) or `--model script:PATH` (see the README), e.g. `--model script:examples/demo/script.json` in a hotsh checkout"
+    )]
+    NotConfigured,
+    /// The provider failed; the message says how, for the user.
+    #[error("{0}")]
+    Provider(String),
+    /// The provider refused the key (or wants one); the message says which variable.
+    #[error("{0}")]
+    Auth(String),
+    #[error(
+        "the model script {path} has no more responses for this session (all {used} were used)"
+    )]
+    ScriptExhausted { path: PathBuf, used: usize },
+}
+
+/// A model adapter.
+pub trait Model: Send + Sync + std::fmt::Debug {
+    /// Answers one request of `session`, sending events as they arrive. Returns when the
+    /// answer is complete.
+    fn respond(
+        &self,
+        session: &str,
+        request: &ModelRequest,
+        events: mpsc::UnboundedSender<ModelEvent>,
+    ) -> BoxFuture<'_, Result<(), ModelError>>;
+}
+
+/// The adapter used when no model is configured.
+#[derive(Debug)]
+pub struct NoModel;
+
+impl Model for NoModel {
+    fn respond(
+        &self,
+        _session: &str,
+        _request: &ModelRequest,
+        _events: mpsc::UnboundedSender<ModelEvent>,
+    ) -> BoxFuture<'_, Result<(), ModelError>> {
+        Box::pin(async { Err(ModelError::NotConfigured) })
+    }
+}

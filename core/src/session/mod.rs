@@ -1,0 +1,829 @@
+//! Sessions and what happens in them, in hotsh's own terms (no ACP types here).
+//!
+//! A session is its log: one ordered record of everything the client saw and everything the
+//! model was given. Both the client's view and the model's history are folds of it
+//! (`fold.rs`); a [`Session`] appends every record through its [`LogSink`] (the host's
+//! writer) before it tells the client, so nothing a user saw is missing from the log.
+//!
+//! A [`SessionEvent`] is anything a client sees happen in a session. The turn emits them
+//! through [`Session::emit`]; the host's ACP bridge (an [`EventSink`]) turns them into
+//! `session/update` notifications.
+
+pub mod fold;
+pub mod log;
+
+pub use log::{Fact, Prompt, Record, SessionMeta, TurnOutcome};
+
+use crate::model::Message;
+use crate::sandbox::Mode;
+use crate::sync::lock;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+/// A session's id, opaque to everyone but the host (a UUID).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SessionId(pub String);
+
+impl std::fmt::Display for SessionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The host's id of one tool call; the client's card (and terminal) id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ToolCallId(pub String);
+
+impl std::fmt::Display for ToolCallId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl ToolCallId {
+    /// N of `call-N`.
+    pub fn number(&self) -> Option<u64> {
+        self.0.strip_prefix("call-")?.parse().ok()
+    }
+}
+
+/// How a tool call is shown (the host's mirror of the plugin ABI's card).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Card {
+    Terminal(TerminalCard),
+    Generic(GenericCard),
+}
+
+impl Card {
+    /// The card's title: the command of a terminal, the title of anything else.
+    pub fn title(&self) -> &str {
+        match self {
+            Card::Terminal(card) => &card.command,
+            Card::Generic(card) => &card.title,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TerminalCard {
+    pub command: String,
+    pub description: Option<String>,
+    pub cwd: String,
+    pub exit: Option<TerminalExit>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TerminalExit {
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+    /// Why the command ended when it did not simply exit 0 ("Stopped: timed out after
+    /// 300 ms."), from the host's own record of the command; shown to clients that cannot
+    /// render a terminal's exit status.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GenericCard {
+    pub title: String,
+    pub kind: ToolKind,
+    pub content: Option<String>,
+    /// Places in files the call touches (the client follows along).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub locations: Vec<FileLocation>,
+    /// Changes to files, shown as diffs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diffs: Vec<FileDiff>,
+}
+
+impl GenericCard {
+    pub fn new(title: impl Into<String>, kind: ToolKind, content: Option<String>) -> Self {
+        Self { title: title.into(), kind, content, locations: Vec::new(), diffs: Vec::new() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileLocation {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileDiff {
+    pub path: String,
+    /// `None` for a new file.
+    pub old_text: Option<String>,
+    pub new_text: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolKind {
+    Read,
+    Edit,
+    Delete,
+    Move,
+    Search,
+    Execute,
+    Think,
+    Fetch,
+    Other,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallStatus {
+    Completed,
+    Failed,
+    /// The call returned but the work it started (a background task) goes on.
+    Running,
+}
+
+/// Something a client sees happen in a session. Every variant but `UserMessage` is logged
+/// as a record of the same name (`log.rs`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data", rename_all = "snake_case")]
+pub enum SessionEvent {
+    AgentText {
+        text: String,
+    },
+    AgentThought {
+        text: String,
+    },
+    ToolCallStarted {
+        call_id: ToolCallId,
+        tool: String,
+        card: Card,
+        raw_input: serde_json::Value,
+        /// The model's arguments as it wrote them (to draw the card again on load).
+        #[serde(default)]
+        arguments: String,
+    },
+    /// Output of a running call's command, coalesced.
+    ToolOutput {
+        call_id: ToolCallId,
+        text: String,
+    },
+    ToolCallFinished {
+        call_id: ToolCallId,
+        card: Card,
+        status: CallStatus,
+        raw_output: serde_json::Value,
+        /// The text the model received, when the call failed without a card of its own.
+        error: Option<String>,
+        /// What the tool returned to the model (to draw the card again on load).
+        #[serde(default)]
+        output_text: Option<String>,
+    },
+    /// A plugin was reloaded, rejected or unloaded (not part of any turn).
+    PluginChanged {
+        call_id: ToolCallId,
+        title: String,
+        detail: String,
+        failed: bool,
+    },
+    /// Something the host says about the session itself (not part of any turn): a mode change
+    /// that leaves running background tasks as they were.
+    HostNote {
+        call_id: ToolCallId,
+        title: String,
+        detail: String,
+    },
+    /// One content block of a user's prompt, shown again when a session is loaded (the client
+    /// showed the prompt itself when it was sent; the log has it as a `prompt` record).
+    #[serde(skip)]
+    UserMessage {
+        block: serde_json::Value,
+    },
+}
+
+impl SessionEvent {
+    /// The record types of logged events, as written.
+    pub const TYPES: &'static [&'static str] = &[
+        "agent_text",
+        "agent_thought",
+        "tool_call_started",
+        "tool_output",
+        "tool_call_finished",
+        "plugin_changed",
+        "host_note",
+    ];
+}
+
+/// How a background task ended, as the log records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskEnd {
+    pub task_id: String,
+    /// `exited` or `killed`.
+    pub state: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+    /// The agent that ran it went away first.
+    #[serde(default)]
+    pub with_agent: bool,
+    /// The sandbox mode it ran under and whether its end looks like a sandbox denial (absent
+    /// in logs written before tasks carried them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<TaskSandbox>,
+}
+
+/// A background task's sandbox facts, judged when it ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskSandbox {
+    pub mode: String,
+    /// `file`, `network` or `syscall` when its failure looks like the sandbox's doing.
+    pub denied: Option<String>,
+}
+
+impl TaskSandbox {
+    /// The marker the model reads first (DESIGN §8), when the task was denied something.
+    pub fn marker(&self) -> Option<String> {
+        let denied = self.denied.as_ref()?;
+        Some(format!("[sandbox: {denied} access denied under {} mode]", self.mode))
+    }
+}
+
+/// Where a session's records go: the port of the host's log writer. Records are appended in
+/// the order of the calls; a flush writes everything appended so far.
+pub trait LogSink: Send + Sync {
+    /// Queues a record (waiting while the writer is behind).
+    fn append(&self, record: Record) -> futures::future::BoxFuture<'_, ()>;
+
+    /// Writes everything queued so far; the error says why the log cannot be written.
+    fn flush(&self) -> futures::future::BoxFuture<'_, Result<(), String>>;
+
+    /// Why the log cannot be written any more, once a write failed.
+    fn failure(&self) -> Option<String>;
+
+    /// Flushes and closes the log.
+    fn close(&self) -> futures::future::BoxFuture<'_, ()>;
+}
+
+/// Where a session's events go: the port of the client.
+pub trait EventSink: Send + Sync {
+    fn emit(&self, event: SessionEvent);
+
+    /// Waits until the client can take another event (back-pressure: a client that stops
+    /// reading stops the session's events, not the agent's memory).
+    fn room(&self) -> futures::future::BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
+
+    /// The session's mode changed (`default` or `plan`).
+    fn mode_changed(&self, mode: &str) {
+        let _ = mode;
+    }
+
+    /// Asks the user whether a command may run under a wider sandbox mode. A sink that cannot
+    /// ask answers `Unavailable`.
+    fn ask_escalation(
+        &self,
+        ask: EscalationAsk,
+    ) -> futures::future::BoxFuture<'static, EscalationAnswer> {
+        let _ = ask;
+        Box::pin(async { EscalationAnswer::Unavailable })
+    }
+
+    /// Which file operations the client performs for the agent.
+    fn client_fs(&self) -> ClientFs {
+        ClientFs::default()
+    }
+
+    /// Reads a text file through the client (the user's buffer, saved or not).
+    fn read_text_file(
+        &self,
+        path: PathBuf,
+    ) -> futures::future::BoxFuture<'static, Result<String, String>> {
+        let _ = path;
+        Box::pin(async { Err("the client does not read files".to_owned()) })
+    }
+
+    /// Writes a text file through the client's editor.
+    fn write_text_file(
+        &self,
+        path: PathBuf,
+        text: String,
+    ) -> futures::future::BoxFuture<'static, Result<(), String>> {
+        let _ = (path, text);
+        Box::pin(async { Err("the client does not write files".to_owned()) })
+    }
+}
+
+/// The client's file system capabilities (ACP `fs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientFs {
+    pub read: bool,
+    pub write: bool,
+}
+
+/// The ACP session mode ids.
+pub const DEFAULT_MODE: &str = "default";
+pub const PLAN_MODE: &str = "plan";
+
+/// A command that wants a wider sandbox mode, as the user is asked about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EscalationAsk {
+    pub call_id: String,
+    pub command: String,
+    pub workdir: String,
+    pub justification: String,
+    pub mode: Mode,
+    /// The mode the command would run under otherwise.
+    pub standing: Mode,
+    /// `command` is the path of a file to write, not a command.
+    pub writes_file: bool,
+}
+
+/// What the user said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EscalationAnswer {
+    AllowedOnce,
+    Rejected,
+    /// The request was cancelled (the turn was cancelled, or the client withdrew it).
+    Cancelled,
+    /// No client that can ask is attached.
+    Unavailable,
+}
+
+impl EscalationAnswer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EscalationAnswer::AllowedOnce => "allowed",
+            EscalationAnswer::Rejected => "rejected",
+            EscalationAnswer::Cancelled => "cancelled",
+            EscalationAnswer::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// Why a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    EndTurn,
+    Cancelled,
+}
+
+/// A note for the model, waiting for its next request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingNotice {
+    pub text: String,
+    pub task_id: Option<String>,
+}
+
+/// One conversation: its log, and what is folded from it.
+pub struct Session {
+    pub id: SessionId,
+    pub cwd: PathBuf,
+    log: Box<dyn LogSink>,
+    state: Mutex<State>,
+    /// The running turn's cancel switch; `None` when idle.
+    turn: Mutex<Option<CancellationToken>>,
+    next_call: AtomicU64,
+    /// Where this session's events go: the client connection that created or loaded it.
+    sink: Mutex<Attached>,
+    /// The session's one order: every record is appended, and every change to the session's
+    /// state made, while holding it, so the log says what happened in the order it happened
+    /// and events reach the client in the order they were logged.
+    emitting: tokio::sync::Mutex<()>,
+}
+
+/// The client a session's events go to.
+#[derive(Default)]
+struct Attached {
+    sink: Option<Arc<dyn EventSink>>,
+    /// While a client that loaded the session is sent its replay, live events wait here, so
+    /// none reaches it before the replay is complete.
+    held: Option<Vec<SessionEvent>>,
+}
+
+/// What is folded from the log and kept in memory.
+#[derive(Debug, Default)]
+struct State {
+    history: Vec<Message>,
+    /// Notices for the model, delivered into the history with its next request.
+    notices: Vec<PendingNotice>,
+    /// Bytes of live output logged per call (bounded by `log::MAX_OUTPUT_PER_CALL`).
+    logged_output: HashMap<ToolCallId, usize>,
+    /// The model this session chose, when it chose one.
+    model: Option<String>,
+    /// The sandbox mode this session chose, when it chose one.
+    sandbox_mode: Option<Mode>,
+    /// In plan mode (which caps commands at read-only).
+    planning: bool,
+    /// What the model last saw of each file it read or wrote (SHA-256, hex), by real path.
+    seen_files: HashMap<PathBuf, String>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.id)
+            .field("cwd", &self.cwd)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A second prompt arrived while a turn was running.
+#[derive(Debug, thiserror::Error)]
+#[error("a turn is already running in session {0}; cancel it or wait for it to end")]
+pub struct Busy(pub SessionId);
+
+impl Session {
+    /// A session writing to `log`, with the state folded from its records so far.
+    pub fn new(
+        id: SessionId,
+        cwd: PathBuf,
+        log: Box<dyn LogSink>,
+        folded: Option<&fold::Folded>,
+    ) -> Self {
+        let state = match folded {
+            Some(folded) => State {
+                history: folded.history.clone(),
+                notices: folded.pending_notices.clone(),
+                logged_output: HashMap::new(),
+                model: folded.model.clone(),
+                sandbox_mode: folded.sandbox_mode,
+                planning: folded.session_mode.as_deref() == Some(PLAN_MODE),
+                seen_files: folded.seen_files.clone(),
+            },
+            None => State::default(),
+        };
+        Self {
+            id,
+            cwd,
+            log,
+            state: Mutex::new(state),
+            turn: Mutex::new(None),
+            next_call: AtomicU64::new(folded.map_or(1, |f| f.next_call)),
+            sink: Mutex::default(),
+            emitting: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Logs `event`, then sends it to the client (held while a loading client is sent its
+    /// replay).
+    pub async fn emit(&self, event: SessionEvent) {
+        let _order = self.emitting.lock().await;
+        if let Some(logged) = self.bounded_for_log(&event) {
+            self.log.append(Record::Event(logged)).await;
+        }
+        let sink = {
+            let mut attached = lock(&self.sink);
+            match &mut attached.held {
+                Some(held) => {
+                    held.push(event);
+                    return;
+                }
+                None => attached.sink.clone(),
+            }
+        };
+        if let Some(sink) = sink {
+            sink.room().await;
+            sink.emit(event);
+        }
+    }
+
+    /// The event as the log keeps it: live output beyond the per-call bound is dropped, with
+    /// one marker saying so.
+    fn bounded_for_log(&self, event: &SessionEvent) -> Option<SessionEvent> {
+        let SessionEvent::ToolOutput { call_id, text } = event else {
+            return Some(event.clone());
+        };
+        let mut state = lock(&self.state);
+        let logged = state.logged_output.entry(call_id.clone()).or_insert(0);
+        let before = *logged;
+        *logged = before.saturating_add(text.len());
+        if *logged <= log::MAX_OUTPUT_PER_CALL {
+            return Some(event.clone());
+        }
+        (before <= log::MAX_OUTPUT_PER_CALL).then(|| SessionEvent::ToolOutput {
+            call_id: call_id.clone(),
+            text: format!(
+                "\n[… output beyond {} MiB of this command is not logged …]\n",
+                log::MAX_OUTPUT_PER_CALL >> 20
+            ),
+        })
+    }
+
+    /// Logs a fact; one that belongs to the model's history joins it.
+    pub async fn record(&self, fact: Fact) {
+        self.change(fact, |_| ()).await;
+    }
+
+    /// Changes the session's state and logs the fact that says so, in one step of the
+    /// session's order: two changes are logged in the order they were applied.
+    async fn change<T>(&self, fact: Fact, apply: impl FnOnce(&mut State) -> T) -> T {
+        let _order = self.emitting.lock().await;
+        let applied = apply(&mut lock(&self.state));
+        self.append(Record::Fact(fact)).await;
+        applied
+    }
+
+    /// Appends a record (the caller holds the order); one that belongs to the model's
+    /// history joins it.
+    async fn append(&self, record: Record) {
+        if let Some(message) = record.history_message() {
+            lock(&self.state).history.push(message);
+        }
+        self.log.append(record).await;
+    }
+
+    /// Writes everything logged so far to the file.
+    pub async fn flush(&self) -> Result<(), String> {
+        self.log.flush().await
+    }
+
+    /// Why the log cannot be written any more, if so.
+    pub fn log_failure(&self) -> Option<String> {
+        self.log.failure()
+    }
+
+    /// Flushes and closes the log (and releases its lock).
+    pub async fn close_log(&self) {
+        self.log.close().await;
+    }
+
+    pub fn add_notice(&self, notice: PendingNotice) {
+        lock(&self.state).notices.push(notice);
+    }
+
+    /// Drops the pending notices of tasks `reported` says the model already knows ended.
+    pub fn drop_reported_notices(&self, reported: impl Fn(&str) -> bool) {
+        lock(&self.state).notices.retain(|n| !n.task_id.as_deref().is_some_and(&reported));
+    }
+
+    /// Drops notices not delivered yet (the session is closing).
+    pub fn drop_notices(&self) {
+        lock(&self.state).notices.clear();
+    }
+
+    /// Moves pending notices into the history (and the log), where the next model request
+    /// will see them.
+    pub async fn deliver_notices(&self) {
+        let _order = self.emitting.lock().await;
+        self.append_notices().await;
+    }
+
+    /// [`Session::deliver_notices`], for a caller holding the order.
+    async fn append_notices(&self) {
+        let notices = std::mem::take(&mut lock(&self.state).notices);
+        for notice in notices {
+            let fact = Fact::Notice { text: notice.text, task_id: notice.task_id };
+            self.append(Record::Fact(fact)).await;
+        }
+    }
+
+    pub fn attach(&self, sink: Arc<dyn EventSink>) {
+        *lock(&self.sink) = Attached { sink: Some(sink), held: None };
+    }
+
+    /// Attaches a client that is to be sent the session's replay: `snapshot` (a read of the
+    /// log) is taken in the session's order, after everything logged so far is flushed, and
+    /// from then on live events are held for the client until [`Session::release_held`]. So
+    /// the replay holds everything up to the snapshot and the live events everything after.
+    /// A snapshot that fails attaches nothing.
+    pub async fn attach_for_replay<T, E>(
+        &self,
+        sink: Arc<dyn EventSink>,
+        snapshot: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
+        let _order = self.emitting.lock().await;
+        if let Err(failure) = self.log.flush().await {
+            tracing::warn!(session = %self.id, "{failure}");
+        }
+        let taken = snapshot.await?;
+        *lock(&self.sink) = Attached { sink: Some(sink), held: Some(Vec::new()) };
+        Ok(taken)
+    }
+
+    /// The replay was sent: the live events held meanwhile follow it, in order.
+    pub async fn release_held(&self) {
+        let _order = self.emitting.lock().await;
+        let (sink, held) = {
+            let mut attached = lock(&self.sink);
+            (attached.sink.clone(), attached.held.take().unwrap_or_default())
+        };
+        if let Some(sink) = sink {
+            for event in held {
+                sink.room().await;
+                sink.emit(event);
+            }
+        }
+    }
+
+    pub fn sink(&self) -> Option<Arc<dyn EventSink>> {
+        lock(&self.sink).sink.clone()
+    }
+
+    /// Starts a turn for `prompt`, in one step of the session's order: the notices waiting
+    /// for the model (but those `reported` says it knows already) and the prompt are logged,
+    /// and the turn slot taken; returns the turn's cancel switch. A cancel is therefore
+    /// always logged inside the turn it cancels.
+    pub async fn begin_turn(
+        &self,
+        prompt: Prompt,
+        reported: impl Fn(&str) -> bool,
+    ) -> Result<CancellationToken, Busy> {
+        let _order = self.emitting.lock().await;
+        if lock(&self.turn).is_some() {
+            return Err(Busy(self.id.clone()));
+        }
+        self.drop_reported_notices(reported);
+        self.append_notices().await;
+        self.append(Record::Fact(Fact::Prompt(prompt))).await;
+        let token = CancellationToken::new();
+        *lock(&self.turn) = Some(token.clone());
+        Ok(token)
+    }
+
+    /// Logs how the running turn ended and frees the turn slot, in one step of the
+    /// session's order: a cancel is either logged before this or finds no turn.
+    pub async fn end_turn(&self, ended: Fact) {
+        let _order = self.emitting.lock().await;
+        self.append(Record::Fact(ended)).await;
+        *lock(&self.turn) = None;
+    }
+
+    /// The user cancelled the running turn: logged, then the turn is told (so the cancel is
+    /// in the log before anything the cancelled turn records after it). False when no turn
+    /// runs (or it was cancelled already).
+    pub async fn cancel_turn(&self) -> bool {
+        let _order = self.emitting.lock().await;
+        let Some(token) = lock(&self.turn).clone().filter(|t| !t.is_cancelled()) else {
+            return false;
+        };
+        self.append(Record::Fact(Fact::CancelRequested {})).await;
+        token.cancel();
+        true
+    }
+
+    /// Cancels the running turn, if any, without logging it (the session is closing).
+    pub fn cancel(&self) -> bool {
+        match lock(&self.turn).as_ref() {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn next_call_id(&self) -> ToolCallId {
+        ToolCallId(format!("call-{}", self.next_call.fetch_add(1, Ordering::Relaxed)))
+    }
+
+    /// The model this session chose, if it chose one.
+    pub fn model_choice(&self) -> Option<String> {
+        lock(&self.state).model.clone()
+    }
+
+    /// Switches the session to `model` (a name the host offers), in the log and here.
+    pub async fn choose_model(&self, model: String) {
+        let chosen = model.clone();
+        self.change(Fact::ModelChosen { model }, |state| state.model = Some(chosen)).await;
+    }
+
+    /// The sandbox mode this session chose, if it chose one.
+    pub fn sandbox_choice(&self) -> Option<Mode> {
+        lock(&self.state).sandbox_mode
+    }
+
+    /// Sets the session's sandbox override, in the log and here.
+    pub async fn choose_sandbox_mode(&self, mode: Mode) {
+        self.change(Fact::SandboxMode { mode }, |state| state.sandbox_mode = Some(mode)).await;
+    }
+
+    /// Whether the session is in plan mode.
+    pub fn planning(&self) -> bool {
+        lock(&self.state).planning
+    }
+
+    /// Enters or leaves plan mode, in the log and here; returns whether it was planning
+    /// before. The sandbox override is a separate fold: leaving plan finds it untouched.
+    pub async fn set_planning(&self, planning: bool) -> bool {
+        let mode = if planning { PLAN_MODE } else { DEFAULT_MODE };
+        self.change(Fact::SessionMode { mode: mode.to_owned() }, |state| {
+            std::mem::replace(&mut state.planning, planning)
+        })
+        .await
+    }
+
+    /// The cap of the session's mode: plan allows read-only commands at most.
+    pub fn sandbox_cap(&self) -> Option<Mode> {
+        self.planning().then_some(Mode::ReadOnly)
+    }
+
+    /// Asks the user (through the attached client) whether a command may run under a wider
+    /// mode, and logs the question and the answer.
+    pub async fn ask_escalation(
+        &self,
+        ask: EscalationAsk,
+        cancel: &CancellationToken,
+    ) -> EscalationAnswer {
+        let answer = match self.sink() {
+            // Dropping the question when the turn is cancelled withdraws it from the client.
+            Some(sink) => tokio::select! {
+                answer = sink.ask_escalation(ask.clone()) => answer,
+                () = cancel.cancelled() => EscalationAnswer::Cancelled,
+            },
+            None => EscalationAnswer::Unavailable,
+        };
+        self.record_escalation(&ask, answer.as_str()).await;
+        answer
+    }
+
+    /// Logs an escalation request and its outcome.
+    pub async fn record_escalation(&self, ask: &EscalationAsk, answer: &str) {
+        self.record(Fact::Escalation {
+            call_id: ask.call_id.clone(),
+            command: ask.command.clone(),
+            justification: ask.justification.clone(),
+            mode: ask.mode,
+            answer: answer.to_owned(),
+        })
+        .await;
+        let _ = self.flush().await;
+    }
+
+    /// The SHA-256 of the text the model last read or wrote at `path`, if it did.
+    pub fn seen_file(&self, path: &std::path::Path) -> Option<String> {
+        lock(&self.state).seen_files.get(path).cloned()
+    }
+
+    /// Remembers (and logs) that the model has seen `sha256` as the text at `path`.
+    pub async fn remember_file(&self, path: PathBuf, sha256: String) {
+        let _order = self.emitting.lock().await;
+        let previous = lock(&self.state).seen_files.insert(path.clone(), sha256.clone());
+        if previous.as_ref() != Some(&sha256) {
+            self.append(Record::Fact(Fact::FileSeen { path, sha256 })).await;
+        }
+    }
+
+    pub fn messages(&self) -> Vec<Message> {
+        lock(&self.state).history.clone()
+    }
+}
+
+/// A session title from a prompt: its first line, at most 80 characters.
+pub fn title_of(prompt: &str) -> String {
+    let line = prompt.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    let mut title: String = line.chars().take(80).collect();
+    if title.len() < line.len() {
+        title.push('…');
+    }
+    title
+}
+
+/// "exited with code 0", "was killed (SIGTERM)", "was ended by signal SIGSEGV".
+pub fn describe_task_end(end: &TaskEnd) -> String {
+    match (end.state.as_str(), end.exit_code, &end.signal) {
+        ("killed", _, Some(signal)) => format!("was killed ({signal})"),
+        ("killed", _, None) => "was killed".to_owned(),
+        (_, Some(code), _) => format!("exited with code {code}"),
+        (_, None, Some(signal)) => format!("was ended by signal {signal}"),
+        (_, None, None) => "ended".to_owned(),
+    }
+}
+
+/// The notice the model reads, at its next request, about a background task that ended.
+pub fn task_notice(
+    task_id: &str,
+    command: &str,
+    end: &TaskEnd,
+    output_path: &std::path::Path,
+) -> PendingNotice {
+    let mut shown: String = command.chars().take(200).collect();
+    if shown.len() < command.len() {
+        shown.push('…');
+    }
+    let text = if end.with_agent {
+        // The agent's temporary files went with it, unless it was killed.
+        let output = if output_path.exists() {
+            format!("its output until then: {}", output_path.display())
+        } else {
+            "its output went with that agent's temporary files".to_owned()
+        };
+        format!(
+            "[background task {task_id} `{shown}` ended when the agent that ran it went away; \
+             it cannot be read or killed any more; {output}]"
+        )
+    } else {
+        let marker = end.sandbox.as_ref().and_then(TaskSandbox::marker);
+        format!(
+            "{}[background task {task_id} `{shown}` {}. Its unread output can still be read by \
+             its task id; full output: {}]",
+            marker.map(|m| m + " ").unwrap_or_default(),
+            describe_task_end(end),
+            output_path.display()
+        )
+    };
+    PendingNotice { text, task_id: Some(task_id.to_owned()) }
+}
