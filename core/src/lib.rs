@@ -1,5 +1,6 @@
 //! hotsh's domain and loop, with IO only through ports (traits the host implements): the
-//! sessions (`session`), the model port (`model`), the sandbox modes (`sandbox`). It knows no
+//! sessions (`session`, with the client and log ports), the model port (`model`), the tool
+//! router over tool providers (`tools`), the turn (`turn`), the sandbox modes (`sandbox`). It knows no
 //! ACP, no plugin interface, no MCP and starts no process: those are the host's, and this
 //! crate's dependencies keep it so.
 
@@ -7,3 +8,5 @@ pub mod model;
 pub mod sandbox;
 pub mod session;
 pub mod sync;
+pub mod tools;
+pub mod turn;

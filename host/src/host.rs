@@ -415,20 +415,33 @@ impl Host {
             .collect()
     }
 
-    /// What a turn of `session` works with.
-    pub(crate) fn turn_parts(&self, session: &SessionId) -> crate::turn::Parts {
-        crate::turn::Parts {
+    /// What a turn of `session` works with: its model, its tool providers (the plugins, then
+    /// its MCP servers) and the host's ports.
+    pub(crate) fn turn(&self, session: &SessionId) -> crate::turn::Turn {
+        let plugins = crate::turn::PluginTools {
             registry: Arc::clone(&self.registry),
             executor: Arc::clone(&self.executor),
             sandbox: Arc::clone(&self.sandbox),
-            model: self.model_of(session),
-            transcript: self.transcript.clone(),
             runtime: self.runtime.clone(),
             output_dir: self.output_root.session_dir(&session.0),
             temp_dir: self.output_root.session_temp_dir(&session.0),
             task_cards: Arc::clone(&self.task_cards),
-            recorder: self.recorder.clone(),
-            mcp: lock(&self.mcp).get(session).cloned(),
+        };
+        let mut providers: Vec<Arc<dyn hotsh_core::tools::ToolProvider>> = vec![Arc::new(plugins)];
+        if let Some(servers) = lock(&self.mcp).get(session).cloned() {
+            providers.push(Arc::new(crate::turn::McpTools(servers)));
+        }
+        let cwd = self.session(session).map(|s| s.cwd.clone()).unwrap_or_default();
+        crate::turn::Turn {
+            model: self.model_of(session),
+            tools: hotsh_core::tools::ToolRouter::new(providers, self.sandbox.confines()),
+            ports: Arc::new(crate::turn::HostPorts {
+                executor: Arc::clone(&self.executor),
+                cwd,
+                session_id: session.0.clone(),
+                transcript: self.transcript.clone(),
+                recorder: self.recorder.clone(),
+            }),
         }
     }
 

@@ -4,13 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-/// A section of the system prompt a tool provider contributes (a plugin's).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct PromptSection {
-    pub(crate) id: String,
-    pub(crate) order: u32,
-    pub(crate) text: String,
-}
+pub(crate) use hotsh_core::tools::PromptSection;
 
 /// The most of one `AGENTS.md` file that goes into the prompt.
 const MAX_INSTRUCTIONS: usize = 32 << 10;

@@ -541,6 +541,13 @@ impl Session {
         self.log.flush().await
     }
 
+    /// [`Session::flush`], where a failure is only logged (it fails the turn when it ends).
+    pub async fn flush_or_warn(&self) {
+        if let Err(failure) = self.flush().await {
+            tracing::warn!(session = %self.id, "{failure}");
+        }
+    }
+
     /// Why the log cannot be written any more, if so.
     pub fn log_failure(&self) -> Option<String> {
         self.log.failure()

@@ -278,15 +278,15 @@ pub(crate) fn agent(
                 // Begun here, not in the turn's task: a cancel that follows is handled after
                 // this handler and so finds the turn begun.
                 let prompt = from_acp::prompt(&request.prompt);
-                let parts = host.turn_parts(&session.id);
-                let cancel = match session.begin_turn(prompt, |task| parts.executor.end_reported(task)).await {
+                let work = host.turn(&session.id);
+                let cancel = match session.begin_turn(prompt, |task| work.ports.end_reported(task)).await {
                     Ok(cancel) => cancel,
                     Err(busy) => {
                         return responder.respond_with_error(Error::new(ErrorCode::INVALID_REQUEST, busy.to_string()));
                     }
                 };
                 tokio::spawn(async move {
-                    let outcome = turn::answer(&parts, &session, cancel).await;
+                    let outcome = turn::answer(&work, &session, cancel).await;
                     tracing::info!(session = %session.id, ?outcome, "turn ended");
                     let _ = match outcome {
                         Ok(stop) => responder.respond(PromptResponse::new(to_acp::stop_reason(stop))),

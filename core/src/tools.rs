@@ -1,0 +1,178 @@
+//! The tool router: the tools a turn offers and runs come from ordered **providers** (the
+//! host's plugins and a session's MCP servers are two equal ones). A provider says what its
+//! tools do ([`ToolEffects`](crate::model::ToolEffects)); the router decides from that, never
+//! from a tool's name, what is offered when.
+
+use crate::model::{ModelToolCall, ToolDefinition};
+use crate::session::{CallStatus, Card, GenericCard, Session, SessionEvent, ToolCallId, ToolKind};
+use futures::future::BoxFuture;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// A section of the system prompt a provider contributes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptSection {
+    pub id: String,
+    /// Sections are sorted by order, then id.
+    pub order: u32,
+    pub text: String,
+}
+
+/// One call, as its provider gets it: the card id is the session's, the arguments the
+/// model's.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    pub session: &'a Arc<Session>,
+    pub call_id: &'a ToolCallId,
+    pub call: &'a ModelToolCall,
+    /// The arguments as JSON (a string holding them when they are not JSON), for the card.
+    pub raw_input: &'a serde_json::Value,
+    pub cancel: &'a CancellationToken,
+}
+
+/// What a call gives the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallResult {
+    pub text: String,
+    pub is_error: bool,
+}
+
+/// Where tools come from.
+pub trait ToolProvider: Send + Sync {
+    /// Gets ready for a turn's first request: what failed gets another chance, and it waits
+    /// (boundedly) until its tools are known.
+    fn prepare(&self) -> BoxFuture<'_, ()>;
+
+    /// The tools it offers now; `planning`: the session is in plan mode.
+    fn tools(&self, planning: bool) -> BoxFuture<'_, Vec<ToolDefinition>>;
+
+    /// Its sections of the system prompt.
+    fn prompt_sections(&self) -> Vec<PromptSection> {
+        Vec::new()
+    }
+
+    /// Runs `call` when the tool is one of its own (drawing, running and closing its card):
+    /// `None` when it is not.
+    fn call<'a>(&'a self, call: Call<'a>) -> Option<BoxFuture<'a, CallResult>>;
+}
+
+/// A turn's providers, in order: tools are listed in this order, and a call goes to the first
+/// provider that serves its name.
+pub struct ToolRouter {
+    providers: Vec<Arc<dyn ToolProvider>>,
+    /// A backend can confine commands to read-only (plan mode may then offer tools that run
+    /// commands).
+    confines_commands: bool,
+}
+
+impl std::fmt::Debug for ToolRouter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolRouter")
+            .field("providers", &self.providers.len())
+            .field("confines_commands", &self.confines_commands)
+            .finish()
+    }
+}
+
+impl ToolRouter {
+    pub fn new(providers: Vec<Arc<dyn ToolProvider>>, confines_commands: bool) -> Self {
+        Self { providers, confines_commands }
+    }
+
+    /// Gets every provider ready, together.
+    pub async fn prepare(&self) {
+        futures::future::join_all(self.providers.iter().map(|p| p.prepare())).await;
+    }
+
+    /// Every provider's prompt sections, sorted by order, then id.
+    pub fn prompt_sections(&self) -> Vec<PromptSection> {
+        let mut sections: Vec<_> =
+            self.providers.iter().flat_map(|p| p.prompt_sections()).collect();
+        sections.sort_by(|a, b| (a.order, &a.id).cmp(&(b.order, &b.id)));
+        sections
+    }
+
+    /// The tools the model is offered: every provider's, except that plan mode offers tools
+    /// that run commands only while a backend can confine commands to read-only (otherwise
+    /// none could run).
+    pub async fn offered(&self, planning: bool) -> Vec<ToolDefinition> {
+        let mut tools = Vec::new();
+        for provider in &self.providers {
+            tools.extend(provider.tools(planning).await);
+        }
+        if planning && !self.confines_commands {
+            tools.retain(|tool| !tool.effects.runs_commands);
+        }
+        tools
+    }
+
+    /// Runs one call the model made; an unknown tool gets a failed card and a message naming
+    /// the tools there are.
+    pub async fn call(
+        &self,
+        session: &Arc<Session>,
+        call: &ModelToolCall,
+        cancel: &CancellationToken,
+    ) -> CallResult {
+        let call_id = session.next_call_id();
+        let raw_input = serde_json::from_str(&call.arguments)
+            .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
+        let request = Call { session, call_id: &call_id, call, raw_input: &raw_input, cancel };
+        for provider in &self.providers {
+            if let Some(running) = provider.call(request) {
+                return running.await;
+            }
+        }
+        let mut names = Vec::new();
+        for provider in &self.providers {
+            names.extend(provider.tools(false).await.into_iter().map(|t| t.name));
+        }
+        let text = if names.is_empty() {
+            format!("unknown tool `{}`: no tools are loaded", call.name)
+        } else {
+            format!("unknown tool `{}`; the tools are: {}", call.name, names.join(", "))
+        };
+        fail_without_running(request, &text).await;
+        CallResult { text, is_error: true }
+    }
+}
+
+/// The card of a call nothing draws better.
+pub fn plain_card(tool: &str) -> Card {
+    Card::Generic(GenericCard::new(tool, ToolKind::Other, None))
+}
+
+/// Shows (and logs) the card of a call that starts.
+pub async fn open_card(call: Call<'_>, card: Card) {
+    call.session
+        .emit(SessionEvent::ToolCallStarted {
+            call_id: call.call_id.clone(),
+            tool: call.call.name.clone(),
+            card,
+            raw_input: call.raw_input.clone(),
+            arguments: call.call.arguments.clone(),
+        })
+        .await;
+}
+
+/// Closes a call's card as failed, carrying the text the model got.
+pub async fn finish_failed(session: &Session, call_id: &ToolCallId, card: Card, text: &str) {
+    session
+        .emit(SessionEvent::ToolCallFinished {
+            call_id: call_id.clone(),
+            card,
+            status: CallStatus::Failed,
+            raw_output: serde_json::json!({ "error": text }),
+            error: Some(text.to_owned()),
+            output_text: None,
+        })
+        .await;
+}
+
+/// Shows a call that could not run at all (an unknown tool, a server that is down) as a
+/// failed card.
+pub async fn fail_without_running(call: Call<'_>, text: &str) {
+    let card = plain_card(&call.call.name);
+    open_card(call, card.clone()).await;
+    finish_failed(call.session, call.call_id, card, text).await;
+}
