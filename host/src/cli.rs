@@ -324,7 +324,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // In a terminal, what the user must know comes as `error:` lines; the log keeps to
     // warnings that add to them.
     init_logging(if interactive {
-        "warn,agent_client_protocol=error,hotsh_host::turn=error"
+        "warn,agent_client_protocol=error,hotsh_core::turn=error"
     } else {
         // rmcp reports every connection's start and end at info; hotsh says it once itself.
         "info,rmcp=warn"

@@ -552,3 +552,59 @@ fn a_full_disk_fails_the_turn_with_the_file_and_cause_and_loses_nothing_logged()
     let texts: Vec<&str> = updates.iter().filter_map(|u| u["content"]["text"].as_str()).collect();
     assert_eq!(&texts[..3], ["one", "small answer", "two"]);
 }
+
+#[test]
+fn a_log_written_by_the_release_before_loads_unchanged_and_goes_on() {
+    // Written by `hotsh run --sandbox workspace-write` of 9b5be73 (a command, a background
+    // task still running when that agent went away, a file written, a command that failed).
+    let id = "e47f9987-8b17-4f78-acd2-475825a13ca2";
+    let fixture = hotsh_tests::workspace().join("tests/fixtures/logs/9b5be73.jsonl");
+    let data = tempfile::tempdir().unwrap();
+    let mut agent = Agent::start(sharing(data.path(), vec![say("continued")]));
+    let cwd = agent.workdir.clone();
+    // The log names the folder it ran in: this test's, here.
+    let text = std::fs::read_to_string(&fixture)
+        .unwrap()
+        .replace("/tmp/genlog/work", cwd.to_str().unwrap());
+    std::fs::create_dir_all(data.path().join("sessions")).unwrap();
+    std::fs::write(log_path(data.path(), id), text).unwrap();
+    agent.initialize(true);
+    let (updates, answer) = load(&mut agent, id, &cwd);
+    assert!(answer.get("result").is_some(), "{answer}");
+    let shown = normalise_paths(&outline(&updates)).replace(cwd.to_str().unwrap(), "<cwd>");
+    expect![[r#"
+        user_message_chunk "write some notes"
+        agent_thought_chunk "list then write"
+        agent_message_chunk "Looking."
+        tool_call call-1 title="echo hello && ls" status=in_progress terminal_info 
+        tool_call_update call-1 terminal_output "hello\n"
+        tool_call_update call-1 status=completed terminal_exit code=0 signal=null
+        tool_call call-2 title="Start in the background: sleep 0.2; echo bg-done" status=in_progress
+        tool_call_update call-2 title="Background task bash-1: sleep 0.2; echo bg-done" status=in_progress content="Running; full output: <path>"
+        tool_call call-3 title="Write <cwd>/notes.txt" status=in_progress
+        tool_call_update call-3 title="Write <cwd>/notes.txt" status=completed
+        tool_call call-4 title="exit 3" status=in_progress terminal_info 
+        tool_call_update call-4 status=failed terminal_exit code=3 signal=null
+        agent_message_chunk "Done: notes.txt written."
+        tool_call_update call-2 title="Background task bash-1: sleep 0.2; echo bg-done" status=failed content="bash-1 ended when the agent that ran it went away.""#]].assert_eq(&shown);
+    let sandbox = answer["result"]["configOptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "sandbox_mode")
+        .unwrap()["currentValue"]
+        .clone();
+    assert_eq!(sandbox, "workspace-write");
+    let next = agent.prompt(id, "and now?");
+    assert_eq!(next["result"]["stopReason"], "end_turn", "{next}");
+    let request = agent.model_requests().pop().unwrap();
+    let messages = request["messages"].as_array().unwrap();
+    assert_eq!(messages[0]["text"], "write some notes");
+    assert_eq!(messages.iter().filter(|m| m["role"] == "tool").count(), 4);
+    let notice = messages.iter().find(|m| m["role"] == "notice").unwrap();
+    assert!(
+        notice["text"].as_str().unwrap().contains("background task bash-1 `sleep 0.2; echo bg-done` ended when the agent that ran it went away"),
+        "{notice}"
+    );
+    assert_eq!(messages.last().unwrap()["text"], "and now?");
+}

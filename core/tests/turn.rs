@@ -1,0 +1,367 @@
+//! The session and the turn with fake ports: a scripted model, an in-memory log, a client
+//! that keeps what it is sent, tools that need no process.
+
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use futures::future::BoxFuture;
+use hotsh_core::model::{
+    Model, ModelError, ModelEvent, ModelRequest, ModelToolCall, ToolDefinition, ToolEffects,
+};
+use hotsh_core::sandbox::Mode;
+use hotsh_core::session::{
+    CallStatus, EventSink, Fact, LogSink, Prompt, Record, Session, SessionEvent, SessionId,
+    SessionMeta, StopReason, fold,
+};
+use hotsh_core::tools::{Call, CallResult, ToolProvider, ToolRouter, open_card};
+use hotsh_core::turn::{SystemParts, Turn, TurnFailed, TurnPorts, answer, guarded};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc;
+
+/// A log kept in memory, in the order appended.
+#[derive(Default)]
+struct MemoryLog(Arc<Mutex<Vec<Record>>>);
+
+impl LogSink for MemoryLog {
+    fn append(&self, record: Record) -> BoxFuture<'_, ()> {
+        self.0.lock().unwrap().push(record);
+        Box::pin(async {})
+    }
+    fn flush(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn failure(&self) -> Option<String> {
+        None
+    }
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// A client that keeps every event it is sent.
+#[derive(Default)]
+struct Client(Mutex<Vec<SessionEvent>>);
+
+impl EventSink for Client {
+    fn emit(&self, event: SessionEvent) {
+        self.0.lock().unwrap().push(event);
+    }
+}
+
+/// A model that plays answers in order; an answer of `None` streams until it is cancelled.
+#[derive(Debug)]
+struct Scripted {
+    answers: Mutex<VecDeque<Option<Vec<ModelEvent>>>>,
+    requests: Mutex<Vec<ModelRequest>>,
+}
+
+impl Scripted {
+    fn new(answers: Vec<Option<Vec<ModelEvent>>>) -> Arc<Self> {
+        Arc::new(Self { answers: Mutex::new(answers.into()), requests: Mutex::default() })
+    }
+}
+
+impl Model for Scripted {
+    fn respond(
+        &self,
+        _session: &str,
+        request: &ModelRequest,
+        events: mpsc::UnboundedSender<ModelEvent>,
+    ) -> BoxFuture<'_, Result<(), ModelError>> {
+        self.requests.lock().unwrap().push(request.clone());
+        let answer = self.answers.lock().unwrap().pop_front();
+        Box::pin(async move {
+            match answer {
+                Some(Some(answer)) => {
+                    for event in answer {
+                        let _ = events.send(event);
+                    }
+                    Ok(())
+                }
+                Some(None) => loop {
+                    let _ = events.send(ModelEvent::Reasoning("…".to_owned()));
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                },
+                None => Err(ModelError::Provider("the script is over".to_owned())),
+            }
+        })
+    }
+}
+
+/// `echo` answers with its arguments; `shell` declares that it runs commands.
+struct Tools;
+
+impl ToolProvider for Tools {
+    fn prepare(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+    fn tools(&self, _planning: bool) -> BoxFuture<'_, Vec<ToolDefinition>> {
+        let tool = |name: &str, runs_commands| ToolDefinition {
+            name: name.to_owned(),
+            description: String::new(),
+            input_schema: serde_json::json!({"type": "object"}),
+            effects: ToolEffects { runs_commands, writes_files: false },
+        };
+        Box::pin(async move { vec![tool("echo", false), tool("shell", true)] })
+    }
+    fn call<'a>(&'a self, call: Call<'a>) -> Option<BoxFuture<'a, CallResult>> {
+        (call.call.name == "echo").then(|| -> BoxFuture<'a, CallResult> {
+            Box::pin(async move {
+                open_card(call, hotsh_core::tools::plain_card("echo")).await;
+                call.session
+                    .emit(SessionEvent::ToolCallFinished {
+                        call_id: call.call_id.clone(),
+                        card: hotsh_core::tools::plain_card("echo"),
+                        status: CallStatus::Completed,
+                        raw_output: serde_json::Value::Null,
+                        error: None,
+                        output_text: Some(call.call.arguments.clone()),
+                    })
+                    .await;
+                CallResult { text: call.call.arguments.clone(), is_error: false }
+            })
+        })
+    }
+}
+
+struct Ports;
+
+impl TurnPorts for Ports {
+    fn system_parts(&self) -> BoxFuture<'_, Result<SystemParts, String>> {
+        Box::pin(async {
+            Ok(SystemParts { before: vec!["You are a test.".to_owned()], after: vec![] })
+        })
+    }
+    fn end_reported(&self, _task: &str) -> bool {
+        false
+    }
+}
+
+struct Fixture {
+    session: Arc<Session>,
+    log: Arc<Mutex<Vec<Record>>>,
+    client: Arc<Client>,
+}
+
+fn fixture() -> Fixture {
+    let log = MemoryLog::default();
+    let records = Arc::clone(&log.0);
+    let session =
+        Arc::new(Session::new(SessionId("s".to_owned()), "/w".into(), Box::new(log), None));
+    let client = Arc::new(Client::default());
+    session.attach(Arc::clone(&client) as Arc<dyn EventSink>);
+    Fixture { session, log: records, client }
+}
+
+fn turn(model: &Arc<Scripted>, confines_commands: bool) -> Turn {
+    Turn {
+        model: Arc::clone(model) as Arc<dyn Model>,
+        tools: ToolRouter::new(vec![Arc::new(Tools)], confines_commands),
+        ports: Arc::new(Ports),
+    }
+}
+
+fn prompt(text: &str) -> Prompt {
+    Prompt { text: text.to_owned(), blocks: Vec::new(), images: Vec::new() }
+}
+
+fn call(id: &str, name: &str, arguments: &str) -> ModelEvent {
+    ModelEvent::ToolCall(ModelToolCall {
+        id: id.to_owned(),
+        name: name.to_owned(),
+        arguments: arguments.to_owned(),
+    })
+}
+
+fn types(records: &[Record]) -> Vec<String> {
+    records
+        .iter()
+        .map(|record| {
+            let value = match record {
+                Record::Event(event) => serde_json::to_value(event).unwrap(),
+                Record::Fact(fact) => serde_json::to_value(fact).unwrap(),
+            };
+            value["type"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_turn_runs_tools_until_the_model_answers_and_its_log_folds_back_to_its_history() {
+    let f = fixture();
+    let model = Scripted::new(vec![
+        Some(vec![call("a", "echo", r#"{"x":1}"#), call("b", "nope", "{}")]),
+        Some(vec![ModelEvent::Text("done".to_owned())]),
+    ]);
+    let work = turn(&model, true);
+    let cancel = f.session.begin_turn(prompt("go"), |_| false).await.unwrap();
+    assert_eq!(answer(&work, &f.session, cancel).await, Ok(StopReason::EndTurn));
+
+    let log = f.log.lock().unwrap().clone();
+    assert_eq!(
+        types(&log),
+        [
+            "prompt",
+            "assistant_message",
+            "tool_call_started",
+            "tool_call_finished",
+            "tool_result",
+            "tool_call_started",
+            "tool_call_finished",
+            "tool_result",
+            "agent_text",
+            "assistant_message",
+            "turn_ended",
+        ]
+    );
+    let requests = model.requests.lock().unwrap().clone();
+    assert_eq!(requests[0].system, "You are a test.");
+    let results: Vec<_> = requests[1]
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            hotsh_core::model::Message::Tool { text, is_error, .. } => {
+                Some((text.clone(), *is_error))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results[0], (r#"{"x":1}"#.to_owned(), false));
+    assert_eq!(results[1], ("unknown tool `nope`; the tools are: echo, shell".to_owned(), true));
+    // The client saw what was logged, in the same order (the prompt is the client's own).
+    let events = f.client.0.lock().unwrap().clone();
+    let logged: Vec<SessionEvent> = log
+        .iter()
+        .filter_map(|r| match r {
+            Record::Event(e) => Some(e.clone()),
+            Record::Fact(_) => None,
+        })
+        .collect();
+    assert_eq!(events, logged);
+    // The history is a fold of the log.
+    let meta = SessionMeta {
+        session_id: "s".to_owned(),
+        cwd: "/w".into(),
+        created_at: String::new(),
+        agent: String::new(),
+    };
+    let mut records = vec![Record::Fact(Fact::Session(meta))];
+    records.extend(log);
+    assert_eq!(fold::fold(records).unwrap().history, f.session.messages());
+}
+
+#[tokio::test]
+async fn a_cancel_is_logged_inside_the_turn_and_before_its_end() {
+    let f = fixture();
+    let model = Scripted::new(vec![None]);
+    let work = turn(&model, true);
+    let cancel = f.session.begin_turn(prompt("think forever"), |_| false).await.unwrap();
+    let session = Arc::clone(&f.session);
+    let running = tokio::spawn(async move { answer(&work, &session, cancel).await });
+    // Once the model streams, cancel.
+    while !f.client.0.lock().unwrap().iter().any(|e| matches!(e, SessionEvent::AgentThought { .. }))
+    {
+        tokio::task::yield_now().await;
+    }
+    assert!(f.session.cancel_turn().await);
+    assert_eq!(running.await.unwrap(), Ok(StopReason::Cancelled));
+    assert!(!f.session.cancel_turn().await, "no turn runs any more");
+    let kinds = types(&f.log.lock().unwrap());
+    let cancel = kinds.iter().position(|t| t == "cancel_requested").unwrap();
+    assert_eq!(kinds.first().map(String::as_str), Some("prompt"));
+    assert_eq!(kinds.last().map(String::as_str), Some("turn_ended"));
+    assert!(cancel < kinds.len() - 1);
+    assert_eq!(kinds.iter().filter(|t| *t == "cancel_requested").count(), 1);
+}
+
+#[tokio::test]
+async fn plan_mode_offers_tools_that_run_commands_only_where_commands_can_be_confined() {
+    for confines in [false, true] {
+        let f = fixture();
+        f.session.set_planning(true).await;
+        let model = Scripted::new(vec![Some(vec![ModelEvent::Text("ok".to_owned())])]);
+        let work = turn(&model, confines);
+        let cancel = f.session.begin_turn(prompt("plan"), |_| false).await.unwrap();
+        answer(&work, &f.session, cancel).await.unwrap();
+        let offered: Vec<String> =
+            model.requests.lock().unwrap()[0].tools.iter().map(|t| t.name.clone()).collect();
+        let expected: &[&str] = if confines { &["echo", "shell"] } else { &["echo"] };
+        assert_eq!(offered, expected);
+    }
+}
+
+#[tokio::test]
+async fn a_second_prompt_while_a_turn_runs_is_refused() {
+    let f = fixture();
+    let _running = f.session.begin_turn(prompt("one"), |_| false).await.unwrap();
+    assert!(f.session.begin_turn(prompt("two"), |_| false).await.is_err());
+}
+
+#[tokio::test]
+async fn changes_made_together_are_logged_in_the_order_they_apply() {
+    let f = fixture();
+    let changes: Vec<_> = (0..300)
+        .map(|i| {
+            let session = Arc::clone(&f.session);
+            tokio::spawn(async move { session.choose_sandbox_mode(Mode::ALL[i % 3]).await })
+        })
+        .collect();
+    for change in changes {
+        change.await.unwrap();
+    }
+    let last = f
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .rev()
+        .find_map(|r| match r {
+            Record::Fact(Fact::SandboxMode { mode }) => Some(*mode),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(Some(last), f.session.sandbox_choice());
+}
+
+#[tokio::test]
+async fn a_client_attached_for_a_replay_gets_live_events_only_after_it() {
+    let f = fixture();
+    let later = Arc::new(Client::default());
+    let taken = f
+        .session
+        .attach_for_replay(Arc::clone(&later) as Arc<dyn EventSink>, async {
+            Ok::<_, ()>(f.log.lock().unwrap().len())
+        })
+        .await
+        .unwrap();
+    assert_eq!(taken, 0);
+    f.session.emit(SessionEvent::AgentText { text: "live".to_owned() }).await;
+    assert!(later.0.lock().unwrap().is_empty(), "held while the replay is sent");
+    later.emit(SessionEvent::AgentText { text: "replayed".to_owned() });
+    f.session.release_held().await;
+    let texts: Vec<String> = later
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|e| match e {
+            SessionEvent::AgentText { text } => text.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(texts, ["replayed", "live"]);
+}
+
+#[tokio::test]
+async fn a_turn_that_panics_still_ends_with_an_answer() {
+    let outcome = guarded(async {
+        if std::hint::black_box(true) {
+            panic!("boom in a turn");
+        }
+        Ok(StopReason::EndTurn)
+    })
+    .await;
+    let Err(TurnFailed { message, .. }) = outcome else { panic!("a panic must fail the turn") };
+    assert!(message.ends_with(": boom in a turn"), "{message}");
+    assert_eq!(guarded(async { Ok(StopReason::Cancelled) }).await, Ok(StopReason::Cancelled));
+}
