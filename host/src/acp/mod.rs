@@ -23,18 +23,18 @@ use crate::sync::lock;
 use crate::turn;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest, CancelNotification,
-    CloseSessionRequest, CloseSessionResponse, Implementation, InitializeRequest,
-    InitializeResponse, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
-    LoadSessionResponse, McpCapabilities, NewSessionRequest, NewSessionResponse,
-    PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionRequest, ResumeSessionResponse,
-    SessionCapabilities, SessionCloseCapabilities, SessionConfigOption,
+    AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest, AuthenticateResponse,
+    CancelNotification, CloseSessionRequest, CloseSessionResponse, Implementation,
+    InitializeRequest, InitializeResponse, ListSessionsRequest, ListSessionsResponse,
+    LoadSessionRequest, LoadSessionResponse, McpCapabilities, NewSessionRequest,
+    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionRequest,
+    ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities, SessionConfigOption,
     SessionConfigOptionCategory, SessionConfigOptionValue, SessionConfigSelectOption, SessionInfo,
     SessionListCapabilities, SessionNotification, SessionResumeCapabilities,
     SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
     SetSessionModeResponse,
 };
-use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
+use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode, Responder};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -90,260 +90,390 @@ pub(crate) fn agent(
     outflow: Option<Arc<transport::Outflow>>,
 ) -> impl ConnectTo<Client> {
     let shared = Shared { host, features: Arc::new(ClientFeatures::default()), outflow };
-    let for_config = shared.clone();
-    let for_mode = shared.clone();
-    let (for_init, for_new, for_load, for_resume, for_list, for_close, for_prompt, for_cancel) = (
-        shared.clone(),
-        shared.clone(),
-        shared.clone(),
-        shared.clone(),
-        shared.clone(),
-        shared.clone(),
-        shared.clone(),
-        shared,
-    );
     Agent
         .v1()
         .name("hotsh")
         .on_receive_request(
-            async move |request: InitializeRequest, responder, _cx| {
-                let terminal_output = from_acp::wants_terminal_output(&request);
-                for_init.features.terminal_output.store(terminal_output, Ordering::Relaxed);
-                let fs = &request.client_capabilities.fs;
-                for_init.features.read_text_file.store(fs.read_text_file, Ordering::Relaxed);
-                for_init.features.write_text_file.store(fs.write_text_file, Ordering::Relaxed);
-                tracing::debug!(
-                    terminal_output,
-                    read_text_file = fs.read_text_file,
-                    write_text_file = fs.write_text_file,
-                    "initialize"
-                );
-                let sessions = SessionCapabilities::new()
-                    .list(SessionListCapabilities::new())
-                    .resume(SessionResumeCapabilities::new())
-                    .close(SessionCloseCapabilities::new());
-                responder.respond(
-                    InitializeResponse::new(request.protocol_version)
-                        .agent_capabilities(
-                            AgentCapabilities::new()
-                                .load_session(true)
-                                .prompt_capabilities(
-                                    PromptCapabilities::new()
-                                        .image(for_init.host.takes_images())
-                                        .embedded_context(true),
-                                )
-                                .session_capabilities(sessions)
-                                .mcp_capabilities(McpCapabilities::new().http(true)),
-                        )
-                        .auth_methods(vec![AuthMethod::Agent(
-                            AuthMethodAgent::new(API_KEY_METHOD, "Set a model API key")
-                                .description(API_KEY_HELP.to_owned()),
-                        )])
-                        .agent_info(Implementation::new("hotsh", env!("CARGO_PKG_VERSION"))),
-                )
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: NewSessionRequest, responder, cx| {
-                if let Err(message) = check_cwd(&request.cwd) {
-                    return responder.respond_with_error(invalid_params(message));
+            {
+                let shared = shared.clone();
+                async move |request: InitializeRequest, responder, cx| {
+                    on_initialize(&shared, request, responder, cx).await
                 }
-                let session = match for_new.host.new_session(request.cwd) {
-                    Ok(session) => session,
-                    Err(error) => return responder.respond_with_error(store_error(&error)),
-                };
-                session.attach(for_new.sink(cx, &session.id.0));
-                for_new.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
-                tracing::info!(session = %session.id, cwd = %session.cwd.display(), "session created");
-                let options = config_options(&for_new.host, &session);
-                responder.respond(
-                    NewSessionResponse::new(session.id.0.clone())
-                        .config_options(options)
-                        .modes(session_modes(&for_new.host, &session)),
-                )
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: LoadSessionRequest, responder, cx| {
-                let shared = for_load.clone();
-                let id = request.session_id.0.to_string();
-                tokio::spawn(async move {
-                    let started = std::time::Instant::now();
-                    let sink = shared.sink(cx, &id);
-                    let opened = shared.host.open_session(&id, Arc::clone(&sink) as Arc<dyn EventSink>).await;
-                    let read = started.elapsed();
-                    let (session, folded) = match opened {
-                        Ok(opened) => opened,
-                        Err(error) => {
-                            let _ = responder.respond_with_error(store_error(&error));
-                            return;
-                        }
-                    };
-                    // The thread as it was, before the answer (ACP: replay, then respond).
-                    let view =
-                        turn::present_again(&shared.host.registry, &session, folded.view).await;
-                    let presented = started.elapsed();
-                    let events = view.len();
-                    for event in view {
-                        sink.room().await;
-                        sink.emit(event);
-                    }
-                    session.release_held().await;
-                    shared.host.settle_tasks_of_gone_agent(&session, &folded.open_tasks).await;
-                    shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
-                    tracing::info!(
-                        session = %session.id,
-                        events,
-                        read_ms = read.as_secs_f64() * 1000.0,
-                        presented_ms = presented.as_secs_f64() * 1000.0,
-                        sent_ms = started.elapsed().as_secs_f64() * 1000.0,
-                        "session loaded"
-                    );
-                    let options = config_options(&shared.host, &session);
-                    let modes = session_modes(&shared.host, &session);
-                    let _ = responder
-                        .respond(LoadSessionResponse::new().config_options(options).modes(modes));
-                });
-                Ok(())
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: ResumeSessionRequest, responder, cx| {
-                let shared = for_resume.clone();
-                let id = request.session_id.0.to_string();
-                tokio::spawn(async move {
-                    let sink = shared.sink(cx, &id);
-                    match shared.host.open_session(&id, sink).await {
-                        Ok((session, folded)) => {
-                            // Nothing is replayed on resume: live events flow at once.
-                            session.release_held().await;
-                            shared.host.settle_tasks_of_gone_agent(&session, &folded.open_tasks).await;
-                            shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
-                            tracing::info!(session = %session.id, "session resumed");
-                            let options = config_options(&shared.host, &session);
-                            let modes = session_modes(&shared.host, &session);
-                            let _ = responder.respond(
-                                ResumeSessionResponse::new().config_options(options).modes(modes),
-                            );
-                        }
-                        Err(error) => {
-                            let _ = responder.respond_with_error(store_error(&error));
-                        }
-                    }
-                });
-                Ok(())
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: ListSessionsRequest, responder, _cx| {
-                let shared = for_list.clone();
-                tokio::spawn(async move {
-                    let _ = responder.respond_with_result(list_sessions(&shared.host, request).await);
-                });
-                Ok(())
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: CloseSessionRequest, responder, _cx| {
-                let shared = for_close.clone();
-                let id = SessionId(request.session_id.0.to_string());
-                tokio::spawn(async move {
-                    if shared.host.close_session(&id).await {
-                        tracing::info!(session = %id, "session closed");
-                        let _ = responder.respond(CloseSessionResponse::new());
-                    } else {
-                        let _ = responder
-                            .respond_with_error(invalid_params(format!("unknown session: {id}")));
-                    }
-                });
-                Ok(())
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: PromptRequest, responder, _cx| {
-                let host = &for_prompt.host;
-                let id = SessionId(request.session_id.0.to_string());
-                let Some(session) = host.session(&id) else {
-                    return responder.respond_with_error(invalid_params(format!("unknown session: {id}")));
-                };
-                if let Some(failure) = session.log_failure() {
-                    return responder.respond_with_error(Error::new(ErrorCode::INTERNAL_ERROR, failure));
+            {
+                let shared = shared.clone();
+                async move |request: NewSessionRequest, responder, cx| {
+                    on_new_session(&shared, request, responder, cx).await
                 }
-                // Begun here, not in the turn's task: a cancel that follows is handled after
-                // this handler and so finds the turn begun.
-                let prompt = from_acp::prompt(&request.prompt);
-                let work = host.turn(&session.id);
-                let cancel = match session.begin_turn(prompt, |task| work.ports.end_reported(task)).await {
-                    Ok(cancel) => cancel,
-                    Err(busy) => {
-                        return responder.respond_with_error(Error::new(ErrorCode::INVALID_REQUEST, busy.to_string()));
-                    }
-                };
-                tokio::spawn(async move {
-                    let outcome = turn::answer(&work, &session, cancel).await;
-                    tracing::info!(session = %session.id, ?outcome, "turn ended");
-                    let _ = match outcome {
-                        Ok(stop) => responder.respond(PromptResponse::new(to_acp::stop_reason(stop))),
-                        Err(failed) => {
-                            let code = if failed.needs_key { ErrorCode::AUTH_REQUIRED } else { ErrorCode::INTERNAL_ERROR };
-                            responder.respond_with_error(Error::new(code, failed.message))
-                        }
-                    };
-                });
-                Ok(())
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: AuthenticateRequest, responder, _cx| {
-                // Keys come from the environment; there is nothing to do here but say so.
-                tracing::info!(method = %request.method_id.0, "authenticate");
-                responder.respond_with_error(Error::new(ErrorCode::AUTH_REQUIRED, API_KEY_HELP))
+            {
+                let shared = shared.clone();
+                async move |request: LoadSessionRequest, responder, cx| {
+                    on_load_session(&shared, request, responder, cx).await
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: SetSessionConfigOptionRequest, responder, _cx| {
-                let shared = for_config.clone();
-                tokio::spawn(async move {
-                    let _ = responder.respond_with_result(set_config_option(&shared.host, request).await);
-                });
-                Ok(())
+            {
+                let shared = shared.clone();
+                async move |request: ResumeSessionRequest, responder, cx| {
+                    on_resume_session(&shared, request, responder, cx).await
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: SetSessionModeRequest, responder, _cx| {
-                let shared = for_mode.clone();
-                tokio::spawn(async move {
-                    let _ = responder.respond_with_result(set_mode(&shared.host, request).await);
-                });
-                Ok(())
+            {
+                let shared = shared.clone();
+                async move |request: ListSessionsRequest, responder, cx| {
+                    on_list_sessions(&shared, request, responder, cx).await
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let shared = shared.clone();
+                async move |request: CloseSessionRequest, responder, cx| {
+                    on_close_session(&shared, request, responder, cx).await
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let shared = shared.clone();
+                async move |request: PromptRequest, responder, cx| {
+                    on_prompt(&shared, request, responder, cx).await
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let shared = shared.clone();
+                async move |request: AuthenticateRequest, responder, cx| {
+                    on_authenticate(&shared, request, responder, cx).await
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let shared = shared.clone();
+                async move |request: SetSessionConfigOptionRequest, responder, cx| {
+                    on_set_session_config_option(&shared, request, responder, cx).await
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let shared = shared.clone();
+                async move |request: SetSessionModeRequest, responder, cx| {
+                    on_set_session_mode(&shared, request, responder, cx).await
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_notification(
-            async move |notification: CancelNotification, _cx| {
-                let id = SessionId(notification.session_id.0.to_string());
-                match for_cancel.host.session(&id) {
-                    // Logged and applied in the session's order, here (after the prompt it
-                    // follows was begun by its handler).
-                    Some(session) => {
-                        let was_running = session.cancel_turn().await;
-                        tracing::info!(session = %id, was_running, "cancel");
-                    }
-                    None => tracing::warn!(session = %id, "cancel for an unknown session"),
+            {
+                let shared = shared.clone();
+                async move |notification: CancelNotification, _cx| {
+                    on_cancel(&shared, notification).await
                 }
-                Ok(())
             },
             agent_client_protocol::on_receive_notification!(),
         )
+}
+
+/// `initialize`: what the client can do, and what this agent offers.
+async fn on_initialize(
+    shared: &Shared,
+    request: InitializeRequest,
+    responder: Responder<InitializeResponse, agent_client_protocol::V1>,
+    _cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let terminal_output = from_acp::wants_terminal_output(&request);
+    shared.features.terminal_output.store(terminal_output, Ordering::Relaxed);
+    let fs = &request.client_capabilities.fs;
+    shared.features.read_text_file.store(fs.read_text_file, Ordering::Relaxed);
+    shared.features.write_text_file.store(fs.write_text_file, Ordering::Relaxed);
+    tracing::debug!(
+        terminal_output,
+        read_text_file = fs.read_text_file,
+        write_text_file = fs.write_text_file,
+        "initialize"
+    );
+    let sessions = SessionCapabilities::new()
+        .list(SessionListCapabilities::new())
+        .resume(SessionResumeCapabilities::new())
+        .close(SessionCloseCapabilities::new());
+    responder.respond(
+        InitializeResponse::new(request.protocol_version)
+            .agent_capabilities(
+                AgentCapabilities::new()
+                    .load_session(true)
+                    .prompt_capabilities(
+                        PromptCapabilities::new()
+                            .image(shared.host.takes_images())
+                            .embedded_context(true),
+                    )
+                    .session_capabilities(sessions)
+                    .mcp_capabilities(McpCapabilities::new().http(true)),
+            )
+            .auth_methods(vec![AuthMethod::Agent(
+                AuthMethodAgent::new(API_KEY_METHOD, "Set a model API key")
+                    .description(API_KEY_HELP.to_owned()),
+            )])
+            .agent_info(Implementation::new("hotsh", env!("CARGO_PKG_VERSION"))),
+    )
+}
+
+/// `session/new`: a session in `cwd`, its log created first.
+async fn on_new_session(
+    shared: &Shared,
+    request: NewSessionRequest,
+    responder: Responder<NewSessionResponse, agent_client_protocol::V1>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    if let Err(message) = check_cwd(&request.cwd) {
+        return responder.respond_with_error(invalid_params(message));
+    }
+    let session = match shared.host.new_session(request.cwd) {
+        Ok(session) => session,
+        Err(error) => return responder.respond_with_error(store_error(&error)),
+    };
+    session.attach(shared.sink(cx, &session.id.0));
+    shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
+    tracing::info!(session = %session.id, cwd = %session.cwd.display(), "session created");
+    let options = config_options(&shared.host, &session);
+    responder.respond(
+        NewSessionResponse::new(session.id.0.clone())
+            .config_options(options)
+            .modes(session_modes(&shared.host, &session)),
+    )
+}
+
+/// `session/load`: the thread as it was (replayed before the answer, cards drawn anew), then
+/// the session goes on here.
+async fn on_load_session(
+    shared: &Shared,
+    request: LoadSessionRequest,
+    responder: Responder<LoadSessionResponse, agent_client_protocol::V1>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let shared = shared.clone();
+    let id = request.session_id.0.to_string();
+    tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        let sink = shared.sink(cx, &id);
+        let opened = shared.host.open_session(&id, Arc::clone(&sink) as Arc<dyn EventSink>).await;
+        let read = started.elapsed();
+        let (session, folded) = match opened {
+            Ok(opened) => opened,
+            Err(error) => {
+                let _ = responder.respond_with_error(store_error(&error));
+                return;
+            }
+        };
+        // The thread as it was, before the answer (ACP: replay, then respond).
+        let view = turn::present_again(&shared.host.registry, &session, folded.view).await;
+        let presented = started.elapsed();
+        let events = view.len();
+        for event in view {
+            sink.room().await;
+            sink.emit(event);
+        }
+        session.release_held().await;
+        shared.host.settle_tasks_of_gone_agent(&session, &folded.open_tasks).await;
+        shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
+        tracing::info!(
+            session = %session.id,
+            events,
+            read_ms = read.as_secs_f64() * 1000.0,
+            presented_ms = presented.as_secs_f64() * 1000.0,
+            sent_ms = started.elapsed().as_secs_f64() * 1000.0,
+            "session loaded"
+        );
+        let options = config_options(&shared.host, &session);
+        let modes = session_modes(&shared.host, &session);
+        let _ = responder.respond(LoadSessionResponse::new().config_options(options).modes(modes));
+    });
+    Ok(())
+}
+
+/// `session/resume`: the session goes on here, without a replay.
+async fn on_resume_session(
+    shared: &Shared,
+    request: ResumeSessionRequest,
+    responder: Responder<ResumeSessionResponse, agent_client_protocol::V1>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let shared = shared.clone();
+    let id = request.session_id.0.to_string();
+    tokio::spawn(async move {
+        let sink = shared.sink(cx, &id);
+        match shared.host.open_session(&id, sink).await {
+            Ok((session, folded)) => {
+                // Nothing is replayed on resume: live events flow at once.
+                session.release_held().await;
+                shared.host.settle_tasks_of_gone_agent(&session, &folded.open_tasks).await;
+                shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
+                tracing::info!(session = %session.id, "session resumed");
+                let options = config_options(&shared.host, &session);
+                let modes = session_modes(&shared.host, &session);
+                let _ = responder
+                    .respond(ResumeSessionResponse::new().config_options(options).modes(modes));
+            }
+            Err(error) => {
+                let _ = responder.respond_with_error(store_error(&error));
+            }
+        }
+    });
+    Ok(())
+}
+
+/// `session/list`.
+async fn on_list_sessions(
+    shared: &Shared,
+    request: ListSessionsRequest,
+    responder: Responder<ListSessionsResponse, agent_client_protocol::V1>,
+    _cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        let _ = responder.respond_with_result(list_sessions(&shared.host, request).await);
+    });
+    Ok(())
+}
+
+/// `session/close`: its tasks and servers stopped, its log released.
+async fn on_close_session(
+    shared: &Shared,
+    request: CloseSessionRequest,
+    responder: Responder<CloseSessionResponse, agent_client_protocol::V1>,
+    _cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let shared = shared.clone();
+    let id = SessionId(request.session_id.0.to_string());
+    tokio::spawn(async move {
+        if shared.host.close_session(&id).await {
+            tracing::info!(session = %id, "session closed");
+            let _ = responder.respond(CloseSessionResponse::new());
+        } else {
+            let _ = responder.respond_with_error(invalid_params(format!("unknown session: {id}")));
+        }
+    });
+    Ok(())
+}
+
+/// `session/prompt`: the turn is begun here (so a cancel that follows finds it) and runs on
+/// the runtime; the answer comes when it ends.
+async fn on_prompt(
+    shared: &Shared,
+    request: PromptRequest,
+    responder: Responder<PromptResponse, agent_client_protocol::V1>,
+    _cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let host = &shared.host;
+    let id = SessionId(request.session_id.0.to_string());
+    let Some(session) = host.session(&id) else {
+        return responder.respond_with_error(invalid_params(format!("unknown session: {id}")));
+    };
+    if let Some(failure) = session.log_failure() {
+        return responder.respond_with_error(Error::new(ErrorCode::INTERNAL_ERROR, failure));
+    }
+    // Begun here, not in the turn's task: a cancel that follows is handled after
+    // this handler and so finds the turn begun.
+    let prompt = from_acp::prompt(&request.prompt);
+    let work = host.turn(&session.id);
+    let cancel = match session.begin_turn(prompt, |task| work.ports.end_reported(task)).await {
+        Ok(cancel) => cancel,
+        Err(busy) => {
+            return responder
+                .respond_with_error(Error::new(ErrorCode::INVALID_REQUEST, busy.to_string()));
+        }
+    };
+    tokio::spawn(async move {
+        let outcome = turn::answer(&work, &session, cancel).await;
+        tracing::info!(session = %session.id, ?outcome, "turn ended");
+        let _ = match outcome {
+            Ok(stop) => responder.respond(PromptResponse::new(to_acp::stop_reason(stop))),
+            Err(failed) => {
+                let code = if failed.needs_key {
+                    ErrorCode::AUTH_REQUIRED
+                } else {
+                    ErrorCode::INTERNAL_ERROR
+                };
+                responder.respond_with_error(Error::new(code, failed.message))
+            }
+        };
+    });
+    Ok(())
+}
+
+/// `authenticate`: keys come from the environment; the answer says how to set one.
+async fn on_authenticate(
+    _shared: &Shared,
+    request: AuthenticateRequest,
+    responder: Responder<AuthenticateResponse, agent_client_protocol::V1>,
+    _cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    // Keys come from the environment; there is nothing to do here but say so.
+    tracing::info!(method = %request.method_id.0, "authenticate");
+    responder.respond_with_error(Error::new(ErrorCode::AUTH_REQUIRED, API_KEY_HELP))
+}
+
+/// `session/set_config_option`.
+async fn on_set_session_config_option(
+    shared: &Shared,
+    request: SetSessionConfigOptionRequest,
+    responder: Responder<SetSessionConfigOptionResponse, agent_client_protocol::V1>,
+    _cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        let _ = responder.respond_with_result(set_config_option(&shared.host, request).await);
+    });
+    Ok(())
+}
+
+/// `session/set_mode`.
+async fn on_set_session_mode(
+    shared: &Shared,
+    request: SetSessionModeRequest,
+    responder: Responder<SetSessionModeResponse, agent_client_protocol::V1>,
+    _cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        let _ = responder.respond_with_result(set_mode(&shared.host, request).await);
+    });
+    Ok(())
+}
+
+/// `session/cancel`: logged and applied in the session's order, here (after the prompt it
+/// follows was begun by its handler).
+async fn on_cancel(shared: &Shared, notification: CancelNotification) -> Result<(), Error> {
+    let id = SessionId(notification.session_id.0.to_string());
+    match shared.host.session(&id) {
+        // Logged and applied in the session's order, here (after the prompt it
+        // follows was begun by its handler).
+        Some(session) => {
+            let was_running = session.cancel_turn().await;
+            tracing::info!(session = %id, was_running, "cancel");
+        }
+        None => tracing::warn!(session = %id, "cancel for an unknown session"),
+    }
+    Ok(())
 }
 
 /// The updates a client with terminal support would get for `events` (what `hotsh sessions
