@@ -9,6 +9,10 @@
 //!   the SDK answers with a parse error (`-32700`); the agent keeps serving. The SDK repeats a
 //!   malformed line in its error, so a malformed line longer than [`ECHO_LIMIT`] is replaced by
 //!   a short description of it first.
+//! - **A client may pipeline.** The SDK refuses any request before `initialize` is answered,
+//!   so lines read after an `initialize` request wait until its answer is written
+//!   ([`Handshake`]; at most [`HANDSHAKE_WAIT`]): `session/new` sent right behind
+//!   `initialize`, in the same write, is served.
 //! - **A client that stops reading holds the session back, not the agent's memory.** The
 //!   SDK's outgoing queue has no bound, so `session/update`s are counted on their way out
 //!   ([`Outflow`]): at most [`IN_FLIGHT`] are handed to the SDK and not yet written; a session
@@ -83,6 +87,60 @@ impl Outflow {
     }
 }
 
+/// How long lines after an `initialize` request wait for its answer at most.
+const HANDSHAKE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// An `initialize` request on its way: the reader waits for the writer to write its answer.
+#[derive(Debug, Default)]
+struct Handshake {
+    /// A request waits (fast path for the writer).
+    pending: AtomicBool,
+    /// How the answer's line starts (`{"jsonrpc":"2.0","id":ID,`), while it is awaited.
+    answer: std::sync::Mutex<Option<String>>,
+    answered: std::sync::Condvar,
+}
+
+impl Handshake {
+    /// If `line` is an `initialize` request, waits until its answer is written.
+    fn wait_if_initialize(&self, line: &str) {
+        // An `initialize` request is short; long lines are never parsed here.
+        if line.len() > 64 << 10 || !line.contains("\"initialize\"") {
+            return;
+        }
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else { return };
+        let Some(id) = message.get("id").filter(|_| message["method"] == "initialize") else {
+            return;
+        };
+        let mut answer = crate::sync::lock(&self.answer);
+        *answer = Some(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},"));
+        self.pending.store(true, Ordering::Release);
+        let (answer, _) = self
+            .answered
+            .wait_timeout_while(answer, HANDSHAKE_WAIT, |answer| answer.is_some())
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        drop(answer);
+        self.pending.store(false, Ordering::Release);
+    }
+
+    /// The writer wrote `line`.
+    fn written(&self, line: &str) {
+        if !self.pending.load(Ordering::Acquire) {
+            return;
+        }
+        let mut answer = crate::sync::lock(&self.answer);
+        if answer.as_deref().is_some_and(|start| line.starts_with(start)) {
+            *answer = None;
+            self.answered.notify_all();
+        }
+    }
+
+    /// Nothing will be written any more: nobody waits.
+    fn close(&self) {
+        *crate::sync::lock(&self.answer) = None;
+        self.answered.notify_all();
+    }
+}
+
 /// Takes stdout for the protocol: returns a private duplicate of fd 1 and points fd 1 at
 /// stderr.
 pub(crate) fn claim_stdout() -> std::io::Result<File> {
@@ -117,9 +175,11 @@ pub(crate) fn lines(
 ) {
     let (incoming_tx, incoming_rx) = tokio::sync::mpsc::channel::<std::io::Result<String>>(64);
     let client_tap = tap.clone();
+    let handshake = std::sync::Arc::new(Handshake::default());
+    let reading = std::sync::Arc::clone(&handshake);
     std::thread::Builder::new()
         .name("acp-stdin".into())
-        .spawn(move || read_lines(input, &incoming_tx, client_tap.as_deref()))
+        .spawn(move || read_lines(input, &incoming_tx, client_tap.as_deref(), &reading))
         .ok();
     let incoming = futures::stream::unfold(incoming_rx, |mut rx| async move {
         rx.recv().await.map(|line| (line, rx))
@@ -140,11 +200,13 @@ pub(crate) fn lines(
             while let Some(line) = outgoing_rx.blocking_recv() {
                 let mut updates = usize::from(line.starts_with(UPDATE_LINE));
                 let mut written = write(&mut output, &line);
+                let mut answers = vec![line];
                 while written.is_ok() {
                     match outgoing_rx.try_recv() {
                         Ok(line) => {
                             updates += usize::from(line.starts_with(UPDATE_LINE));
                             written = write(&mut output, &line);
+                            answers.push(line);
                         }
                         Err(_) => break,
                     }
@@ -152,11 +214,15 @@ pub(crate) fn lines(
                 if let Err(error) = written.and_then(|()| output.flush()) {
                     tracing::debug!(%error, "cannot write to the client (gone?)");
                     outflow.close();
+                    handshake.close();
                     return;
                 }
                 outflow.written(updates);
+                // The handshake's answer counts once it is flushed.
+                answers.iter().for_each(|line| handshake.written(line));
             }
             outflow.close();
+            handshake.close();
         })
         .unwrap_or_else(|_| std::thread::spawn(|| ()));
     let outgoing = futures::sink::unfold(outgoing_tx, async |tx, line: String| {
@@ -178,6 +244,7 @@ fn read_lines(
     mut input: impl BufRead,
     lines: &tokio::sync::mpsc::Sender<std::io::Result<String>>,
     tap: Option<&crate::arc::Recorder>,
+    handshake: &Handshake,
 ) {
     loop {
         let line = match read_line(&mut input, MAX_LINE) {
@@ -193,8 +260,16 @@ fn read_lines(
             tap.client(line);
         }
         let failed = line.is_err();
+        let maybe_initialize = line
+            .as_ref()
+            .ok()
+            .filter(|l| l.len() <= 64 << 10 && l.contains("\"initialize\""))
+            .cloned();
         if lines.blocking_send(line).is_err() || failed {
             return;
+        }
+        if let Some(line) = maybe_initialize {
+            handshake.wait_if_initialize(&line);
         }
     }
 }

@@ -562,6 +562,7 @@ impl Executor {
                 }
             };
             task.finish(status);
+            task.process.release();
             if !executor.disposed.load(Ordering::SeqCst)
                 && let Some(ended) = executor.ended(&task.id.0)
             {

@@ -257,9 +257,16 @@ impl Pidfd {
 }
 
 /// How the host reaches one of its shims: through a pidfd when the kernel has them (a pid
-/// may be recycled once the shim is reaped), else by pid.
+/// may be recycled once the shim is reaped), else by pid. Released once the shim is gone:
+/// its pidfd is closed then (a host running hundreds of tasks keeps no descriptor per ended
+/// one) and nothing signals it any more.
 #[derive(Debug)]
 pub(crate) struct ProcessHandle {
+    reach: std::sync::Mutex<Option<Reach>>,
+}
+
+#[derive(Debug)]
+struct Reach {
     pid: Option<u32>,
     pidfd: Option<Pidfd>,
 }
@@ -268,21 +275,28 @@ impl ProcessHandle {
     /// A shim the supervisor started, with the pidfd it opened for it (none on kernels
     /// without pidfds).
     pub(crate) fn supervised(pid: u32, pidfd: Option<Pidfd>) -> Self {
-        Self { pid: Some(pid), pidfd }
+        Self { reach: std::sync::Mutex::new(Some(Reach { pid: Some(pid), pidfd })) }
     }
 
     /// A handle that reaches nothing (for tests).
     #[cfg(test)]
     pub(crate) fn detached() -> Self {
-        Self { pid: None, pidfd: None }
+        Self { reach: std::sync::Mutex::new(None) }
     }
 
     pub(crate) fn pid(&self) -> Option<u32> {
-        self.pid
+        crate::sync::lock(&self.reach).as_ref().and_then(|reach| reach.pid)
+    }
+
+    /// The shim ended and was waited for: its pidfd is closed, and it is not signalled again.
+    pub(crate) fn release(&self) {
+        crate::sync::lock(&self.reach).take();
     }
 
     pub(crate) fn signal(&self, signal: i32) {
-        match (&self.pidfd, self.pid) {
+        let reach = crate::sync::lock(&self.reach);
+        let Some(reach) = reach.as_ref() else { return };
+        match (&reach.pidfd, reach.pid) {
             (Some(pidfd), _) => pidfd.signal(signal),
             // SAFETY: a signal to our own child; ESRCH if it is already gone.
             (None, Some(pid)) => unsafe {

@@ -247,11 +247,15 @@ pub(crate) fn main(args: &[OsString]) -> ! {
             taking_jobs = false;
         }
         if taking_jobs && fds[2].revents != 0 {
-            if spare.is_some() {
+            if let Some(ended) = spare.take() {
                 // The spare took a job (a byte), or ended (the host closed the socket, or it
-                // was killed): either way it is a spare no more.
-                spare = None;
-                spare_due = Some(Instant::now() + SPARE_DELAY);
+                // was killed): either way it is a spare no more. Once the host closed the
+                // socket, no spare is forked again: the supervisor winds down.
+                if !ended.took_job() && host_closed(&control) {
+                    taking_jobs = false;
+                } else {
+                    spare_due = Some(Instant::now() + SPARE_DELAY);
+                }
             } else if fds[2].revents & libc::POLLIN != 0 {
                 // A job and no spare (the last one is being used, or a fork failed): fork now.
                 spare = fork_spare(lifeline, &control, &signals)
@@ -277,6 +281,14 @@ pub(crate) fn main(args: &[OsString]) -> ! {
             }
         }
     }
+}
+
+/// Whether the host closed its end of the job socket (no job waits and none will come).
+fn host_closed(control: &OwnedFd) -> bool {
+    let mut fds = [libc::pollfd { fd: control.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+    // SAFETY: one valid pollfd; no wait.
+    let ready = unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) };
+    ready > 0 && fds[0].revents & libc::POLLHUP != 0
 }
 
 fn fail(message: &str) -> ! {
@@ -407,6 +419,15 @@ fn refuse_job(control: BorrowedFd<'_>, errno: i32) {
 struct Spare {
     pid: libc::pid_t,
     channel: UnixStream,
+}
+
+impl Spare {
+    /// Whether it took a job (it writes one byte then), once its channel is readable; false
+    /// when it ended without one.
+    fn took_job(&self) -> bool {
+        let mut byte = [0u8; 1];
+        matches!(std::io::Read::read(&mut (&self.channel), &mut byte), Ok(1))
+    }
 }
 
 /// Forks a spare shim. The answer is the error of `fork` if it fails.

@@ -226,3 +226,25 @@ fn task_limit_per_session_is_a_clear_error() {
     // Once one is gone, there is room again.
     assert!(results[3].0.starts_with("Started background task bash-2."), "{:?}", results[3]);
 }
+
+#[test]
+fn ended_tasks_leave_no_descriptor_behind() {
+    const TASKS: usize = 300;
+    // Tasks that end at once, started one call after another (the per-session limit counts
+    // running tasks only).
+    let mut responses = vec![background("true"), say("warm")];
+    responses.extend((0..TASKS).map(|_| background("true")));
+    responses.push(say("done"));
+    let mut agent = Agent::start(AgentOptions::script(responses));
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "one first");
+    let descriptors = |agent: &Agent| {
+        std::fs::read_dir(format!("/proc/{}/fd", agent.pid())).expect("the agent's fds").count()
+    };
+    let before = descriptors(&agent);
+    agent.prompt(&session, "many");
+    // Once they have all ended, the agent holds what it held before (give or take a few:
+    // a spare shim's socket, a session's files).
+    eventually("the tasks' descriptors to be closed", || descriptors(&agent) <= before + 10);
+}

@@ -149,3 +149,21 @@ fn agent_exits_cleanly_when_the_client_closes_stdin() {
     let status = agent.finish();
     assert!(status.success(), "{status}");
 }
+
+#[test]
+fn session_new_written_right_behind_initialize_is_served() {
+    for run in 0..20 {
+        let mut agent = Agent::start(AgentOptions::script(vec![]));
+        let cwd = agent.workdir.to_string_lossy().into_owned();
+        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": 1, "clientCapabilities": {}}});
+        let new = json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+            "params": {"cwd": cwd, "mcpServers": []}});
+        // Both lines in one write, before any answer.
+        agent.send_bytes(format!("{initialize}\n{new}\n").as_bytes());
+        let initialized = agent.wait_for(|m| m["id"] == 1);
+        assert!(initialized.get("result").is_some(), "run {run}: {initialized}");
+        let created = agent.wait_for(|m| m["id"] == 2);
+        assert!(created["result"]["sessionId"].is_string(), "run {run}: {created}");
+    }
+}

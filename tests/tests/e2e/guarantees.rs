@@ -502,3 +502,32 @@ fn a_large_command_reaches_the_shell_whole() {
     assert_eq!(agent.last_tool_result(), ("100000".to_owned(), false));
     assert!(agent.finish().success());
 }
+
+#[test]
+fn the_agent_exits_at_once_when_stdin_closes_and_its_supervisor_with_it() {
+    let mut agent = Agent::start(AgentOptions::script(vec![bash_call("true"), say("ok")]));
+    agent.initialize(true);
+    let session = agent.new_session();
+    // A command ran: the supervisor is up, with a spare shim forked ahead.
+    agent.prompt(&session, "run one");
+    let children = std::fs::read_dir(format!("/proc/{}/task", agent.pid()))
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.unwrap().path().join("children")).ok())
+        .flat_map(|list| list.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+        .collect::<Vec<_>>();
+    assert!(!children.is_empty(), "the supervisor is the agent's child");
+    let started = Instant::now();
+    let status = agent.finish();
+    let took = started.elapsed();
+    assert!(status.success(), "{status:?}");
+    // The agent gives its supervisor 1 s before it kills it: it is never needed, since the
+    // supervisor forks no spare once the agent closed its socket, and ends.
+    assert!(took < Duration::from_millis(900), "exit took {took:?}");
+    for child in children {
+        // Gone, or a zombie waiting for whoever reaps orphans here.
+        eventually(&format!("child {child} of the agent to be gone"), || {
+            std::fs::read_to_string(format!("/proc/{child}/stat"))
+                .map_or(true, |stat| stat.rsplit(") ").next().is_some_and(|s| s.starts_with('Z')))
+        });
+    }
+}
