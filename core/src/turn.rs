@@ -129,17 +129,18 @@ async fn run(
     session: &Arc<Session>,
     cancel: &CancellationToken,
 ) -> Result<StopReason, TurnFailed> {
-    // What the user asked (logged when the turn began) is on disk before anything runs.
-    session.flush_or_warn().await;
-    tokio::select! {
-        () = turn.tools.prepare() => {}
+    // What the user asked (logged when the turn began) goes to disk while the tools get
+    // ready and the host's parts of the prompt are read: all before anything runs.
+    let prepared = async {
+        let ((), (), system) =
+            tokio::join!(session.flush_or_warn(), turn.tools.prepare(), turn.ports.system_parts());
+        system
+    };
+    let system = tokio::select! {
+        system = prepared => system
+            .map_err(|e| TurnFailed::new(format!("cannot read the project's instructions: {e}")))?,
         () = cancel.cancelled() => return Ok(StopReason::Cancelled),
-    }
-    let system = turn
-        .ports
-        .system_parts()
-        .await
-        .map_err(|e| TurnFailed::new(format!("cannot read the project's instructions: {e}")))?;
+    };
     loop {
         if cancel.is_cancelled() {
             return Ok(StopReason::Cancelled);
@@ -160,7 +161,10 @@ async fn run(
                 let needs_key = matches!(error, ModelError::NotConfigured | ModelError::Auth(_));
                 return Err(TurnFailed { message: error.to_string(), needs_key });
             }
-            Answer::Cancelled => return Ok(StopReason::Cancelled),
+            Answer::Cancelled(partial) => {
+                keep_what_was_said(session, partial).await;
+                return Ok(StopReason::Cancelled);
+            }
         };
         let calls = answer.calls;
         session
@@ -222,7 +226,32 @@ enum Answer {
     Complete(Completed),
     /// The model failed, for this reason.
     Failed(ModelError),
-    Cancelled,
+    /// The user cancelled while it answered; what it had streamed so far.
+    Cancelled(Completed),
+}
+
+/// What the user saw the model say before they cancelled stays in its history (and the log),
+/// marked as cut off there, so its next answer knows what it had said. Tool calls it was
+/// still making are dropped: none of them ran.
+async fn keep_what_was_said(session: &Session, partial: Completed) {
+    if partial.text.is_empty() {
+        return;
+    }
+    session
+        .record(Fact::AssistantMessage {
+            text: partial.text,
+            reasoning: (!partial.reasoning.is_empty()).then_some(partial.reasoning),
+            tool_calls: Vec::new(),
+            usage: partial.usage,
+            finish_reason: Some("cancelled".to_owned()),
+        })
+        .await;
+    session
+        .record(Fact::Notice {
+            text: "[the user cancelled the turn while you were answering: your answer above was cut off there]".to_owned(),
+            task_id: None,
+        })
+        .await;
 }
 
 /// Asks the model, forwarding its text and reasoning to the client as they stream.
@@ -244,7 +273,7 @@ async fn ask_model(
             biased;
             () = cancel.cancelled() => {
                 turn.ports.answered(request, &streamed, Ending::Cancelled);
-                return Answer::Cancelled;
+                return Answer::Cancelled(answer);
             }
             event = received.recv() => match event.inspect(|e| if keep { streamed.push(e.clone()) }) {
                 Some(ModelEvent::Text(chunk)) => {

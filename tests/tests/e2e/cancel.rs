@@ -57,3 +57,25 @@ fn cancel_stops_the_commands_children_even_those_that_left_its_group() {
     assert_eq!(agent.response(prompt)["result"]["stopReason"], "cancelled");
     eventually("every sleep to be gone", || processes_matching(marker).is_empty());
 }
+
+#[test]
+fn what_the_model_said_before_a_cancel_stays_in_its_history_marked_as_cut_off() {
+    let mut agent = Agent::start(AgentOptions::script(vec![
+        json!({"text": ["I will start ", "with the tests"], "cancelled": true}),
+        json!({"text": "going on"}),
+    ]));
+    agent.initialize(true);
+    let session = agent.new_session();
+    let prompt = agent.start_prompt(&session, "fix it");
+    agent.wait_for(|m| m["params"]["update"]["content"]["text"] == "with the tests");
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    assert_eq!(agent.response(prompt)["result"]["stopReason"], "cancelled");
+    agent.prompt(&session, "go on");
+    let request = agent.model_requests().pop().unwrap();
+    let messages = request["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "notice", "user"], "{messages:?}");
+    assert_eq!(messages[1]["text"], "I will start with the tests");
+    assert!(messages[2]["text"].as_str().unwrap().contains("cut off"), "{}", messages[2]);
+    assert_eq!(messages[3]["text"], "go on");
+}
