@@ -146,8 +146,7 @@ async fn run(
             return Ok(StopReason::Cancelled);
         }
         // A task the model killed (or read after its end) needs no notice saying it ended.
-        session.drop_reported_notices(|task| turn.ports.end_reported(task));
-        session.deliver_notices().await;
+        session.deliver_notices(|task| turn.ports.end_reported(task)).await;
         let request = ModelRequest {
             system: system_prompt(&system, turn),
             messages: session.messages(),

@@ -81,6 +81,7 @@ impl TaskCards {
                 session.record(Fact::TaskEnded(end.clone())).await;
                 if self.executor.end_reported(&ended.id.0) {
                     tracing::debug!(task = %ended.id, "the model saw the task end; no notice");
+                    session.record(Fact::TaskReported { task_id: ended.id.0.clone() }).await;
                 } else {
                     session.add_notice(crate::session::task_notice(
                         &ended.id.0,

@@ -111,7 +111,9 @@ pub fn fold(records: Vec<Record>) -> Result<Folded, String> {
                     ended_notices.push((end.task_id.clone(), notice));
                 }
             }
-            Record::Fact(Fact::Notice { task_id: Some(task_id), .. }) => {
+            Record::Fact(
+                Fact::Notice { task_id: Some(task_id), .. } | Fact::TaskReported { task_id },
+            ) => {
                 noticed.insert(task_id.clone());
             }
             Record::Fact(Fact::ModelChosen { model: chosen }) => model = Some(chosen),

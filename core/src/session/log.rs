@@ -48,6 +48,11 @@ pub enum Fact {
         output_path: PathBuf,
     },
     TaskEnded(TaskEnd),
+    /// The model learned how a task ended from a tool (it killed the task, or read its end):
+    /// no notice is due for it.
+    TaskReported {
+        task_id: String,
+    },
     ModelChosen {
         model: String,
     },
@@ -150,6 +155,7 @@ impl Fact {
         "cancel_requested",
         "task_started",
         "task_ended",
+        "task_reported",
         "model_chosen",
         "sandbox_mode",
         "session_mode",

@@ -562,9 +562,20 @@ impl Session {
         lock(&self.state).notices.push(notice);
     }
 
-    /// Drops the pending notices of tasks `reported` says the model already knows ended.
-    pub fn drop_reported_notices(&self, reported: impl Fn(&str) -> bool) {
-        lock(&self.state).notices.retain(|n| !n.task_id.as_deref().is_some_and(&reported));
+    /// Drops the pending notices of tasks `reported` says the model already knows ended, and
+    /// logs that it knows (the fold then owes no notice either); the caller holds the order.
+    async fn withdraw_reported(&self, reported: impl Fn(&str) -> bool) {
+        let withdrawn: Vec<String> = {
+            let mut state = lock(&self.state);
+            let (known, due): (Vec<_>, Vec<_>) = std::mem::take(&mut state.notices)
+                .into_iter()
+                .partition(|n| n.task_id.as_deref().is_some_and(&reported));
+            state.notices = due;
+            known.into_iter().filter_map(|n| n.task_id).collect()
+        };
+        for task_id in withdrawn {
+            self.append(Record::Fact(Fact::TaskReported { task_id })).await;
+        }
     }
 
     /// Drops notices not delivered yet (the session is closing).
@@ -573,9 +584,10 @@ impl Session {
     }
 
     /// Moves pending notices into the history (and the log), where the next model request
-    /// will see them.
-    pub async fn deliver_notices(&self) {
+    /// will see them; those of tasks `reported` says the model knows ended are withdrawn.
+    pub async fn deliver_notices(&self, reported: impl Fn(&str) -> bool) {
         let _order = self.emitting.lock().await;
+        self.withdraw_reported(reported).await;
         self.append_notices().await;
     }
 
@@ -643,7 +655,7 @@ impl Session {
         if lock(&self.turn).is_some() {
             return Err(Busy(self.id.clone()));
         }
-        self.drop_reported_notices(reported);
+        self.withdraw_reported(reported).await;
         self.append_notices().await;
         self.append(Record::Fact(Fact::Prompt(prompt))).await;
         let token = CancellationToken::new();

@@ -76,6 +76,8 @@
 //! - `task_ended` `{task_id, state, exit_code, signal, with_agent}`: it ended (`state`
 //!   `exited` or `killed`); `with_agent` is true when the agent that ran it went away first
 //!   (recorded when the session is next loaded).
+//! - `task_reported` `{task_id}`: the model learned how the task ended from a tool (it
+//!   killed it, or read its end), so no notice is due for it.
 //!
 //! # Compatibility
 //!

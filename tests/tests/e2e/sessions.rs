@@ -608,3 +608,37 @@ fn a_log_written_by_the_release_before_loads_unchanged_and_goes_on() {
     );
     assert_eq!(messages.last().unwrap()["text"], "and now?");
 }
+
+#[test]
+fn a_reloaded_session_owes_no_notice_of_a_task_whose_end_the_model_already_saw() {
+    let data = tempfile::tempdir().unwrap();
+    let batch = json!({"tool_calls": [
+        // bash-1 ends at once; the model reads its end after it (no notice is due then).
+        {"name": "bash", "arguments": {"command": "true", "run_in_background": true}},
+        {"name": "bash", "arguments": {"command": "sleep 0.5"}},
+        {"name": "bash_output", "arguments": {"task_id": "bash-1"}},
+        // bash-2 is killed by the model itself.
+        {"name": "bash", "arguments": {"command": "sleep 30.0623", "run_in_background": true}},
+        {"name": "bash_kill", "arguments": {"task_id": "bash-2"}},
+    ]});
+    let mut agent = Agent::start(sharing(data.path(), vec![batch, say("done"), say("again")]));
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "start and stop");
+    agent.prompt(&session, "anything?");
+    let live = agent.model_requests();
+    let notices = |request: &Value| {
+        request["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "notice").count()
+    };
+    assert_eq!(notices(live.last().unwrap()), 0, "live, the model was told of nothing");
+    let cwd = agent.workdir.clone();
+    assert!(agent.finish().success());
+
+    let mut again = Agent::start(sharing(data.path(), vec![say("still here")]));
+    again.initialize(true);
+    let (_, answer) = load(&mut again, &session, &cwd);
+    assert!(answer.get("result").is_some(), "{answer}");
+    again.prompt(&session, "and now?");
+    let reloaded = again.model_requests().pop().unwrap();
+    assert_eq!(notices(&reloaded), 0, "reloaded, a notice the live session never owed: {reloaded}");
+}
