@@ -112,9 +112,7 @@ impl SessionStore {
         let (dropped_torn_line, good_length, last_seq) =
             (read.dropped_torn_line, read.good_length, read.last_seq);
         let folded = fold_of(&path, read)?;
-        let file = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&path)
+        let file = log::open_regular(&path, true)
             .map_err(|source| ReadError::Io { path: path.clone(), source })?;
         if dropped_torn_line {
             file.set_len(good_length)
@@ -171,7 +169,7 @@ fn fold_of(path: &Path, read: ReadLog) -> Result<Folded, StoreError> {
 
 /// The summary of one log, read only as far as its first prompt.
 fn summary_of(id: &str, path: &Path) -> Result<Summary, String> {
-    let mut file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut file = log::open_regular(path, false).map_err(|e| e.to_string())?;
     let updated_at = file.metadata().and_then(|m| m.modified()).map_err(|e| e.to_string())?;
     // The metadata record and the first prompt come early; 64 KiB holds them unless the
     // prompt is huge, in which case the whole file is read.

@@ -266,6 +266,8 @@ fn a_hung_replay_stops_at_the_arc_timeout_naming_the_awaited_message() {
         "toolCallId": "call-99", "title": "never sent"}}}});
     std::fs::write(&arc, format!("{{\"arc\":1,\"timeout_s\":2}}\n{initialize}\n{never}\n"))
         .unwrap();
+    // Built first (a fresh checkout builds for minutes): the bound below is the replay's.
+    let _ = hotsh_binary();
     let started = std::time::Instant::now();
     let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
     assert!(!ok, "{stdout}");

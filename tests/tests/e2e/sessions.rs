@@ -642,3 +642,39 @@ fn a_reloaded_session_owes_no_notice_of_a_task_whose_end_the_model_already_saw()
     let reloaded = again.model_requests().pop().unwrap();
     assert_eq!(notices(&reloaded), 0, "reloaded, a notice the live session never owed: {reloaded}");
 }
+
+#[test]
+fn a_fifo_or_a_symlink_among_the_logs_is_reported_and_skipped_never_followed_or_waited_on() {
+    let data = tempfile::tempdir().unwrap();
+    let (mut agent, real) = saved_session(data.path(), "the real one");
+    let sessions = data.path().join("sessions");
+    let fifo = "11111111-1111-4111-8111-111111111111";
+    let link = "22222222-2222-4222-8222-222222222222";
+    let fifo_path = std::ffi::CString::new(log_path(data.path(), fifo).to_str().unwrap()).unwrap();
+    // SAFETY: a path string that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(fifo_path.as_ptr(), 0o600) }, 0);
+    std::os::unix::fs::symlink(
+        log_path(data.path(), &real),
+        sessions.join(format!("{link}.jsonl")),
+    )
+    .unwrap();
+    let before = std::fs::read(log_path(data.path(), &real)).unwrap();
+
+    let listed = agent.call("session/list", json!({}));
+    let ids: Vec<&str> = listed["result"]["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sessionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [real.as_str()], "{listed}");
+    let cwd = agent.workdir.clone();
+    for (id, why) in [(fifo, "it is a FIFO, not a regular file"), (link, "it is a symbolic link")] {
+        let (_, answer) = load(&mut agent, id, &cwd);
+        let message = answer["error"]["message"].as_str().unwrap_or_else(|| panic!("{answer}"));
+        assert!(message.contains(why), "{id}: {message}");
+    }
+    // Nothing reached the real log through the link, and it still loads.
+    assert_eq!(std::fs::read(log_path(data.path(), &real)).unwrap(), before);
+    assert!(agent.stderr().contains("skipping a session log"), "the list says what it skipped");
+}
