@@ -395,11 +395,44 @@ impl Host {
         lock(&self.sessions).get(id).cloned()
     }
 
-    /// The model `session` uses: its own choice, else the default.
+    /// The model `session` uses: its own choice when this host offers it, else the default.
+    /// What a client is shown as the session's model is this one's name
+    /// ([`Host::model_name_of`]), so a turn uses exactly what is shown.
     fn model_of(&self, session: &SessionId) -> Arc<dyn Model> {
         let chosen = self.session(session).and_then(|s| s.model_choice());
-        let found = chosen.and_then(|name| self.models.iter().find(|(n, _, _)| *n == name));
-        Arc::clone(&found.unwrap_or(&self.models[0]).2)
+        Arc::clone(&self.offered_model(chosen.as_deref()).2)
+    }
+
+    /// The name of the model `session` uses (see [`Host::model_of`]).
+    pub(crate) fn model_name_of(&self, session: &Session) -> String {
+        self.offered_model(session.model_choice().as_deref()).0.clone()
+    }
+
+    fn offered_model(&self, chosen: Option<&str>) -> &(String, String, Arc<dyn Model>) {
+        chosen
+            .and_then(|name| self.models.iter().find(|(n, _, _)| n == name))
+            .unwrap_or(&self.models[0])
+    }
+
+    /// A session opened here chose a model this host does not offer (its configuration
+    /// changed, or that model's key is not set): it says, in the thread, which one it uses
+    /// now. The choice itself stays in the log (a hotsh that offers it again uses it).
+    pub(crate) async fn note_a_model_that_is_gone(&self, session: &Session) {
+        let Some(chosen) = session.model_choice() else { return };
+        let now = self.model_name_of(session);
+        if now == chosen {
+            return;
+        }
+        session
+            .emit(SessionEvent::HostNote {
+                call_id: session.next_call_id(),
+                title: format!("Model {chosen} is not available here: this session uses {now}"),
+                detail: format!(
+                    "This session chose the model `{chosen}`, which this hotsh does not offer (its configuration changed, or the model's key is not set). Its turns now go to `{now}`; choose another in the model menu."
+                ),
+            })
+            .await;
+        session.flush_or_warn().await;
     }
 
     /// Whether a model on offer takes images in prompts.

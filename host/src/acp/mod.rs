@@ -294,6 +294,7 @@ async fn on_load_session(
         }
         session.release_held().await;
         shared.host.settle_tasks_of_gone_agent(&session, &folded.open_tasks).await;
+        shared.host.note_a_model_that_is_gone(&session).await;
         shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
         tracing::info!(
             session = %session.id,
@@ -326,6 +327,7 @@ async fn on_resume_session(
                 // Nothing is replayed on resume: live events flow at once.
                 session.release_held().await;
                 shared.host.settle_tasks_of_gone_agent(&session, &folded.open_tasks).await;
+                shared.host.note_a_model_that_is_gone(&session).await;
                 shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
                 tracing::info!(session = %session.id, "session resumed");
                 let options = config_options(&shared.host, &session);
@@ -487,7 +489,8 @@ pub(crate) fn terminal_view(
 /// The session's options as Zed shows them: `model`, the models it can switch to.
 fn config_options(host: &Host, session: &crate::session::Session) -> Vec<SessionConfigOption> {
     let models = host.model_names();
-    let current = session.model_choice().unwrap_or_else(|| models[0].0.clone());
+    // The model turns go to: always one of those listed.
+    let current = host.model_name_of(session);
     let choices: Vec<SessionConfigSelectOption> = models
         .into_iter()
         .map(|(name, description)| {

@@ -514,3 +514,69 @@ fn images_go_to_models_that_take_them_and_become_a_note_for_the_others() {
         "{text}"
     );
 }
+
+#[test]
+fn a_session_whose_model_is_gone_says_which_it_uses_and_uses_what_it_shows() {
+    let first = FakeProvider::start(vec![
+        text_answer("first, after load"),
+        text_answer("first, after resume"),
+    ]);
+    let second = FakeProvider::start(vec![text_answer("from the second")]);
+    let profile = |name: &str, url: &str| {
+        format!("[models.{name}]\nbase_url = \"{url}\"\nmodel = \"m-{name}\"\n")
+    };
+    let both = format!(
+        "model = \"one\"\n{}{}",
+        profile("one", &first.base_url),
+        profile("two", &second.base_url)
+    );
+    let data = tempfile::tempdir().unwrap();
+    let start = |config: &str| {
+        let mut options = AgentOptions::script(vec![]);
+        options.model_args = Some(Vec::new());
+        options.config = Some(config.to_owned());
+        options.env = vec![("HOTSH_DATA_DIR".into(), data.path().to_string_lossy().into_owned())];
+        Agent::start(options)
+    };
+    let mut agent = start(&both);
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.call(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "model", "value": "two"}),
+    );
+    agent.prompt(&session, "hi");
+    assert_eq!(second.received().len(), 1);
+    let cwd = agent.workdir.clone();
+    assert!(agent.finish().success());
+
+    // A hotsh that no longer offers `two`.
+    let only_one = format!("model = \"one\"\n{}", profile("one", &first.base_url));
+    for method in ["session/load", "session/resume"] {
+        let mut again = start(&only_one);
+        again.initialize(true);
+        let before = again.received.len();
+        let answer =
+            again.call(method, json!({"sessionId": session, "cwd": cwd, "mcpServers": []}));
+        let option = &answer["result"]["configOptions"][0];
+        assert_eq!(option["currentValue"], "one", "{method}: {answer}");
+        let listed: Vec<&str> = option["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["value"].as_str().unwrap())
+            .collect();
+        assert!(listed.contains(&"one"), "{method}: the current value is listed: {listed:?}");
+        // The thread says so (waited for; the harness fails the test when it never comes).
+        again.wait_for_from(before, |m| {
+            m["params"]["update"]["title"]
+                .as_str()
+                .is_some_and(|t| t == "Model two is not available here: this session uses one")
+        });
+        again.prompt(&session, "still there?");
+        assert!(again.finish().success());
+    }
+    // Each turn went to the model that was shown.
+    assert_eq!(first.received().len(), 2);
+    assert_eq!(second.received().len(), 1);
+}
