@@ -268,11 +268,7 @@ fn output(mib: usize, runs: usize) {
     let mut rates = Vec::new();
     let mut peaks = Vec::new();
     for run in 1..=runs {
-        let responses = vec![
-            json!({"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}),
-            json!({"text": "done"}),
-        ];
-        let mut agent = Agent::start(&hotsh, responses, "");
+        let mut agent = one_command(&hotsh, &command);
         let started = Instant::now();
         agent.prompt("flood");
         let seconds = started.elapsed().as_secs_f64();
@@ -292,6 +288,15 @@ fn output(mib: usize, runs: usize) {
     );
 }
 
+/// An agent whose model runs `command` once, then says it is done.
+fn one_command(hotsh: &std::path::Path, command: &str) -> Agent {
+    let responses = vec![
+        json!({"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}),
+        json!({"text": "done"}),
+    ];
+    Agent::start(hotsh, responses, "")
+}
+
 /// `slow-client`: a command prints as fast as it can for SECONDS while the client reads
 /// nothing (it sleeps SECONDS + 1 s after sending the prompt), then reads everything. Reports
 /// the host's peak RSS (the bound on what a client that falls behind costs) and the time from
@@ -303,11 +308,7 @@ fn slow_client(seconds: usize, runs: usize) {
     );
     let mut peaks = Vec::new();
     for run in 1..=runs {
-        let responses = vec![
-            json!({"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}),
-            json!({"text": "done"}),
-        ];
-        let mut agent = Agent::start(&hotsh, responses, "");
+        let mut agent = one_command(&hotsh, &command);
         let session = agent.session.clone();
         let started = Instant::now();
         let line = json!({"jsonrpc": "2.0", "id": 999, "method": "session/prompt",
