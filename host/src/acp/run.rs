@@ -195,7 +195,7 @@ impl Screen {
                 };
                 self.block(&header);
                 // A diff shows once, when the call has ended (it did not happen before).
-                for text in call.content.iter().filter_map(|c| tool_content_text(c, false)) {
+                for text in call.content.iter().filter_map(|c| tool_content_text(c, false, None)) {
                     self.block(&text);
                 }
                 self.cards.insert(call.tool_call_id.0.to_string(), CardState { terminal });
@@ -213,7 +213,17 @@ impl Screen {
                     let ended = update.fields.status.is_some_and(|s| {
                         matches!(s, ToolCallStatus::Completed | ToolCallStatus::Failed)
                     });
-                    for text in content.iter().filter_map(|c| tool_content_text(c, ended)) {
+                    // An edit's result says where in the file it starts.
+                    let first_line = update
+                        .fields
+                        .raw_output
+                        .as_ref()
+                        .and_then(|raw| raw.get("first_line"))
+                        .and_then(serde_json::Value::as_u64)
+                        .map(|line| line as usize);
+                    for text in
+                        content.iter().filter_map(|c| tool_content_text(c, ended, first_line))
+                    {
                         self.block(&text);
                     }
                 }
@@ -266,23 +276,72 @@ fn content_text(block: &ContentBlock) -> String {
     }
 }
 
-/// A card's content as text; a diff (when `diffs`) as a unified diff of the file.
-fn tool_content_text(content: &ToolCallContent, diffs: bool) -> Option<String> {
+/// A card's content as text; a diff (when `diffs`) as a unified diff. A diff of a whole file
+/// is the file's; a diff of an edited fragment (`first_line`: where the edit starts, from the
+/// call's result) has the file's line numbers, and its last line is not the file's end.
+fn tool_content_text(
+    content: &ToolCallContent,
+    diffs: bool,
+    first_line: Option<usize>,
+) -> Option<String> {
     match content {
         ToolCallContent::Content(content) => Some(content_text(&content.content)),
         ToolCallContent::Diff(diff) if diffs => {
-            let old = diff.old_text.as_deref().unwrap_or("");
             let path = diff.path.display().to_string();
             let old_name = if diff.old_text.is_some() { path.clone() } else { "/dev/null".into() };
-            let text = similar::TextDiff::from_lines(old, diff.new_text.as_str())
-                .unified_diff()
-                .context_radius(3)
-                .header(&old_name, &path)
-                .to_string();
+            let old = diff.old_text.as_deref().unwrap_or("");
+            let text = match first_line {
+                None => similar::TextDiff::from_lines(old, diff.new_text.as_str())
+                    .unified_diff()
+                    .context_radius(3)
+                    .header(&old_name, &path)
+                    .to_string(),
+                Some(first) => fragment_diff(&old_name, &path, old, &diff.new_text, first),
+            };
             Some(text.trim_end_matches('\n').to_owned())
         }
         _ => None,
     }
+}
+
+/// A unified diff of a fragment of a file that starts at line `first` (1-based).
+fn fragment_diff(old_name: &str, path: &str, old: &str, new: &str, first: usize) -> String {
+    // A fragment's lines are whole lines of the file: the last one ends too.
+    let line_end = |text: &str| {
+        if text.is_empty() || text.ends_with('\n') { text.to_owned() } else { format!("{text}\n") }
+    };
+    let (old, new) = (line_end(old), line_end(new));
+    let diff = similar::TextDiff::from_lines(&old, &new);
+    let mut text = format!("--- {old_name}\n+++ {path}\n");
+    let offset = first.saturating_sub(1);
+    let range = |start: usize, len: usize| match len {
+        0 => format!("{},0", start + offset),
+        1 => format!("{}", start + offset + 1),
+        _ => format!("{},{len}", start + offset + 1),
+    };
+    for group in diff.grouped_ops(3) {
+        let (Some(head), Some(tail)) = (group.first(), group.last()) else { continue };
+        let (old_start, new_start) = (head.old_range().start, head.new_range().start);
+        let old_len = tail.old_range().end - old_start;
+        let new_len = tail.new_range().end - new_start;
+        text.push_str(&format!(
+            "@@ -{} +{} @@\n",
+            range(old_start, old_len),
+            range(new_start, new_len)
+        ));
+        for op in &group {
+            for change in diff.iter_changes(op) {
+                let sign = match change.tag() {
+                    similar::ChangeTag::Delete => '-',
+                    similar::ChangeTag::Insert => '+',
+                    similar::ChangeTag::Equal => ' ',
+                };
+                text.push(sign);
+                text.push_str(change.value());
+            }
+        }
+    }
+    text
 }
 
 /// `hotsh sessions list`: one line per session, newest first.

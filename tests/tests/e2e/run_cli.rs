@@ -74,6 +74,7 @@ fn run_shows_an_edit_as_a_unified_diff_once_it_is_made() {
     let responses = serde_json::json!({"responses": [
         {"tool_calls": [{"name": "read_file", "arguments": {"path": "list.txt"}}]},
         {"tool_calls": [{"name": "edit_file", "arguments": {"path": "list.txt", "old_string": "bread\n", "new_string": "bread\neggs\n"}}]},
+        {"tool_calls": [{"name": "edit_file", "arguments": {"path": "list.txt", "old_string": "eggs", "new_string": "six eggs"}}]},
         {"text": "Added eggs."}
     ]});
     std::fs::write(&script, responses.to_string()).unwrap();
@@ -81,10 +82,15 @@ fn run_shows_an_edit_as_a_unified_diff_once_it_is_made() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
     let path = dir.path().join("list.txt");
-    let diff = format!("--- {p}\n+++ {p}\n@@ -1 +1,2 @@\n bread\n+eggs\n", p = path.display());
+    // The file's line numbers (the edit starts at line 2), no false end-of-file marker.
+    let diff = format!("--- {p}\n+++ {p}\n@@ -2 +2,2 @@\n bread\n+eggs\n", p = path.display());
+    assert!(!stdout.contains("No newline at end of file"), "{stdout}");
     assert_eq!(stdout.matches(&diff).count(), 1, "{stdout}");
+    // A fragment within a line: still that line, numbered.
+    let second = format!("--- {p}\n+++ {p}\n@@ -3 +3 @@\n-eggs\n+six eggs\n", p = path.display());
+    assert_eq!(stdout.matches(&second).count(), 1, "{stdout}");
     assert!(stdout.contains(&format!("• Edit {}", path.display())), "{stdout}");
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), "milk\nbread\neggs\n");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "milk\nbread\nsix eggs\n");
 }
 
 #[test]
