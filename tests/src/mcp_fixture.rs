@@ -22,6 +22,9 @@ pub enum Start {
     Exit,
     /// Answers `initialize` with a line that is not JSON.
     Garbage,
+    /// Like `Ok`, and also offers `echo.twice`, `echo_twice` and `echo twice`, whose names
+    /// are one once made of the characters models accept.
+    Colliding,
 }
 
 impl Start {
@@ -30,6 +33,7 @@ impl Start {
             "hang" => Self::Hang,
             "exit" => Self::Exit,
             "garbage" => Self::Garbage,
+            "colliding" => Self::Colliding,
             _ => Self::Ok,
         }
     }
@@ -79,6 +83,11 @@ impl Fixture {
         if self.grown {
             tools.push(json!({"name": "late", "description": "Added by grow.", "inputSchema": object(json!({}))}));
         }
+        if self.start == Start::Colliding {
+            for name in ["echo.twice", "echo_twice", "echo twice"] {
+                tools.push(json!({"name": name, "description": "Says its name.", "inputSchema": object(json!({}))}));
+            }
+        }
         json!({ "tools": tools })
     }
 
@@ -102,7 +111,7 @@ impl Fixture {
                     Action::Exit(2)
                 }
                 Start::Garbage => Action::Garbage,
-                Start::Ok => {
+                Start::Ok | Start::Colliding => {
                     let version = message["params"]["protocolVersion"].clone();
                     reply(json!({
                         "protocolVersion": version,
@@ -120,6 +129,9 @@ impl Fixture {
                 };
                 match message["params"]["name"].as_str().unwrap_or_default() {
                     "echo" => reply(text(format!("{} says: {}", self.name, argument("text")))),
+                    called @ ("echo.twice" | "echo_twice" | "echo twice") => {
+                        reply(text(format!("{} ran `{called}`", self.name)))
+                    }
                     "env" => reply(text(
                         std::env::var(argument("name")).unwrap_or_else(|_| "(unset)".to_owned()),
                     )),

@@ -654,28 +654,55 @@ async fn list_tools(
     peer: &Peer<RoleClient>,
 ) -> Result<Vec<Tool>, rmcp::ServiceError> {
     let listed = peer.list_all_tools().await?;
-    Ok(listed
-        .into_iter()
-        .map(|tool| {
-            let annotations = tool.annotations.as_ref();
-            let title = annotations
-                .and_then(|a| a.title.clone())
-                .or_else(|| tool.title.clone())
-                .unwrap_or_else(|| tool.name.to_string());
-            let read_only = annotations.and_then(|a| a.read_only_hint) == Some(true);
-            Tool {
-                definition: ToolDefinition {
-                    name: tool_name(prefix, &tool.name),
-                    description: tool.description.as_deref().unwrap_or_default().to_owned(),
-                    input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
-                    effects: server_tool_effects(read_only),
-                },
-                remote: tool.name.to_string(),
-                title,
-                read_only,
+    Ok(unique_names(
+        listed
+            .into_iter()
+            .map(|tool| {
+                let annotations = tool.annotations.as_ref();
+                let title = annotations
+                    .and_then(|a| a.title.clone())
+                    .or_else(|| tool.title.clone())
+                    .unwrap_or_else(|| tool.name.to_string());
+                let read_only = annotations.and_then(|a| a.read_only_hint) == Some(true);
+                Tool {
+                    definition: ToolDefinition {
+                        name: tool_name(prefix, &tool.name),
+                        description: tool.description.as_deref().unwrap_or_default().to_owned(),
+                        input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
+                        effects: server_tool_effects(read_only),
+                    },
+                    remote: tool.name.to_string(),
+                    title,
+                    read_only,
+                }
+            })
+            .collect(),
+    ))
+}
+
+/// Makes the names of one server's tools unique, whatever the order they are listed in: two
+/// tools whose names become one (`read.file` and `read_file`, or long names cut alike) keep
+/// it only where it is the tool's own name, unchanged; the others end with a hash of their
+/// own name instead.
+fn unique_names(mut tools: Vec<Tool>) -> Vec<Tool> {
+    let mut uses: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for tool in &tools {
+        *uses.entry(tool.definition.name.clone()).or_default() += 1;
+    }
+    for tool in &mut tools {
+        let name = &tool.definition.name;
+        if uses[name] > 1 && !name.ends_with(&format!("__{}", tool.remote)) {
+            let digest = ring::digest::digest(&ring::digest::SHA256, tool.remote.as_bytes());
+            let hash: String = digest.as_ref()[..4].iter().map(|b| format!("{b:02x}")).collect();
+            let keep = name.len().min(MAX_TOOL_NAME - hash.len() - 1);
+            let mut cut = keep;
+            while !name.is_char_boundary(cut) {
+                cut -= 1;
             }
-        })
-        .collect())
+            tool.definition.name = format!("{}_{hash}", &name[..cut]);
+        }
+    }
+    tools
 }
 
 /// The model's name of a server's tool: the prefix and the tool's name, made of the

@@ -61,7 +61,7 @@ impl Recording {
             .get(server)
             .and_then(|r| r.tools.as_ref())
             .ok_or_else(|| "the arc has no tool list recorded for this server".to_owned())?;
-        Ok(tools.iter().map(|tool| from_json(prefix, tool)).collect())
+        Ok(super::unique_names(tools.iter().map(|tool| from_json(prefix, tool)).collect()))
     }
 
     /// The next recorded outcome of a call of `tool` on `server`.

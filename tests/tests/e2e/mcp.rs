@@ -592,3 +592,40 @@ fn servers_end_with_their_session_and_with_a_sigkilled_hotsh() {
     assert!(agent.finish().success());
     eventually("the server to stop with hotsh", || processes_matching(&ending).is_empty());
 }
+
+#[test]
+fn tools_whose_names_collide_once_made_safe_get_unique_names_and_each_reaches_its_own() {
+    let name = unique("twins");
+    let prefix = format!("mcp__{name}__");
+    let twins = |agent: &Agent| -> Vec<String> {
+        offered(agent)[0]
+            .iter()
+            .filter(|n| {
+                n.starts_with(&format!("{prefix}echo_")) || n.starts_with(&format!("{prefix}echo."))
+            })
+            .cloned()
+            .collect()
+    };
+    let mut first = agent(vec![], Some(QUICK));
+    let session = new_session(&mut first, json!([stdio(&name, "colliding")]));
+    first.prompt(&session, "list");
+    let names = twins(&first);
+    assert_eq!(names.len(), 3, "{names:?}");
+    let distinct: std::collections::HashSet<&String> = names.iter().collect();
+    assert_eq!(distinct.len(), 3, "every name offered is unique: {names:?}");
+    // The one whose name needed no change keeps it; the others end with a hash of theirs.
+    let plain = format!("{prefix}echo_twice");
+    assert!(names.contains(&plain), "{names:?}");
+    assert_eq!(names.iter().filter(|n| n.len() == plain.len() + 9).count(), 2, "{names:?}");
+
+    // Another session gets the very same names, and each name calls its own tool.
+    let calls: Vec<Value> = names.iter().map(|n| json!({"name": n, "arguments": {}})).collect();
+    let mut again = agent(vec![json!({"tool_calls": calls}), say("done")], Some(QUICK));
+    let session = new_session(&mut again, json!([stdio(&name, "colliding")]));
+    again.prompt(&session, "call them");
+    assert_eq!(twins(&again), names, "the same names in another session");
+    let texts: Vec<String> = again.tool_results().into_iter().map(|(text, _)| text).collect();
+    let mut ran: Vec<&str> = texts.iter().filter_map(|t| t.split('`').nth(1)).collect();
+    ran.sort_unstable();
+    assert_eq!(ran, ["echo twice", "echo.twice", "echo_twice"], "{texts:?}");
+}
