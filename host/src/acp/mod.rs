@@ -404,8 +404,28 @@ async fn on_prompt(
                 .respond_with_error(Error::new(ErrorCode::INVALID_REQUEST, busy.to_string()));
         }
     };
+    // `$/cancel_request` for this request cancels the turn as `session/cancel` does (logged
+    // in the session's order, answered `cancelled`).
+    let withdrawn = responder.cancellation();
     tokio::spawn(async move {
-        let outcome = turn::answer(&work, &session, cancel).await;
+        let answering = turn::answer(&work, &session, cancel);
+        tokio::pin!(answering);
+        let mut asked = false;
+        let outcome = loop {
+            tokio::select! {
+                outcome = &mut answering => break outcome,
+                () = withdrawn.cancelled(), if !asked => {
+                    asked = true;
+                    // In a task of its own: the turn, not polled while this waits, may hold
+                    // the session's order.
+                    let cancelling = Arc::clone(&session);
+                    tokio::spawn(async move {
+                        let was_running = cancelling.cancel_turn().await;
+                        tracing::info!(session = %cancelling.id, was_running, "$/cancel_request");
+                    });
+                }
+            }
+        };
         tracing::info!(session = %session.id, ?outcome, "turn ended");
         let _ = match outcome {
             Ok(stop) => responder.respond(PromptResponse::new(to_acp::stop_reason(stop))),

@@ -79,3 +79,28 @@ fn what_the_model_said_before_a_cancel_stays_in_its_history_marked_as_cut_off() 
     assert!(messages[2]["text"].as_str().unwrap().contains("cut off"), "{}", messages[2]);
     assert_eq!(messages[3]["text"], "go on");
 }
+
+#[test]
+fn a_cancel_request_for_a_running_prompt_cancels_its_turn() {
+    let marker = "sleep 30.0733";
+    let mut agent =
+        Agent::start(AgentOptions::script(vec![bash_call(marker), json!({"text": "next"})]));
+    agent.initialize(true);
+    let session = agent.new_session();
+    let prompt = agent.start_prompt(&session, "sleep");
+    agent.wait_for(|m| m["params"]["update"]["sessionUpdate"] == "tool_call");
+    eventually("the sleep to start", || !processes_matching(marker).is_empty());
+    agent.notify("$/cancel_request", json!({"requestId": prompt}));
+    let response = agent.response(prompt);
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    eventually("the sleep to be gone", || processes_matching(marker).is_empty());
+    // Answered once, and the session goes on.
+    let answers =
+        agent.received.iter().filter(|m| m["id"] == prompt && m.get("method").is_none()).count();
+    assert_eq!(answers, 1);
+    assert_eq!(agent.prompt(&session, "again")["result"]["stopReason"], "end_turn");
+    let log =
+        std::fs::read_to_string(agent.data_dir().join("sessions").join(format!("{session}.jsonl")))
+            .unwrap();
+    assert!(log.contains("\"type\":\"cancel_requested\""), "the cancel is logged");
+}
