@@ -169,20 +169,21 @@ fn long_output_is_bounded_for_the_model_and_names_the_spill_file() {
 #[test]
 fn timeout_stops_the_command_and_says_so() {
     let command = "echo started; setsid sleep 30.0431 & sleep 30.0431";
-    let call = json!({"tool_calls": [{"name": "bash", "arguments": {"command": command, "timeout": 300}}]});
+    // Long enough for a loaded machine to start bash and echo; the sleeps outlast it.
+    let call = json!({"tool_calls": [{"name": "bash", "arguments": {"command": command, "timeout": 2000}}]});
     let mut agent = Agent::start(AgentOptions::script(vec![call, say("ok")]));
     agent.initialize(true);
     let session = agent.new_session();
     agent.prompt(&session, "go");
     assert_eq!(
         agent.tool_results(),
-        vec![("started\n[timed out after 300ms]\n[killed by signal: SIGTERM]".to_owned(), false)]
+        vec![("started\n[timed out after 2000ms]\n[killed by signal: SIGTERM]".to_owned(), false)]
     );
     let updates = agent.updates(&session);
     let last = updates.iter().rev().find(|u| u["_meta"].get("terminal_exit").is_some()).unwrap();
     assert_eq!(last["_meta"]["terminal_exit"]["signal"], "SIGTERM");
     assert_eq!(last["rawOutput"]["timed_out"], true);
-    assert_eq!(last["rawOutput"]["timeout_ms"], 300);
+    assert_eq!(last["rawOutput"]["timeout_ms"], 2000);
     eventually("both sleeps to be gone", || processes_matching("sleep 30.0431").is_empty());
 }
 

@@ -19,7 +19,7 @@ fn log_records(agent: &Agent, session: &str) -> Vec<Value> {
 fn a_cancel_is_logged_before_the_end_of_the_turn_it_cancelled_every_time() {
     const TURNS: usize = 100;
     let mut agent = Agent::start(AgentOptions::script(
-        (0..TURNS).map(|_| bash_call("sleep 30.0431")).collect(),
+        (0..TURNS).map(|_| bash_call("sleep 30.0839")).collect(),
     ));
     agent.initialize(true);
     let session = agent.new_session();
