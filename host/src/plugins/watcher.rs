@@ -32,6 +32,12 @@ use tokio::time::Instant;
 /// appearing or a writer closing it.
 const QUIET: Duration = Duration::from_millis(10);
 
+/// How long a removed library path waits before its plugin is unloaded: cargo replaces a
+/// build by removing the old file and linking the new one in, and on a loaded machine the
+/// two can be more than [`QUIET`] apart; the new file's appearance is looked at at once and
+/// makes it a reload.
+const REMOVED: Duration = Duration::from_millis(200);
+
 /// Starts watching the registry's directories on the runtime; changes are sent to `changes`.
 /// The watch lasts until `changes` is closed.
 pub(crate) fn watch_plugin_dirs(
@@ -105,7 +111,8 @@ fn wait_for(kind: &EventKind) -> Option<Duration> {
         EventKind::Create(_)
         | EventKind::Access(AccessKind::Close(AccessMode::Write))
         | EventKind::Modify(ModifyKind::Name(RenameMode::To)) => Some(Duration::ZERO),
-        EventKind::Modify(_) | EventKind::Remove(_) => Some(QUIET),
+        EventKind::Remove(_) => Some(REMOVED),
+        EventKind::Modify(_) => Some(QUIET),
         EventKind::Access(_) | EventKind::Any | EventKind::Other => None,
     }
 }
