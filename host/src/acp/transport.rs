@@ -101,19 +101,27 @@ struct Handshake {
 }
 
 impl Handshake {
-    /// If `line` is an `initialize` request, waits until its answer is written.
-    fn wait_if_initialize(&self, line: &str) {
+    /// How the answer to `line` starts, when `line` is an `initialize` request.
+    fn answer_start(line: &str) -> Option<String> {
         // An `initialize` request is short; long lines are never parsed here.
         if line.len() > 64 << 10 || !line.contains("\"initialize\"") {
-            return;
+            return None;
         }
-        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else { return };
-        let Some(id) = message.get("id").filter(|_| message["method"] == "initialize") else {
-            return;
-        };
-        let mut answer = crate::sync::lock(&self.answer);
-        *answer = Some(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},"));
+        let message = serde_json::from_str::<serde_json::Value>(line).ok()?;
+        let id = message.get("id").filter(|_| message["method"] == "initialize")?;
+        Some(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},"))
+    }
+
+    /// An answer starting with `start` is awaited (set before its request is passed on, so
+    /// the answer cannot be written first).
+    fn expect(&self, start: String) {
+        *crate::sync::lock(&self.answer) = Some(start);
         self.pending.store(true, Ordering::Release);
+    }
+
+    /// Waits until the awaited answer is written (or nothing will be).
+    fn wait(&self) {
+        let answer = crate::sync::lock(&self.answer);
         let (answer, _) = self
             .answered
             .wait_timeout_while(answer, HANDSHAKE_WAIT, |answer| answer.is_some())
@@ -122,20 +130,15 @@ impl Handshake {
         self.pending.store(false, Ordering::Release);
     }
 
-    /// The writer wrote `line`.
-    fn written(&self, line: &str) {
-        if !self.pending.load(Ordering::Acquire) {
-            return;
-        }
-        let mut answer = crate::sync::lock(&self.answer);
-        if answer.as_deref().is_some_and(|start| line.starts_with(start)) {
-            *answer = None;
-            self.answered.notify_all();
-        }
+    /// Whether `line`, about to be written, is the awaited answer.
+    fn is_answer(&self, line: &str) -> bool {
+        self.pending.load(Ordering::Acquire)
+            && crate::sync::lock(&self.answer).as_deref().is_some_and(|s| line.starts_with(s))
     }
 
-    /// Nothing will be written any more: nobody waits.
-    fn close(&self) {
+    /// The awaited answer was written and flushed, or nothing will be written any more:
+    /// nobody waits.
+    fn answered(&self) {
         *crate::sync::lock(&self.answer) = None;
         self.answered.notify_all();
     }
@@ -199,30 +202,30 @@ pub(crate) fn lines(
             };
             while let Some(line) = outgoing_rx.blocking_recv() {
                 let mut updates = usize::from(line.starts_with(UPDATE_LINE));
+                let mut handshake_answered = handshake.is_answer(&line);
                 let mut written = write(&mut output, &line);
-                let mut answers = vec![line];
                 while written.is_ok() {
                     match outgoing_rx.try_recv() {
                         Ok(line) => {
                             updates += usize::from(line.starts_with(UPDATE_LINE));
+                            handshake_answered |= handshake.is_answer(&line);
                             written = write(&mut output, &line);
-                            answers.push(line);
                         }
                         Err(_) => break,
                     }
                 }
                 if let Err(error) = written.and_then(|()| output.flush()) {
                     tracing::debug!(%error, "cannot write to the client (gone?)");
-                    outflow.close();
-                    handshake.close();
-                    return;
+                    break;
                 }
                 outflow.written(updates);
                 // The handshake's answer counts once it is flushed.
-                answers.iter().for_each(|line| handshake.written(line));
+                if handshake_answered {
+                    handshake.answered();
+                }
             }
             outflow.close();
-            handshake.close();
+            handshake.answered();
         })
         .unwrap_or_else(|_| std::thread::spawn(|| ()));
     let outgoing = futures::sink::unfold(outgoing_tx, async |tx, line: String| {
@@ -260,16 +263,16 @@ fn read_lines(
             tap.client(line);
         }
         let failed = line.is_err();
-        let maybe_initialize = line
-            .as_ref()
-            .ok()
-            .filter(|l| l.len() <= 64 << 10 && l.contains("\"initialize\""))
-            .cloned();
+        // An `initialize` request's answer is awaited before the request is passed on.
+        let initialize = line.as_deref().ok().and_then(Handshake::answer_start);
+        if let Some(start) = &initialize {
+            handshake.expect(start.clone());
+        }
         if lines.blocking_send(line).is_err() || failed {
             return;
         }
-        if let Some(line) = maybe_initialize {
-            handshake.wait_if_initialize(&line);
+        if initialize.is_some() {
+            handshake.wait();
         }
     }
 }
