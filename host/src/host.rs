@@ -395,15 +395,8 @@ impl Host {
         lock(&self.sessions).get(id).cloned()
     }
 
-    /// The model `session` uses: its own choice when this host offers it, else the default.
-    /// What a client is shown as the session's model is this one's name
-    /// ([`Host::model_name_of`]), so a turn uses exactly what is shown.
-    fn model_of(&self, session: &SessionId) -> Arc<dyn Model> {
-        let chosen = self.session(session).and_then(|s| s.model_choice());
-        Arc::clone(&self.offered_model(chosen.as_deref()).2)
-    }
-
-    /// The name of the model `session` uses (see [`Host::model_of`]).
+    /// The name of the model `session` uses: its own choice when this host offers it, else
+    /// the default. A turn uses this one ([`Host::turn`]), so it uses exactly what is shown.
     pub(crate) fn model_name_of(&self, session: &Session) -> String {
         self.offered_model(session.model_choice().as_deref()).0.clone()
     }
@@ -450,28 +443,27 @@ impl Host {
 
     /// What a turn of `session` works with: its model, its tool providers (the plugins, then
     /// its MCP servers) and the host's ports.
-    pub(crate) fn turn(&self, session: &SessionId) -> crate::turn::Turn {
+    pub(crate) fn turn(&self, session: &Session) -> crate::turn::Turn {
         let plugins = crate::turn::PluginTools {
             registry: Arc::clone(&self.registry),
             executor: Arc::clone(&self.executor),
             sandbox: Arc::clone(&self.sandbox),
             runtime: self.runtime.clone(),
-            output_dir: self.output_root.session_dir(&session.0),
-            temp_dir: self.output_root.session_temp_dir(&session.0),
+            output_dir: self.output_root.session_dir(&session.id.0),
+            temp_dir: self.output_root.session_temp_dir(&session.id.0),
             task_cards: Arc::clone(&self.task_cards),
         };
         let mut providers: Vec<Arc<dyn hotsh_core::tools::ToolProvider>> = vec![Arc::new(plugins)];
-        if let Some(servers) = lock(&self.mcp).get(session).cloned() {
+        if let Some(servers) = lock(&self.mcp).get(&session.id).cloned() {
             providers.push(Arc::new(crate::turn::McpTools(servers)));
         }
-        let cwd = self.session(session).map(|s| s.cwd.clone()).unwrap_or_default();
         crate::turn::Turn {
-            model: self.model_of(session),
+            model: Arc::clone(&self.offered_model(session.model_choice().as_deref()).2),
             tools: hotsh_core::tools::ToolRouter::new(providers, self.sandbox.confines()),
             ports: Arc::new(crate::turn::HostPorts {
                 executor: Arc::clone(&self.executor),
-                cwd,
-                session_id: session.0.clone(),
+                cwd: session.cwd.clone(),
+                session_id: session.id.0.clone(),
                 transcript: self.transcript.clone(),
                 recorder: self.recorder.clone(),
             }),

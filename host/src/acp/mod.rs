@@ -396,7 +396,7 @@ async fn on_prompt(
     // Begun here, not in the turn's task: a cancel that follows is handled after
     // this handler and so finds the turn begun.
     let prompt = from_acp::prompt(&request.prompt);
-    let work = host.turn(&session.id);
+    let work = host.turn(&session);
     let cancel = match session.begin_turn(prompt, |task| work.ports.end_reported(task)).await {
         Ok(cancel) => cancel,
         Err(busy) => {
