@@ -4,6 +4,8 @@
 //! ACP, no plugin interface, no MCP and starts no process: those are the host's, and this
 //! crate's dependencies keep it so.
 
+pub mod commands;
+pub mod context;
 pub mod model;
 pub mod sandbox;
 pub mod session;

@@ -96,6 +96,10 @@ pub struct Usage {
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
     pub total_tokens: Option<u64>,
+    /// Prompt tokens served from the provider's cache (DeepSeek `prompt_cache_hit_tokens`,
+    /// OpenAI `prompt_tokens_details.cached_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -107,6 +111,9 @@ pub enum ModelError {
     /// The provider failed; the message says how, for the user.
     #[error("{0}")]
     Provider(String),
+    /// The provider says the request does not fit the model's context window.
+    #[error("{0}")]
+    ContextTooLong(String),
     /// The provider refused the key (or wants one); the message says which variable.
     #[error("{0}")]
     Auth(String),

@@ -3,8 +3,11 @@
 //! ports: the model, the tool router, the session (whose sink is the client) and
 //! [`TurnPorts`] for what the host adds (the system prompt's own parts, recordings).
 
-use crate::model::{Model, ModelError, ModelEvent, ModelRequest, ModelToolCall, Usage};
-use crate::session::{Fact, Session, SessionEvent, StopReason, TurnOutcome};
+use crate::context::{self, Compaction, Limits, Trigger};
+use crate::model::{Message, Model, ModelError, ModelEvent, ModelRequest, ModelToolCall, Usage};
+use crate::session::{
+    CompactionEnd, Fact, Session, SessionEvent, StopReason, ToolCallId, TurnOutcome,
+};
 use crate::tools::ToolRouter;
 use futures::future::BoxFuture;
 use std::sync::Arc;
@@ -16,6 +19,17 @@ pub struct Turn {
     pub model: Arc<dyn Model>,
     pub tools: ToolRouter,
     pub ports: Arc<dyn TurnPorts>,
+    /// The model's window, when to compact, how many requests a turn may make.
+    pub limits: Limits,
+}
+
+/// What a turn does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Work {
+    /// Answers the prompt that began it.
+    Prompt,
+    /// Compacts the history now (`/compact`), the summary focused on this.
+    Compact { focus: Option<String> },
 }
 
 impl std::fmt::Debug for Turn {
@@ -110,17 +124,51 @@ pub async fn guarded(
 pub async fn answer(
     turn: &Turn,
     session: &Arc<Session>,
+    work: Work,
     cancel: CancellationToken,
 ) -> Result<StopReason, TurnFailed> {
-    let outcome = guarded(run(turn, session, &cancel)).await;
+    let outcome = match work {
+        Work::Prompt => guarded(run(turn, session, &cancel)).await,
+        Work::Compact { focus } => guarded(compact_now(turn, session, focus, &cancel)).await,
+    };
     let (recorded, message) = match &outcome {
         Ok(StopReason::EndTurn) => (TurnOutcome::EndTurn, None),
         Ok(StopReason::Cancelled) => (TurnOutcome::Cancelled, None),
+        Ok(StopReason::MaxTurnRequests) => (TurnOutcome::MaxTurnRequests, None),
         Err(failed) => (TurnOutcome::Failed, Some(failed.message.clone())),
     };
     session.end_turn(Fact::TurnEnded { outcome: recorded, message }).await;
     session.flush().await.map_err(TurnFailed::new)?;
     outcome
+}
+
+/// Gets the turn's parts ready: what the user asked (logged when the turn began) goes to disk
+/// while the tools get ready and the host's parts of the prompt are read. `None`: cancelled.
+async fn prepare(
+    turn: &Turn,
+    session: &Session,
+    cancel: &CancellationToken,
+) -> Result<Option<SystemParts>, TurnFailed> {
+    let prepared = async {
+        let ((), (), system) =
+            tokio::join!(session.flush_or_warn(), turn.tools.prepare(), turn.ports.system_parts());
+        system
+    };
+    tokio::select! {
+        system = prepared => system
+            .map(Some)
+            .map_err(|e| TurnFailed::new(format!("cannot read the project's instructions: {e}"))),
+        () = cancel.cancelled() => Ok(None),
+    }
+}
+
+/// The next request: the system prompt, the history, the tools offered now.
+async fn next_request(turn: &Turn, session: &Session, system: &SystemParts) -> ModelRequest {
+    ModelRequest {
+        system: system_prompt(system, turn),
+        messages: session.messages(),
+        tools: turn.tools.offered(session.planning()).await,
+    }
 }
 
 /// Runs one turn of `session`.
@@ -129,32 +177,61 @@ async fn run(
     session: &Arc<Session>,
     cancel: &CancellationToken,
 ) -> Result<StopReason, TurnFailed> {
-    // What the user asked (logged when the turn began) goes to disk while the tools get
-    // ready and the host's parts of the prompt are read: all before anything runs.
-    let prepared = async {
-        let ((), (), system) =
-            tokio::join!(session.flush_or_warn(), turn.tools.prepare(), turn.ports.system_parts());
-        system
+    let Some(system) = prepare(turn, session, cancel).await? else {
+        return Ok(StopReason::Cancelled);
     };
-    let system = tokio::select! {
-        system = prepared => system
-            .map_err(|e| TurnFailed::new(format!("cannot read the project's instructions: {e}")))?,
-        () = cancel.cancelled() => return Ok(StopReason::Cancelled),
-    };
+    let mut requests = 0;
+    // The provider said the context was too long, and the history was compacted for it: a
+    // second refusal of the same request ends the turn.
+    let mut overflowed = false;
     loop {
         if cancel.is_cancelled() {
             return Ok(StopReason::Cancelled);
         }
+        if requests >= turn.limits.max_requests {
+            return Ok(StopReason::MaxTurnRequests);
+        }
         // A task the model killed (or read after its end) needs no notice saying it ended.
         session.deliver_notices(|task| turn.ports.end_reported(task)).await;
-        let request = ModelRequest {
-            system: system_prompt(&system, turn),
-            messages: session.messages(),
-            tools: turn.tools.offered(session.planning()).await,
-        };
+        let mut request = next_request(turn, session, &system).await;
+        let fixed = context::fixed_tokens(&request);
+        if !overflowed
+            && session.compactable()
+            && session.context_estimate(fixed) > turn.limits.threshold()
+        {
+            match compact(turn, session, &request, Trigger::Auto, None, cancel).await {
+                Compacted::Done => request.messages = session.messages(),
+                Compacted::Cancelled => return Ok(StopReason::Cancelled),
+                // Shown on its card; the request goes as it is (it may still fit).
+                Compacted::Failed(_) => {}
+            }
+        }
+        requests += 1;
         turn.ports.requesting(&request).await;
-        let answer = match ask_model(turn, session, &request, cancel).await {
+        let answer = match ask_model(turn, session, &request, cancel, Forward::Answer).await {
             Answer::Complete(answer) => answer,
+            Answer::Failed(ModelError::ContextTooLong(detail)) if !overflowed => {
+                overflowed = true;
+                match compact(turn, session, &request, Trigger::Overflow, None, cancel).await {
+                    Compacted::Done => continue,
+                    Compacted::Cancelled => return Ok(StopReason::Cancelled),
+                    Compacted::Failed(why) => {
+                        return Err(TurnFailed::new(format!(
+                            "{detail}; compacting the conversation failed too: {why}"
+                        )));
+                    }
+                }
+            }
+            Answer::Failed(ModelError::ContextTooLong(detail)) => {
+                return Err(TurnFailed::new(format!(
+                    "{detail}. Even compacted, the conversation does not fit: the context window \
+                     ({} tokens) cannot hold the system prompt, the tools and the latest \
+                     messages (about {} tokens). Use a model with a larger window, or a shorter \
+                     prompt.",
+                    turn.limits.window,
+                    session.context_estimate(fixed)
+                )));
+            }
             // The prompt is answered with the error; the session keeps serving.
             Answer::Failed(error) => {
                 let needs_key = matches!(error, ModelError::NotConfigured | ModelError::Auth(_));
@@ -165,16 +242,21 @@ async fn run(
                 return Ok(StopReason::Cancelled);
             }
         };
+        overflowed = false;
         let calls = answer.calls;
+        let usage = answer.usage;
         session
             .record(Fact::AssistantMessage {
                 text: answer.text,
                 reasoning: (!answer.reasoning.is_empty()).then_some(answer.reasoning),
                 tool_calls: calls.clone(),
-                usage: answer.usage,
+                usage,
                 finish_reason: answer.finish_reason,
             })
             .await;
+        let estimate = session.context_estimate(fixed);
+        let shown = context::context_use(usage.as_ref(), estimate, turn.limits.window);
+        session.emit(SessionEvent::Usage(shown)).await;
         if calls.is_empty() {
             return Ok(StopReason::EndTurn);
         }
@@ -199,6 +281,158 @@ async fn run(
                 .await;
         }
     }
+}
+
+/// `/compact`: the history compacted now, as one turn.
+async fn compact_now(
+    turn: &Turn,
+    session: &Arc<Session>,
+    focus: Option<String>,
+    cancel: &CancellationToken,
+) -> Result<StopReason, TurnFailed> {
+    let Some(system) = prepare(turn, session, cancel).await? else {
+        return Ok(StopReason::Cancelled);
+    };
+    session.deliver_notices(|task| turn.ports.end_reported(task)).await;
+    if !session.compactable() {
+        return Err(TurnFailed::new(
+            "there is nothing to compact yet: the conversation has no messages since the last \
+             compaction"
+                .to_owned(),
+        ));
+    }
+    let request = next_request(turn, session, &system).await;
+    match compact(turn, session, &request, Trigger::Manual, focus, cancel).await {
+        Compacted::Done => Ok(StopReason::EndTurn),
+        Compacted::Cancelled => Ok(StopReason::Cancelled),
+        Compacted::Failed(why) => Err(TurnFailed::new(format!("compaction failed: {why}"))),
+    }
+}
+
+/// How a compaction went.
+enum Compacted {
+    Done,
+    Cancelled,
+    /// It failed, for this reason (the history is as it was).
+    Failed(String),
+}
+
+/// Summary requests made smaller, at most, when the provider says one is too long.
+const SUMMARY_ATTEMPTS: u32 = 3;
+/// The most tokens of the user's latest prompts a compaction keeps as they were.
+const KEPT_PROMPTS_MAX: u64 = 20_000;
+
+/// Replaces the history `base` carries with a summary the model writes of it: one request
+/// with the same system prompt and tools (the provider's cache serves them), the history
+/// (its oldest messages left out when it would not fit) and the instruction to summarise.
+/// The history is left as it was unless the summary is usable.
+async fn compact(
+    turn: &Turn,
+    session: &Session,
+    base: &ModelRequest,
+    trigger: Trigger,
+    focus: Option<String>,
+    cancel: &CancellationToken,
+) -> Compacted {
+    let id = session.next_call_id();
+    session.emit(SessionEvent::CompactionStarted { id: id.clone(), trigger }).await;
+    let history = &base.messages;
+    let fixed = context::fixed_tokens(base);
+    let tokens_before = fixed + context::messages_tokens(history);
+    let end = |status: &str, tokens_after: Option<u64>, error: Option<String>| {
+        let ended = CompactionEnd {
+            status: status.to_owned(),
+            trigger,
+            tokens_before,
+            tokens_after,
+            error,
+        };
+        session.emit(SessionEvent::CompactionEnded { id: id.clone(), ended })
+    };
+    let instruction = context::summary_instruction(focus.as_deref(), None);
+    // Room for the history: the window less the fixed parts, the instruction and an answer.
+    let room = turn
+        .limits
+        .window
+        .saturating_sub(fixed + context::tokens_of(instruction.len()) + turn.limits.window / 8);
+    if room == 0 {
+        let why = format!(
+            "the context window ({} tokens) cannot hold the system prompt and the tools (about \
+             {fixed} tokens) with room for a summary",
+            turn.limits.window
+        );
+        end("failed", None, Some(why.clone())).await;
+        return Compacted::Failed(why);
+    }
+    let mut skip = context::fit_from_front(history, room);
+    let mut attempts = 1;
+    let summary = loop {
+        let mut messages = history[skip..].to_vec();
+        messages.push(Message::User { text: instruction.clone(), images: Vec::new() });
+        let request =
+            ModelRequest { system: base.system.clone(), messages, tools: base.tools.clone() };
+        turn.ports.requesting(&request).await;
+        match ask_model(turn, session, &request, cancel, Forward::Summary(&id)).await {
+            Answer::Complete(answer) => break answer.text,
+            Answer::Cancelled(_) => {
+                end("cancelled", None, Some("the user cancelled it".to_owned())).await;
+                return Compacted::Cancelled;
+            }
+            Answer::Failed(ModelError::ContextTooLong(_))
+                if attempts < SUMMARY_ATTEMPTS && skip < history.len() =>
+            {
+                // Leave out the older half of what is left, and try again.
+                let left = history.len() - skip;
+                skip += context::fit_from_front(
+                    &history[skip..],
+                    context::messages_tokens(&history[skip..]) / 2,
+                )
+                .max(left / 2)
+                .min(left);
+                attempts += 1;
+            }
+            Answer::Failed(error) => {
+                let why = format!("the summary request failed: {error}");
+                end("failed", None, Some(why.clone())).await;
+                return Compacted::Failed(why);
+            }
+        }
+    };
+    let replaced_tokens = context::messages_tokens(history);
+    let failure = if summary.trim().is_empty() {
+        Some("the model's summary was empty".to_owned())
+    } else if context::tokens_of(summary.len()) >= replaced_tokens {
+        Some(format!(
+            "the model's summary (about {} tokens) is not shorter than what it would replace \
+             (about {replaced_tokens})",
+            context::tokens_of(summary.len())
+        ))
+    } else {
+        None
+    };
+    if let Some(why) = failure {
+        end("failed", None, Some(why.clone())).await;
+        return Compacted::Failed(why);
+    }
+    let budget = (turn.limits.window / 10).min(KEPT_PROMPTS_MAX);
+    let mut compaction = Compaction {
+        id: id.0.clone(),
+        trigger,
+        focus,
+        summary,
+        kept_prompts: context::recent_prompts(history, budget),
+        replaced: history.len(),
+        tokens_before,
+        tokens_after: 0,
+    };
+    compaction.tokens_after = fixed + context::messages_tokens(&compaction.history());
+    let tokens_after = compaction.tokens_after;
+    session.record(Fact::Compaction(compaction)).await;
+    end("completed", Some(tokens_after), None).await;
+    session.flush_or_warn().await;
+    let shown = context::context_use(None, tokens_after, turn.limits.window);
+    session.emit(SessionEvent::Usage(shown)).await;
+    Compacted::Done
 }
 
 /// The system prompt: the host's first parts, the providers' sections by order, then the
@@ -253,12 +487,22 @@ async fn keep_what_was_said(session: &Session, partial: Completed) {
         .await;
 }
 
-/// Asks the model, forwarding its text and reasoning to the client as they stream.
+/// Where what a model streams goes.
+#[derive(Clone, Copy)]
+enum Forward<'a> {
+    /// To the client as the agent's text and thoughts.
+    Answer,
+    /// Into the summary of this compaction (its reasoning is not shown).
+    Summary(&'a ToolCallId),
+}
+
+/// Asks the model, forwarding what it streams as `forward` says.
 async fn ask_model(
     turn: &Turn,
     session: &Session,
     request: &ModelRequest,
     cancel: &CancellationToken,
+    forward: Forward<'_>,
 ) -> Answer {
     let (events, mut received) = mpsc::unbounded_channel();
     let respond = turn.model.respond(&session.id.0, request, events);
@@ -277,11 +521,19 @@ async fn ask_model(
             event = received.recv() => match event.inspect(|e| if keep { streamed.push(e.clone()) }) {
                 Some(ModelEvent::Text(chunk)) => {
                     answer.text.push_str(&chunk);
-                    session.emit(SessionEvent::AgentText { text: chunk }).await;
+                    let event = match forward {
+                        Forward::Answer => SessionEvent::AgentText { text: chunk },
+                        Forward::Summary(id) => {
+                            SessionEvent::CompactionSummary { id: id.clone(), text: chunk }
+                        }
+                    };
+                    session.emit(event).await;
                 }
                 Some(ModelEvent::Reasoning(chunk)) => {
                     answer.reasoning.push_str(&chunk);
-                    session.emit(SessionEvent::AgentThought { text: chunk }).await;
+                    if let Forward::Answer = forward {
+                        session.emit(SessionEvent::AgentThought { text: chunk }).await;
+                    }
                 }
                 Some(ModelEvent::ToolCall(call)) => answer.calls.push(call),
                 Some(ModelEvent::Usage(usage)) => answer.usage = Some(usage),

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use futures::future::BoxFuture;
+use hotsh_core::context::Limits;
 use hotsh_core::model::{
     Model, ModelError, ModelEvent, ModelRequest, ModelToolCall, ToolDefinition, ToolEffects,
 };
@@ -13,7 +14,7 @@ use hotsh_core::session::{
     SessionMeta, StopReason, fold,
 };
 use hotsh_core::tools::{Call, CallResult, ToolProvider, ToolRouter, open_card};
-use hotsh_core::turn::{SystemParts, Turn, TurnFailed, TurnPorts, answer, guarded};
+use hotsh_core::turn::{SystemParts, Turn, TurnFailed, TurnPorts, Work, answer, guarded};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
@@ -72,6 +73,9 @@ impl Model for Scripted {
         let answer = self.answers.lock().unwrap().pop_front();
         Box::pin(async move {
             match answer {
+                Some(Some(answer)) if answer.contains(&too_long()) => {
+                    Err(ModelError::ContextTooLong("the context is too long".to_owned()))
+                }
                 Some(Some(answer)) => {
                     for event in answer {
                         let _ = events.send(event);
@@ -158,6 +162,7 @@ fn turn(model: &Arc<Scripted>, confines_commands: bool) -> Turn {
         model: Arc::clone(model) as Arc<dyn Model>,
         tools: ToolRouter::new(vec![Arc::new(Tools)], confines_commands),
         ports: Arc::new(Ports),
+        limits: Limits::default(),
     }
 }
 
@@ -195,7 +200,7 @@ async fn a_turn_runs_tools_until_the_model_answers_and_its_log_folds_back_to_its
     ]);
     let work = turn(&model, true);
     let cancel = f.session.begin_turn(prompt("go"), |_| false).await.unwrap();
-    assert_eq!(answer(&work, &f.session, cancel).await, Ok(StopReason::EndTurn));
+    assert_eq!(answer(&work, &f.session, Work::Prompt, cancel).await, Ok(StopReason::EndTurn));
 
     let log = f.log.lock().unwrap().clone();
     assert_eq!(
@@ -203,6 +208,7 @@ async fn a_turn_runs_tools_until_the_model_answers_and_its_log_folds_back_to_its
         [
             "prompt",
             "assistant_message",
+            "usage",
             "tool_call_started",
             "tool_call_finished",
             "tool_result",
@@ -211,6 +217,7 @@ async fn a_turn_runs_tools_until_the_model_answers_and_its_log_folds_back_to_its
             "tool_result",
             "agent_text",
             "assistant_message",
+            "usage",
             "turn_ended",
         ]
     );
@@ -247,7 +254,7 @@ async fn a_turn_runs_tools_until_the_model_answers_and_its_log_folds_back_to_its
     };
     let mut records = vec![Record::Fact(Fact::Session(meta))];
     records.extend(log);
-    assert_eq!(fold::fold(records).unwrap().history, f.session.messages());
+    assert_eq!(fold::fold(records).unwrap().history.messages, f.session.messages());
 }
 
 #[tokio::test]
@@ -257,7 +264,7 @@ async fn a_cancel_is_logged_inside_the_turn_and_before_its_end() {
     let work = turn(&model, true);
     let cancel = f.session.begin_turn(prompt("think forever"), |_| false).await.unwrap();
     let session = Arc::clone(&f.session);
-    let running = tokio::spawn(async move { answer(&work, &session, cancel).await });
+    let running = tokio::spawn(async move { answer(&work, &session, Work::Prompt, cancel).await });
     // Once the model streams, cancel.
     while !f.client.0.lock().unwrap().iter().any(|e| matches!(e, SessionEvent::AgentThought { .. }))
     {
@@ -282,7 +289,7 @@ async fn plan_mode_offers_tools_that_run_commands_only_where_commands_can_be_con
         let model = Scripted::new(vec![Some(vec![ModelEvent::Text("ok".to_owned())])]);
         let work = turn(&model, confines);
         let cancel = f.session.begin_turn(prompt("plan"), |_| false).await.unwrap();
-        answer(&work, &f.session, cancel).await.unwrap();
+        answer(&work, &f.session, Work::Prompt, cancel).await.unwrap();
         let offered: Vec<String> =
             model.requests.lock().unwrap()[0].tools.iter().map(|t| t.name.clone()).collect();
         let expected: &[&str] = if confines { &["echo", "shell"] } else { &["echo"] };
@@ -364,4 +371,212 @@ async fn a_turn_that_panics_still_ends_with_an_answer() {
     let Err(TurnFailed { message, .. }) = outcome else { panic!("a panic must fail the turn") };
     assert!(message.ends_with(": boom in a turn"), "{message}");
     assert_eq!(guarded(async { Ok(StopReason::Cancelled) }).await, Ok(StopReason::Cancelled));
+}
+
+/// An answer the scripted model refuses as too long for the context.
+fn too_long() -> ModelEvent {
+    ModelEvent::Finished("context_too_long".to_owned())
+}
+
+fn text(text: &str) -> Option<Vec<ModelEvent>> {
+    Some(vec![ModelEvent::Text(text.to_owned())])
+}
+
+/// A turn whose window is small: 2,000 tokens, compacting past half of it.
+fn small_turn(model: &Arc<Scripted>) -> Turn {
+    let mut work = turn(model, true);
+    work.limits = Limits { window: 2000, compact_at: 0.5, max_requests: 50 };
+    work
+}
+
+/// The log as a fold sees it.
+fn folded(f: &Fixture) -> fold::Folded {
+    let meta = SessionMeta {
+        session_id: "s".to_owned(),
+        cwd: "/w".into(),
+        created_at: String::new(),
+        agent: String::new(),
+    };
+    let mut records = vec![Record::Fact(Fact::Session(meta))];
+    records.extend(f.log.lock().unwrap().clone());
+    fold::fold(records).unwrap()
+}
+
+fn is_summary_request(request: &ModelRequest) -> bool {
+    matches!(request.messages.last(), Some(hotsh_core::model::Message::User { text, .. }) if text.contains("Write a summary"))
+}
+
+#[tokio::test]
+async fn past_the_threshold_the_history_is_compacted_before_the_next_request_and_folds_back() {
+    let f = fixture();
+    let big = format!(r#"{{"x":"{}"}}"#, "y".repeat(6000));
+    let model = Scripted::new(vec![
+        Some(vec![call("a", "echo", &big)]),
+        text("SUMMARY: echoed a big value"),
+        text("done"),
+    ]);
+    let work = small_turn(&model);
+    let cancel = f.session.begin_turn(prompt("go"), |_| false).await.unwrap();
+    assert_eq!(answer(&work, &f.session, Work::Prompt, cancel).await, Ok(StopReason::EndTurn));
+    let requests = model.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 3);
+    assert!(is_summary_request(&requests[1]), "{:?}", requests[1].messages.last());
+    // The same system prompt and tools as the turn's requests: the provider's cache serves them.
+    assert_eq!(
+        (&requests[1].system, &requests[1].tools),
+        (&requests[0].system, &requests[0].tools)
+    );
+    // The request after it: the user's prompt, then the summary; under the window.
+    let after = &requests[2].messages;
+    assert_eq!(after.len(), 2, "{after:?}");
+    assert!(matches!(&after[0], hotsh_core::model::Message::User { text, .. } if text == "go"));
+    assert!(
+        matches!(&after[1], hotsh_core::model::Message::User { text, .. } if text.ends_with("SUMMARY: echoed a big value"))
+    );
+    assert!(hotsh_core::context::request_tokens(&requests[2]) < 1000);
+    // The log holds the full thread and the compaction; its fold is the live history.
+    let kinds = types(&f.log.lock().unwrap());
+    for kind in [
+        "tool_result",
+        "compaction_started",
+        "compaction_summary",
+        "compaction",
+        "compaction_ended",
+    ] {
+        assert!(kinds.iter().any(|k| k == kind), "{kind} in {kinds:?}");
+    }
+    let folded = folded(&f);
+    assert_eq!(folded.history.messages.len(), 3, "prompt, summary, the answer");
+    assert_eq!(folded.history.messages, f.session.messages());
+    assert_eq!(folded.history.estimate(0), f.session.context_estimate(0));
+    let ended = f.client.0.lock().unwrap().iter().find_map(|e| match e {
+        SessionEvent::CompactionEnded { ended, .. } => Some(ended.clone()),
+        _ => None,
+    });
+    let ended = ended.unwrap();
+    assert_eq!(ended.status, "completed");
+    assert!(ended.tokens_after.unwrap() < ended.tokens_before);
+}
+
+#[tokio::test]
+async fn a_failed_or_cancelled_compaction_leaves_the_history_as_it_was() {
+    // An empty summary: the compaction fails, the request goes as it is.
+    let f = fixture();
+    let big = format!(r#"{{"x":"{}"}}"#, "y".repeat(6000));
+    let model = Scripted::new(vec![Some(vec![call("a", "echo", &big)]), text(" "), text("done")]);
+    let work = small_turn(&model);
+    let cancel = f.session.begin_turn(prompt("go"), |_| false).await.unwrap();
+    assert_eq!(answer(&work, &f.session, Work::Prompt, cancel).await, Ok(StopReason::EndTurn));
+    let requests = model.requests.lock().unwrap().clone();
+    assert_eq!(requests[2].messages.len(), 3, "prompt, the call, its result");
+    assert_eq!(requests[2].messages[..2], requests[1].messages[..2]);
+    let ended = f.client.0.lock().unwrap().iter().find_map(|e| match e {
+        SessionEvent::CompactionEnded { ended, .. } => Some(ended.clone()),
+        _ => None,
+    });
+    let ended = ended.unwrap();
+    assert_eq!(ended.status, "failed");
+    assert!(ended.error.unwrap().contains("empty"));
+    assert!(!types(&f.log.lock().unwrap()).iter().any(|k| k == "compaction"));
+
+    // Cancelled while the summary streams: the turn ends cancelled, the history intact.
+    let f = fixture();
+    let model = Scripted::new(vec![Some(vec![call("a", "echo", &big)]), None]);
+    let work = small_turn(&model);
+    let cancel = f.session.begin_turn(prompt("go"), |_| false).await.unwrap();
+    let session = Arc::clone(&f.session);
+    let running = tokio::spawn(async move { answer(&work, &session, Work::Prompt, cancel).await });
+    while !f
+        .client
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|e| matches!(e, SessionEvent::CompactionStarted { .. }))
+    {
+        tokio::task::yield_now().await;
+    }
+    while model.requests.lock().unwrap().len() < 2 {
+        tokio::task::yield_now().await;
+    }
+    assert!(f.session.cancel_turn().await);
+    assert_eq!(running.await.unwrap(), Ok(StopReason::Cancelled));
+    assert_eq!(f.session.messages().len(), 3);
+    assert_eq!(folded(&f).history.messages, f.session.messages());
+    assert!(f.client.0.lock().unwrap().iter().any(
+        |e| matches!(e, SessionEvent::CompactionEnded { ended, .. } if ended.status == "cancelled")
+    ));
+}
+
+#[tokio::test]
+async fn a_context_too_long_answer_compacts_and_retries_once() {
+    let f = fixture();
+    let model =
+        Scripted::new(vec![text("first"), Some(vec![too_long()]), text("SUMMARY"), text("after")]);
+    let work = turn(&model, true);
+    let cancel = f.session.begin_turn(prompt("one"), |_| false).await.unwrap();
+    answer(&work, &f.session, Work::Prompt, cancel).await.unwrap();
+    let cancel = f.session.begin_turn(prompt("two"), |_| false).await.unwrap();
+    assert_eq!(answer(&work, &f.session, Work::Prompt, cancel).await, Ok(StopReason::EndTurn));
+    let requests = model.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 4);
+    assert!(is_summary_request(&requests[2]));
+    assert_eq!(
+        requests[3].messages.len(),
+        3,
+        "two prompts and the summary: {:?}",
+        requests[3].messages
+    );
+
+    // Refused again after compacting: the turn fails and says why; the session goes on.
+    let f = fixture();
+    let model = Scripted::new(vec![
+        text("first"),
+        Some(vec![too_long()]),
+        text("SUMMARY"),
+        Some(vec![too_long()]),
+        text("fine"),
+    ]);
+    let work = turn(&model, true);
+    let cancel = f.session.begin_turn(prompt("one"), |_| false).await.unwrap();
+    answer(&work, &f.session, Work::Prompt, cancel).await.unwrap();
+    let cancel = f.session.begin_turn(prompt("two"), |_| false).await.unwrap();
+    let failed = answer(&work, &f.session, Work::Prompt, cancel).await.unwrap_err();
+    assert!(failed.message.contains("Even compacted"), "{}", failed.message);
+    let cancel = f.session.begin_turn(prompt("three"), |_| false).await.unwrap();
+    assert_eq!(answer(&work, &f.session, Work::Prompt, cancel).await, Ok(StopReason::EndTurn));
+}
+
+#[tokio::test]
+async fn compact_now_uses_the_focus_and_a_turn_stops_at_its_request_limit() {
+    let f = fixture();
+    let model = Scripted::new(vec![text("first answer"), text("SUMMARY")]);
+    let work = turn(&model, true);
+    let cancel = f.session.begin_turn(prompt("one"), |_| false).await.unwrap();
+    answer(&work, &f.session, Work::Prompt, cancel).await.unwrap();
+    let command = Fact::Command { text: "/compact the parser".to_owned(), blocks: Vec::new() };
+    let cancel = f.session.begin_turn(command, |_| false).await.unwrap();
+    let focus = Some("the parser".to_owned());
+    assert_eq!(
+        answer(&work, &f.session, Work::Compact { focus }, cancel).await,
+        Ok(StopReason::EndTurn)
+    );
+    let requests = model.requests.lock().unwrap().clone();
+    let Some(hotsh_core::model::Message::User { text, .. }) = requests[1].messages.last() else {
+        panic!()
+    };
+    assert!(text.ends_with("focus on: the parser"), "{text}");
+    assert_eq!(f.session.messages().len(), 2, "the prompt and the summary");
+
+    let f = fixture();
+    let model =
+        Scripted::new((0..5).map(|i| Some(vec![call(&format!("c{i}"), "echo", "{}")])).collect());
+    let mut work = turn(&model, true);
+    work.limits.max_requests = 3;
+    let cancel = f.session.begin_turn(prompt("loop"), |_| false).await.unwrap();
+    assert_eq!(
+        answer(&work, &f.session, Work::Prompt, cancel).await,
+        Ok(StopReason::MaxTurnRequests)
+    );
+    assert_eq!(model.requests.lock().unwrap().len(), 3);
 }

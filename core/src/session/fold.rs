@@ -3,7 +3,6 @@
 
 use super::log::{Fact, Record, SessionMeta};
 use super::{CallStatus, Card, PendingNotice, SessionEvent, ToolCallId};
-use crate::model::Message;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
@@ -22,8 +21,8 @@ pub struct OpenTask {
 #[derive(Debug, Clone)]
 pub struct Folded {
     pub meta: SessionMeta,
-    /// The conversation as the model saw it.
-    pub history: Vec<Message>,
+    /// The conversation as the model sees it now (compactions applied).
+    pub history: crate::context::History,
     /// What the client saw, in order (prompts as `UserMessage` blocks).
     pub view: Vec<SessionEvent>,
     /// The number of the next tool call (`call-N`).
@@ -49,7 +48,7 @@ pub fn fold(records: Vec<Record>) -> Result<Folded, String> {
     let Some(Record::Fact(Fact::Session(meta))) = records.next() else {
         return Err("its first record is not a `session` record".to_owned());
     };
-    let mut history = Vec::new();
+    let mut history = crate::context::History::default();
     let mut view = Vec::new();
     let mut next_call = 1;
     let mut title = None;
@@ -62,10 +61,10 @@ pub fn fold(records: Vec<Record>) -> Result<Folded, String> {
     let mut noticed: HashSet<String> = HashSet::new();
     let mut cards: BTreeMap<String, Card> = BTreeMap::new();
     for record in records {
-        if let Some(message) = record.history_message() {
-            history.push(message);
-        }
+        history.apply(&record);
         match record {
+            // Only the last context use is shown again (after the replay).
+            Record::Event(SessionEvent::Usage(_)) => {}
             Record::Event(event) => {
                 if let Some(number) = call_id_of(&event).and_then(ToolCallId::number) {
                     next_call = next_call.max(number + 1);
@@ -91,6 +90,9 @@ pub fn fold(records: Vec<Record>) -> Result<Folded, String> {
                         .iter()
                         .map(|block| SessionEvent::UserMessage { block: block.clone() }),
                 );
+            }
+            Record::Fact(Fact::Command { blocks, .. }) => {
+                view.extend(blocks.into_iter().map(|block| SessionEvent::UserMessage { block }));
             }
             Record::Fact(Fact::TaskStarted { task_id, call_id, command, output_path }) => {
                 started.insert(
@@ -164,6 +166,10 @@ fn push_coalesced(view: &mut Vec<SessionEvent>, event: SessionEvent) {
         (
             Some(SessionEvent::ToolOutput { call_id, text }),
             SessionEvent::ToolOutput { call_id: next, text: more },
+        )
+        | (
+            Some(SessionEvent::CompactionSummary { id: call_id, text }),
+            SessionEvent::CompactionSummary { id: next, text: more },
         ) if *call_id == next => text.push_str(&more),
         (_, event) => view.push(event),
     }
@@ -175,7 +181,11 @@ fn call_id_of(event: &SessionEvent) -> Option<&ToolCallId> {
         | SessionEvent::ToolOutput { call_id, .. }
         | SessionEvent::ToolCallFinished { call_id, .. }
         | SessionEvent::PluginChanged { call_id, .. }
-        | SessionEvent::HostNote { call_id, .. } => Some(call_id),
+        | SessionEvent::HostNote { call_id, .. }
+        | SessionEvent::CompactionStarted { id: call_id, .. }
+        | SessionEvent::CompactionSummary { id: call_id, .. }
+        | SessionEvent::CompactionEnded { id: call_id, .. } => Some(call_id),
+        SessionEvent::Usage(_) => None,
         SessionEvent::AgentText { .. }
         | SessionEvent::AgentThought { .. }
         | SessionEvent::UserMessage { .. } => None,
@@ -185,6 +195,7 @@ fn call_id_of(event: &SessionEvent) -> Option<&ToolCallId> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Message;
     use crate::session::{GenericCard, Prompt, TaskEnd, ToolKind};
 
     fn meta() -> Record {
@@ -240,7 +251,10 @@ mod tests {
             })),
         ];
         let folded = fold(records).expect("folds");
-        assert_eq!(folded.history, vec![Message::User { text: "go".into(), images: Vec::new() }]);
+        assert_eq!(
+            folded.history.messages,
+            vec![Message::User { text: "go".into(), images: Vec::new() }]
+        );
         assert_eq!(folded.next_call, 8);
         assert_eq!(folded.title.as_deref(), Some("go"));
         assert_eq!(folded.open_tasks.len(), 1);

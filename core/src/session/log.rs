@@ -15,6 +15,13 @@ pub const MAX_OUTPUT_PER_CALL: usize = 1 << 20;
 pub enum Fact {
     Session(SessionMeta),
     Prompt(Prompt),
+    /// A slash command the user typed (shown as their message; the model does not see it).
+    Command {
+        text: String,
+        blocks: Vec<serde_json::Value>,
+    },
+    /// The history was replaced by a summary (the records before it stay in the log).
+    Compaction(crate::context::Compaction),
     AssistantMessage {
         text: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -81,6 +88,12 @@ pub enum Fact {
     },
 }
 
+impl From<Prompt> for Fact {
+    fn from(prompt: Prompt) -> Self {
+        Fact::Prompt(prompt)
+    }
+}
+
 /// One record: a client-visible event or another fact.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Record {
@@ -116,6 +129,8 @@ pub enum TurnOutcome {
     EndTurn,
     Cancelled,
     Failed,
+    /// The turn made as many model requests as one turn may.
+    MaxTurnRequests,
 }
 
 impl Record {
@@ -148,6 +163,8 @@ impl Fact {
     pub const TYPES: &'static [&'static str] = &[
         "session",
         "prompt",
+        "command",
+        "compaction",
         "assistant_message",
         "tool_result",
         "notice",

@@ -197,6 +197,23 @@ pub enum SessionEvent {
         title: String,
         detail: String,
     },
+    /// How much of the model's context window the session uses, after each answer.
+    Usage(crate::context::ContextUse),
+    /// A compaction began (its card id, and why).
+    CompactionStarted {
+        id: ToolCallId,
+        trigger: crate::context::Trigger,
+    },
+    /// A chunk of a compaction's summary, as the model writes it.
+    CompactionSummary {
+        id: ToolCallId,
+        text: String,
+    },
+    /// A compaction ended.
+    CompactionEnded {
+        id: ToolCallId,
+        ended: CompactionEnd,
+    },
     /// One content block of a user's prompt, shown again when a session is loaded (the client
     /// showed the prompt itself when it was sent; the log has it as a `prompt` record).
     #[serde(skip)]
@@ -215,7 +232,48 @@ impl SessionEvent {
         "tool_call_finished",
         "plugin_changed",
         "host_note",
+        "usage",
+        "compaction_started",
+        "compaction_summary",
+        "compaction_ended",
     ];
+}
+
+/// How a compaction ended, as the client is shown it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactionEnd {
+    /// `completed`, `failed` or `cancelled`.
+    pub status: String,
+    pub trigger: crate::context::Trigger,
+    /// Estimated tokens of the history before and (when it completed) after.
+    pub tokens_before: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_after: Option<u64>,
+    /// Why it failed or was cancelled; the history is as it was then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl CompactionEnd {
+    /// One line for a card: what happened, and what it means for the conversation.
+    pub fn describe(&self) -> String {
+        let why = match self.trigger {
+            crate::context::Trigger::Auto => "the context was nearly full",
+            crate::context::Trigger::Overflow => "the model said the context was too long",
+            crate::context::Trigger::Manual => "you asked with /compact",
+        };
+        match (self.status.as_str(), self.tokens_after, &self.error) {
+            ("completed", Some(after), _) => format!(
+                "The conversation was summarised ({why}): about {} → {} tokens. The full thread \
+                 stays in the session's log.",
+                self.tokens_before, after
+            ),
+            (status, _, error) => format!(
+                "Compaction {status} ({why}); the conversation is as it was{}",
+                error.as_ref().map(|e| format!(": {e}")).unwrap_or_else(|| ".".to_owned())
+            ),
+        }
+    }
 }
 
 /// How a background task ended, as the log records it.
@@ -369,6 +427,8 @@ impl EscalationAnswer {
 pub enum StopReason {
     EndTurn,
     Cancelled,
+    /// The turn made as many model requests as one turn may.
+    MaxTurnRequests,
 }
 
 /// A note for the model, waiting for its next request.
@@ -407,7 +467,9 @@ struct Attached {
 /// What is folded from the log and kept in memory.
 #[derive(Debug, Default)]
 struct State {
-    history: Vec<Message>,
+    history: crate::context::History,
+    /// The session's title (its first prompt, shortened).
+    title: Option<String>,
     /// Notices for the model, delivered into the history with its next request.
     notices: Vec<PendingNotice>,
     /// Bytes of live output logged per call (bounded by `log::MAX_OUTPUT_PER_CALL`).
@@ -447,6 +509,7 @@ impl Session {
         let state = match folded {
             Some(folded) => State {
                 history: folded.history.clone(),
+                title: folded.title.clone(),
                 notices: folded.pending_notices.clone(),
                 logged_output: HashMap::new(),
                 model: folded.model.clone(),
@@ -530,9 +593,7 @@ impl Session {
     /// Appends a record (the caller holds the order); one that belongs to the model's
     /// history joins it.
     async fn append(&self, record: Record) {
-        if let Some(message) = record.history_message() {
-            lock(&self.state).history.push(message);
-        }
+        lock(&self.state).history.apply(&record);
         self.log.append(record).await;
     }
 
@@ -648,16 +709,20 @@ impl Session {
     /// always logged inside the turn it cancels.
     pub async fn begin_turn(
         &self,
-        prompt: Prompt,
+        opening: impl Into<Fact>,
         reported: impl Fn(&str) -> bool,
     ) -> Result<CancellationToken, Busy> {
+        let opening = opening.into();
         let _order = self.emitting.lock().await;
         if lock(&self.turn).is_some() {
             return Err(Busy(self.id.clone()));
         }
         self.withdraw_reported(reported).await;
         self.append_notices().await;
-        self.append(Record::Fact(Fact::Prompt(prompt))).await;
+        if let Fact::Prompt(prompt) = &opening {
+            lock(&self.state).title.get_or_insert_with(|| title_of(&prompt.text));
+        }
+        self.append(Record::Fact(opening)).await;
         let token = CancellationToken::new();
         *lock(&self.turn) = Some(token.clone());
         Ok(token)
@@ -787,7 +852,28 @@ impl Session {
     }
 
     pub fn messages(&self) -> Vec<Message> {
-        lock(&self.state).history.clone()
+        lock(&self.state).history.messages.clone()
+    }
+
+    /// The tokens the next request would carry; `fixed`: those of its system prompt and
+    /// tools.
+    pub fn context_estimate(&self, fixed: u64) -> u64 {
+        lock(&self.state).history.estimate(fixed)
+    }
+
+    /// Whether a compaction would replace anything.
+    pub fn compactable(&self) -> bool {
+        lock(&self.state).history.compactable()
+    }
+
+    /// The context use last shown (live, or folded from the log).
+    pub fn context_shown(&self) -> Option<crate::context::ContextUse> {
+        lock(&self.state).history.shown
+    }
+
+    /// The session's title, once it has a prompt.
+    pub fn title(&self) -> Option<String> {
+        lock(&self.state).title.clone()
     }
 }
 
