@@ -336,6 +336,50 @@ pub fn summary_instruction(focus: Option<&str>, plan: Option<&str>) -> String {
     text
 }
 
+/// The history as a summary request carries it: each tool result, notice, reasoning and
+/// tool call's arguments longer than `room` bytes (a quarter of `room` tokens) keeps its head and tail only (a command's whole output rarely matters to
+/// a summary; what it showed at its start and end does).
+pub fn shrunk_for_summary(messages: &[Message], room: u64) -> Vec<Message> {
+    let cap = (room as usize).max(256);
+    let shrink = |text: &String| -> String {
+        if text.len() <= cap {
+            return text.clone();
+        }
+        let head = floor_char_boundary(text, cap / 2);
+        let mut tail = text.len() - cap / 4;
+        while !text.is_char_boundary(tail) {
+            tail += 1;
+        }
+        format!(
+            "{}\n[… {} bytes cut for the summary …]\n{}",
+            &text[..head],
+            tail - head,
+            &text[tail..]
+        )
+    };
+    messages
+        .iter()
+        .map(|message| match message {
+            Message::Tool { call_id, text, is_error } => {
+                Message::Tool { call_id: call_id.clone(), text: shrink(text), is_error: *is_error }
+            }
+            Message::Notice { text } => Message::Notice { text: shrink(text) },
+            Message::Assistant { text, reasoning, tool_calls } => Message::Assistant {
+                text: text.clone(),
+                reasoning: reasoning.as_ref().map(shrink),
+                tool_calls: tool_calls
+                    .iter()
+                    .map(|call| crate::model::ModelToolCall {
+                        arguments: shrink(&call.arguments),
+                        ..call.clone()
+                    })
+                    .collect(),
+            },
+            other => other.clone(),
+        })
+        .collect()
+}
+
 /// The oldest messages to leave out of a summary request so that it fits `room` tokens:
 /// whole messages from the front, never a tool result without the call before it.
 pub fn fit_from_front(messages: &[Message], room: u64) -> usize {

@@ -364,10 +364,11 @@ async fn compact(
         end("failed", None, Some(why.clone())).await;
         return Compacted::Failed(why);
     }
-    let mut skip = context::fit_from_front(history, room);
+    let shrunk = context::shrunk_for_summary(history, room);
+    let mut skip = context::fit_from_front(&shrunk, room);
     let mut attempts = 1;
     let summary = loop {
-        let mut messages = history[skip..].to_vec();
+        let mut messages = shrunk[skip..].to_vec();
         messages.push(Message::User { text: instruction.clone(), images: Vec::new() });
         let request =
             ModelRequest { system: base.system.clone(), messages, tools: base.tools.clone() };
@@ -379,16 +380,13 @@ async fn compact(
                 return Compacted::Cancelled;
             }
             Answer::Failed(ModelError::ContextTooLong(_))
-                if attempts < SUMMARY_ATTEMPTS && skip < history.len() =>
+                if attempts < SUMMARY_ATTEMPTS && skip < shrunk.len() =>
             {
                 // Leave out the older half of what is left, and try again.
-                let left = history.len() - skip;
-                skip += context::fit_from_front(
-                    &history[skip..],
-                    context::messages_tokens(&history[skip..]) / 2,
-                )
-                .max(left / 2)
-                .min(left);
+                let left = &shrunk[skip..];
+                skip += context::fit_from_front(left, context::messages_tokens(left) / 2)
+                    .max(left.len() / 2)
+                    .min(left.len());
                 attempts += 1;
             }
             Answer::Failed(error) => {
