@@ -10,8 +10,8 @@ use hotsh_core::model::{
 };
 use hotsh_core::sandbox::Mode;
 use hotsh_core::session::{
-    CallStatus, EventSink, Fact, LogSink, Prompt, Record, Session, SessionEvent, SessionId,
-    SessionMeta, StopReason, fold,
+    CallStatus, EventSink, Fact, LogSink, Prompt, Record, Session, SessionEvent, SessionMeta,
+    StopReason, fold,
 };
 use hotsh_core::tools::{Call, CallResult, ToolProvider, ToolRouter, open_card};
 use hotsh_core::turn::{SystemParts, Turn, TurnFailed, TurnPorts, Work, answer, guarded};
@@ -141,6 +141,15 @@ impl TurnPorts for Ports {
     }
 }
 
+fn meta() -> SessionMeta {
+    SessionMeta {
+        session_id: "s".to_owned(),
+        cwd: "/w".into(),
+        created_at: String::new(),
+        agent: String::new(),
+    }
+}
+
 struct Fixture {
     session: Arc<Session>,
     log: Arc<Mutex<Vec<Record>>>,
@@ -150,8 +159,7 @@ struct Fixture {
 fn fixture() -> Fixture {
     let log = MemoryLog::default();
     let records = Arc::clone(&log.0);
-    let session =
-        Arc::new(Session::new(SessionId("s".to_owned()), "/w".into(), Box::new(log), None));
+    let session = Arc::new(Session::new(&meta(), Box::new(log), None));
     let client = Arc::new(Client::default());
     session.attach(Arc::clone(&client) as Arc<dyn EventSink>);
     Fixture { session, log: records, client }
@@ -246,13 +254,7 @@ async fn a_turn_runs_tools_until_the_model_answers_and_its_log_folds_back_to_its
         .collect();
     assert_eq!(events, logged);
     // The history is a fold of the log.
-    let meta = SessionMeta {
-        session_id: "s".to_owned(),
-        cwd: "/w".into(),
-        created_at: String::new(),
-        agent: String::new(),
-    };
-    let mut records = vec![Record::Fact(Fact::Session(meta))];
+    let mut records = vec![Record::Fact(Fact::Session(meta()))];
     records.extend(log);
     assert_eq!(fold::fold(records).unwrap().history.messages, f.session.messages());
 }
@@ -391,13 +393,7 @@ fn small_turn(model: &Arc<Scripted>) -> Turn {
 
 /// The log as a fold sees it.
 fn folded(f: &Fixture) -> fold::Folded {
-    let meta = SessionMeta {
-        session_id: "s".to_owned(),
-        cwd: "/w".into(),
-        created_at: String::new(),
-        agent: String::new(),
-    };
-    let mut records = vec![Record::Fact(Fact::Session(meta))];
+    let mut records = vec![Record::Fact(Fact::Session(meta()))];
     records.extend(f.log.lock().unwrap().clone());
     fold::fold(records).unwrap()
 }

@@ -31,11 +31,17 @@
 //! url = "http://127.0.0.1:8080/mcp"
 //! headers = { Authorization = "Bearer …" }
 //!
+//! [session]
+//! compact_at = 0.85            # compact the conversation before a request past this share
+//!                              # of the model's context window
+//! max_turn_requests = 200      # model requests one turn may make
+//!
 //! [models.local]               # a named model profile (OpenAI-compatible)
 //! base_url = "http://127.0.0.1:11434/v1"
 //! model = "qwen2.5-coder"
 //! api_key_env = "LOCAL_KEY"    # the variable holding its key, if any
-//! context_window = 32768
+//! context_window = 32768       # tokens (default: hotsh's table of known models, else 32768)
+//! compact_at = 0.8             # this model's own threshold
 //! images = false               # whether it takes images in prompts
 //! [models.local.extra]         # added to every request body
 //! temperature = 0.2
@@ -59,6 +65,17 @@ pub(crate) struct ConfigFile {
     pub(crate) record: Option<PathBuf>,
     pub(crate) sandbox: crate::sandbox::SandboxConfig,
     pub(crate) mcp: McpConfig,
+    pub(crate) session: SessionSection,
+}
+
+/// How sessions use their model's context (the `[session]` section).
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct SessionSection {
+    /// Compact before a request past this share of the window (0 < x ≤ 1; default 0.85).
+    pub(crate) compact_at: Option<f64>,
+    /// Model requests one turn may make (default 200).
+    pub(crate) max_turn_requests: Option<u32>,
 }
 
 /// A named OpenAI-compatible model.
@@ -70,6 +87,8 @@ pub(crate) struct ModelProfile {
     /// The environment variable holding its key (keys are never written in the file).
     pub(crate) api_key_env: Option<String>,
     pub(crate) context_window: Option<u64>,
+    /// Compact before a request past this share of the window (overrides `[session]`).
+    pub(crate) compact_at: Option<f64>,
     /// Whether the model takes images in prompts.
     pub(crate) images: bool,
     /// Fields added to every request body (`temperature`, `max_tokens`, …).

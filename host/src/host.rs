@@ -118,7 +118,7 @@ pub(crate) struct Host {
     executor: Arc<Executor>,
     pub(crate) sandbox: Arc<Sandbox>,
     /// The models a session can use, by name; the first is the default.
-    models: Vec<(String, String, Arc<dyn Model>)>,
+    models: Vec<Offered>,
     takes_images: bool,
     transcript: Option<Arc<Transcript>>,
     output_root: OutputRoot,
@@ -132,6 +132,16 @@ pub(crate) struct Host {
     mcp_setup: crate::mcp::McpSetup,
     /// Each open session's MCP servers.
     mcp: Mutex<HashMap<SessionId, Arc<crate::mcp::Servers>>>,
+}
+
+/// A model a session can use.
+#[derive(Debug)]
+struct Offered {
+    name: String,
+    /// One line for a model picker.
+    description: String,
+    model: Arc<dyn Model>,
+    limits: hotsh_core::context::Limits,
 }
 
 /// Variables that hold model credentials; commands never see them (nor copies of their values).
@@ -150,7 +160,12 @@ impl Host {
             .choices
             .iter()
             .map(|choice| {
-                Ok((choice.name.clone(), choice.description.clone(), model::open(&choice.spec)?))
+                Ok(Offered {
+                    name: choice.name.clone(),
+                    description: choice.description.clone(),
+                    model: model::open(&choice.spec)?,
+                    limits: choice.limits,
+                })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
         let transcript =
@@ -248,8 +263,7 @@ impl Host {
             agent: crate::version::version_line(),
         };
         let open = self.store.create(&meta)?;
-        let session =
-            Arc::new(Session::new(SessionId(id), cwd, Box::new(LogWriter::start(open)), None));
+        let session = Arc::new(Session::new(&meta, Box::new(LogWriter::start(open)), None));
         lock(&self.sessions).insert(session.id.clone(), Arc::clone(&session));
         Ok(session)
     }
@@ -276,12 +290,8 @@ impl Host {
             return Ok((session, folded));
         }
         let (open, folded) = blocking(move || store.open(&owned)).await?;
-        let session = Arc::new(Session::new(
-            SessionId(id.to_owned()),
-            folded.meta.cwd.clone(),
-            Box::new(LogWriter::start(open)),
-            Some(&folded),
-        ));
+        let session =
+            Arc::new(Session::new(&folded.meta, Box::new(LogWriter::start(open)), Some(&folded)));
         session.attach_for_replay(sink, async { Ok::<_, StoreError>(()) }).await?;
         lock(&self.sessions).insert(session.id.clone(), Arc::clone(&session));
         Ok((session, folded))
@@ -398,12 +408,12 @@ impl Host {
     /// The name of the model `session` uses: its own choice when this host offers it, else
     /// the default. A turn uses this one ([`Host::turn`]), so it uses exactly what is shown.
     pub(crate) fn model_name_of(&self, session: &Session) -> String {
-        self.offered_model(session.model_choice().as_deref()).0.clone()
+        self.offered_model(session.model_choice().as_deref()).name.clone()
     }
 
-    fn offered_model(&self, chosen: Option<&str>) -> &(String, String, Arc<dyn Model>) {
+    fn offered_model(&self, chosen: Option<&str>) -> &Offered {
         chosen
-            .and_then(|name| self.models.iter().find(|(n, _, _)| n == name))
+            .and_then(|name| self.models.iter().find(|m| m.name == name))
             .unwrap_or(&self.models[0])
     }
 
@@ -437,13 +447,14 @@ impl Host {
     pub(crate) fn model_names(&self) -> Vec<(String, String)> {
         self.models
             .iter()
-            .map(|(name, description, _)| (name.clone(), description.clone()))
+            .map(|offered| (offered.name.clone(), offered.description.clone()))
             .collect()
     }
 
     /// What a turn of `session` works with: its model, its tool providers (the plugins, then
     /// its MCP servers) and the host's ports.
     pub(crate) fn turn(&self, session: &Session) -> crate::turn::Turn {
+        let offered = self.offered_model(session.model_choice().as_deref());
         let plugins = crate::turn::PluginTools {
             registry: Arc::clone(&self.registry),
             executor: Arc::clone(&self.executor),
@@ -458,11 +469,13 @@ impl Host {
             providers.push(Arc::new(crate::turn::McpTools(servers)));
         }
         crate::turn::Turn {
-            model: Arc::clone(&self.offered_model(session.model_choice().as_deref()).2),
+            model: Arc::clone(&offered.model),
+            limits: offered.limits,
             tools: hotsh_core::tools::ToolRouter::new(providers, self.sandbox.confines()),
             ports: Arc::new(crate::turn::HostPorts {
                 executor: Arc::clone(&self.executor),
                 cwd: session.cwd.clone(),
+                started: session.created_at.clone(),
                 session_id: session.id.0.clone(),
                 transcript: self.transcript.clone(),
                 recorder: self.recorder.clone(),

@@ -20,8 +20,9 @@ pub(crate) struct HostSections {
 }
 
 impl HostSections {
-    /// Reads what the sections need (blocking: a few small files).
-    pub(crate) fn read(cwd: &Path) -> Self {
+    /// Reads what the sections need (blocking: a few small files); `date` is the session's
+    /// (the day it began: the prompt does not change at midnight).
+    pub(crate) fn read(cwd: &Path, date: &str) -> Self {
         let repository = repository_root(cwd);
         let intro = format!(
             "You are hotsh, a coding agent working for the user in {}. Use the tools to inspect \
@@ -31,7 +32,6 @@ impl HostSections {
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|r| format!(", kernel {}", r.trim()))
             .unwrap_or_default();
-        let date = humantime::format_rfc3339(std::time::SystemTime::now()).to_string();
         let git = match &repository {
             Some(root) => format!("in a git repository rooted at {}", root.display()),
             None => "not in a git repository".to_owned(),
@@ -46,7 +46,7 @@ impl HostSections {
             cwd.display(),
             std::env::consts::OS,
             std::env::consts::ARCH,
-            date.get(..10).unwrap_or(&date),
+            date,
         );
         Self { intro, environment, instructions: instructions(cwd, repository.as_deref()) }
     }
@@ -101,7 +101,7 @@ mod tests {
         std::fs::write(cwd.join("AGENTS.md"), "Run `make app`.\n").expect("write");
         // Above the repository: not read.
         std::fs::write(root.parent().expect("parent").join("AGENTS.md"), "outside").ok();
-        let sections = HostSections::read(&cwd);
+        let sections = HostSections::read(&cwd, "2026-12-01");
         let text = sections.instructions.expect("instructions");
         let general = text.find("Use tabs.").expect("the root's");
         let specific = text.find("Run `make app`.").expect("the cwd's");
@@ -112,6 +112,7 @@ mod tests {
                 .environment
                 .contains(&format!("in a git repository rooted at {}", root.display()))
         );
+        assert!(sections.environment.contains("Date (UTC): 2026-12-01"));
         let _ = std::fs::remove_dir_all(&root);
     }
 

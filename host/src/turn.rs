@@ -19,7 +19,7 @@ use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use hotsh_core::turn::{Turn, answer};
+pub(crate) use hotsh_core::turn::{Turn, Work, answer};
 
 /// How long live output gathers before it is forwarded to the client.
 const COALESCE_WINDOW: Duration = Duration::from_millis(25);
@@ -101,6 +101,9 @@ impl ToolProvider for McpTools {
 pub(crate) struct HostPorts {
     pub(crate) executor: Arc<Executor>,
     pub(crate) cwd: std::path::PathBuf,
+    /// When the session began (RFC 3339): the date its prompt names, fixed for the session so
+    /// the prompt stays byte-identical (and cacheable) from one request to the next.
+    pub(crate) started: String,
     pub(crate) session_id: String,
     pub(crate) transcript: Option<Arc<Transcript>>,
     /// Records model exchanges into an arc, when asked to.
@@ -110,8 +113,9 @@ pub(crate) struct HostPorts {
 impl TurnPorts for HostPorts {
     fn system_parts(&self) -> BoxFuture<'_, Result<SystemParts, String>> {
         let cwd = self.cwd.clone();
+        let date = self.started.get(..10).unwrap_or(&self.started).to_owned();
         Box::pin(async move {
-            let host = tokio::task::spawn_blocking(move || HostSections::read(&cwd))
+            let host = tokio::task::spawn_blocking(move || HostSections::read(&cwd, &date))
                 .await
                 .map_err(|e| e.to_string())?;
             Ok(SystemParts {

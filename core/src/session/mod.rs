@@ -340,6 +340,11 @@ pub trait EventSink: Send + Sync {
         let _ = mode;
     }
 
+    /// The session's title is now `title` (after its first prompt).
+    fn title_changed(&self, title: &str) {
+        let _ = title;
+    }
+
     /// Asks the user whether a command may run under a wider sandbox mode. A sink that cannot
     /// ask answers `Unavailable`.
     fn ask_escalation(
@@ -442,6 +447,8 @@ pub struct PendingNotice {
 pub struct Session {
     pub id: SessionId,
     pub cwd: PathBuf,
+    /// When it was created (RFC 3339, UTC), as its first record says.
+    pub created_at: String,
     log: Box<dyn LogSink>,
     state: Mutex<State>,
     /// The running turn's cancel switch; `None` when idle.
@@ -500,12 +507,7 @@ pub struct Busy(pub SessionId);
 
 impl Session {
     /// A session writing to `log`, with the state folded from its records so far.
-    pub fn new(
-        id: SessionId,
-        cwd: PathBuf,
-        log: Box<dyn LogSink>,
-        folded: Option<&fold::Folded>,
-    ) -> Self {
+    pub fn new(meta: &SessionMeta, log: Box<dyn LogSink>, folded: Option<&fold::Folded>) -> Self {
         let state = match folded {
             Some(folded) => State {
                 history: folded.history.clone(),
@@ -520,8 +522,9 @@ impl Session {
             None => State::default(),
         };
         Self {
-            id,
-            cwd,
+            id: SessionId(meta.session_id.clone()),
+            cwd: meta.cwd.clone(),
+            created_at: meta.created_at.clone(),
             log,
             state: Mutex::new(state),
             turn: Mutex::new(None),

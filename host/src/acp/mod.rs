@@ -16,8 +16,8 @@ use crate::host::Host;
 use crate::sandbox::Mode;
 use crate::session::store::StoreError;
 use crate::session::{
-    ClientFs, DEFAULT_MODE, EscalationAnswer, EscalationAsk, EventSink, PLAN_MODE, SessionEvent,
-    SessionId,
+    ClientFs, DEFAULT_MODE, EscalationAnswer, EscalationAsk, EventSink, Fact, PLAN_MODE, Prompt,
+    SessionEvent, SessionId,
 };
 use crate::sync::lock;
 use crate::turn;
@@ -35,6 +35,7 @@ use agent_client_protocol::v1::schema::{
     SetSessionModeResponse,
 };
 use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode, Responder};
+use hotsh_core::commands::SlashCommand;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -56,6 +57,8 @@ struct ClientFeatures {
     /// `fs.readTextFile` / `fs.writeTextFile`.
     read_text_file: AtomicBool,
     write_text_file: AtomicBool,
+    /// `session.compaction`: it renders ACP's compaction updates.
+    compaction: AtomicBool,
 }
 
 /// What every handler needs.
@@ -77,6 +80,7 @@ impl Shared {
                 read: self.features.read_text_file.load(Ordering::Relaxed),
                 write: self.features.write_text_file.load(Ordering::Relaxed),
             },
+            compaction: self.features.compaction.load(Ordering::Relaxed),
             consoles: Mutex::default(),
             outflow: self.outflow.clone(),
         })
@@ -206,10 +210,14 @@ async fn on_initialize(
     let fs = &request.client_capabilities.fs;
     shared.features.read_text_file.store(fs.read_text_file, Ordering::Relaxed);
     shared.features.write_text_file.store(fs.write_text_file, Ordering::Relaxed);
+    let compaction =
+        request.client_capabilities.session.as_ref().is_some_and(|s| s.compaction.is_some());
+    shared.features.compaction.store(compaction, Ordering::Relaxed);
     tracing::debug!(
         terminal_output,
         read_text_file = fs.read_text_file,
         write_text_file = fs.write_text_file,
+        compaction,
         "initialize"
     );
     let sessions = SessionCapabilities::new()
@@ -251,7 +259,8 @@ async fn on_new_session(
         Ok(session) => session,
         Err(error) => return responder.respond_with_error(store_error(&error)),
     };
-    session.attach(shared.sink(cx, &session.id.0));
+    let sink = shared.sink(cx, &session.id.0);
+    session.attach(Arc::clone(&sink) as Arc<dyn EventSink>);
     shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
     tracing::info!(session = %session.id, cwd = %session.cwd.display(), "session created");
     let options = config_options(&shared.host, &session);
@@ -259,7 +268,10 @@ async fn on_new_session(
         NewSessionResponse::new(session.id.0.clone())
             .config_options(options)
             .modes(session_modes(&shared.host, &session)),
-    )
+    )?;
+    // After the answer: the client knows the session then.
+    sink.announce(&session);
+    Ok(())
 }
 
 /// `session/load`: the thread as it was (replayed before the answer, cards drawn anew), then
@@ -296,6 +308,7 @@ async fn on_load_session(
         shared.host.settle_tasks_of_gone_agent(&session, &folded.open_tasks).await;
         shared.host.note_a_model_that_is_gone(&session).await;
         shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
+        sink.announce(&session);
         tracing::info!(
             session = %session.id,
             events,
@@ -322,13 +335,14 @@ async fn on_resume_session(
     let id = request.session_id.0.to_string();
     tokio::spawn(async move {
         let sink = shared.sink(cx, &id);
-        match shared.host.open_session(&id, sink).await {
+        match shared.host.open_session(&id, Arc::clone(&sink) as Arc<dyn EventSink>).await {
             Ok((session, folded)) => {
                 // Nothing is replayed on resume: live events flow at once.
                 session.release_held().await;
                 shared.host.settle_tasks_of_gone_agent(&session, &folded.open_tasks).await;
                 shared.host.note_a_model_that_is_gone(&session).await;
                 shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
+                sink.announce(&session);
                 tracing::info!(session = %session.id, "session resumed");
                 let options = config_options(&shared.host, &session);
                 let modes = session_modes(&shared.host, &session);
@@ -396,19 +410,37 @@ async fn on_prompt(
     // Begun here, not in the turn's task: a cancel that follows is handled after
     // this handler and so finds the turn begun.
     let prompt = from_acp::prompt(&request.prompt);
+    let (opening, what) = match hotsh_core::commands::parse(&prompt.text) {
+        Some(SlashCommand::Compact { focus }) => (
+            Fact::Command { text: prompt.text, blocks: prompt.blocks },
+            turn::Work::Compact { focus },
+        ),
+        Some(SlashCommand::Init { extra }) => (
+            Fact::Prompt(Prompt {
+                text: hotsh_core::commands::init_prompt(extra.as_deref()),
+                ..prompt
+            }),
+            turn::Work::Prompt,
+        ),
+        None => (Fact::Prompt(prompt), turn::Work::Prompt),
+    };
     let work = host.turn(&session);
-    let cancel = match session.begin_turn(prompt, |task| work.ports.end_reported(task)).await {
+    let untitled = session.title().is_none();
+    let cancel = match session.begin_turn(opening, |task| work.ports.end_reported(task)).await {
         Ok(cancel) => cancel,
         Err(busy) => {
             return responder
                 .respond_with_error(Error::new(ErrorCode::INVALID_REQUEST, busy.to_string()));
         }
     };
+    if untitled && let (Some(title), Some(sink)) = (session.title(), session.sink()) {
+        sink.title_changed(&title);
+    }
     // `$/cancel_request` for this request cancels the turn as `session/cancel` does (logged
     // in the session's order, answered `cancelled`).
     let withdrawn = responder.cancellation();
     tokio::spawn(async move {
-        let answering = turn::answer(&work, &session, cancel);
+        let answering = turn::answer(&work, &session, what, cancel);
         tokio::pin!(answering);
         let mut asked = false;
         let outcome = loop {
@@ -718,6 +750,8 @@ struct AcpSink {
     session_id: SessionId,
     terminal_output: bool,
     fs: ClientFs,
+    /// It renders ACP's compaction updates (`session.compaction`).
+    compaction: bool,
     /// Without terminal support, a command's output so far (bounded), re-sent as the card's
     /// content because ACP content updates replace rather than append.
     consoles: Mutex<HashMap<String, String>>,
@@ -758,6 +792,11 @@ impl EventSink for AcpSink {
     }
 
     fn emit(&self, event: SessionEvent) {
+        if self.compaction
+            && let Some(update) = to_acp::compaction_update(&event)
+        {
+            return self.send(update);
+        }
         let update = if self.terminal_output {
             to_acp::update_with_terminal(event)
         } else {
@@ -770,6 +809,13 @@ impl EventSink for AcpSink {
     fn mode_changed(&self, mode: &str) {
         use agent_client_protocol::v1::schema::{CurrentModeUpdate, SessionUpdate};
         self.send(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode.to_owned())));
+    }
+
+    fn title_changed(&self, title: &str) {
+        use agent_client_protocol::v1::schema::{SessionInfoUpdate, SessionUpdate};
+        self.send(SessionUpdate::SessionInfoUpdate(
+            SessionInfoUpdate::new().title(title.to_owned()),
+        ));
     }
 
     fn ask_escalation(
@@ -814,6 +860,34 @@ impl EventSink for AcpSink {
 }
 
 impl AcpSink {
+    /// What a client shows of a session besides its thread, sent when the session is created,
+    /// loaded or resumed: the slash commands, the title, the context use.
+    fn announce(&self, session: &crate::session::Session) {
+        use agent_client_protocol::v1::schema::{
+            AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, SessionUpdate,
+            UnstructuredCommandInput,
+        };
+        let commands = hotsh_core::commands::COMMANDS
+            .iter()
+            .map(|command| {
+                let listed = AvailableCommand::new(command.name, command.description);
+                match command.hint {
+                    Some(hint) => listed.input(AvailableCommandInput::Unstructured(
+                        UnstructuredCommandInput::new(hint),
+                    )),
+                    None => listed,
+                }
+            })
+            .collect();
+        self.send(SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands)));
+        if let Some(title) = session.title() {
+            self.title_changed(&title);
+        }
+        if let Some(shown) = session.context_shown() {
+            self.emit(SessionEvent::Usage(shown));
+        }
+    }
+
     /// Sends `request` to the client; the answer, or the error as text.
     fn request<R: agent_client_protocol::JsonRpcRequest + 'static>(
         &self,

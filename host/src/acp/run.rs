@@ -255,10 +255,15 @@ impl Screen {
 
     fn finish(&mut self, stop: Option<StopReason>) {
         self.new_line();
-        if stop == Some(StopReason::Cancelled) {
-            let line = self.paint("33", "[cancelled]");
-            self.block(&line);
-        }
+        let said = match stop {
+            Some(StopReason::Cancelled) => "[cancelled]",
+            Some(StopReason::MaxTurnRequests) => {
+                "[stopped: the turn made as many model requests as one turn may (session.max_turn_requests)]"
+            }
+            _ => return,
+        };
+        let line = self.paint("33", said);
+        self.block(&line);
     }
 }
 

@@ -6,12 +6,13 @@
 //! content is one fenced `console` block holding the output so far, replaced as it grows.
 
 use crate::session::{
-    CallStatus, Card, GenericCard, SessionEvent, StopReason, TerminalCard, ToolKind,
+    CallStatus, Card, CompactionEnd, GenericCard, SessionEvent, StopReason, TerminalCard, ToolKind,
 };
 use agent_client_protocol::v1::schema::{
     self as acp, ContentChunk, Meta, SessionUpdate, Terminal, ToolCall, ToolCallContent,
     ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
 };
+use hotsh_core::context::{ContextUse, Trigger};
 use serde_json::json;
 use std::collections::HashMap;
 
@@ -22,7 +23,60 @@ pub(super) fn stop_reason(stop: StopReason) -> acp::StopReason {
     match stop {
         StopReason::EndTurn => acp::StopReason::EndTurn,
         StopReason::Cancelled => acp::StopReason::Cancelled,
+        StopReason::MaxTurnRequests => acp::StopReason::MaxTurnRequests,
     }
+}
+
+/// The context indicator: `used` of `size`, and in `_meta.hotsh` whether `used` is hotsh's
+/// estimate and how many prompt tokens the provider's cache served.
+fn usage_update(shown: ContextUse) -> SessionUpdate {
+    let mut detail = json!({ "estimated": shown.estimated });
+    if let Some(cached) = shown.cached {
+        detail["cachedTokens"] = json!(cached);
+    }
+    SessionUpdate::UsageUpdate(
+        acp::UsageUpdate::new(shown.used, shown.size).meta(meta("hotsh", detail)),
+    )
+}
+
+fn compaction_meta(ended: &CompactionEnd) -> Meta {
+    meta(
+        "hotsh",
+        json!({
+            "trigger": ended.trigger.as_str(),
+            "tokensBefore": ended.tokens_before,
+            "tokensAfter": ended.tokens_after,
+        }),
+    )
+}
+
+/// A compaction's updates for a client that advertised `session.compaction`: ACP's own
+/// compaction entity, its summary streamed into it.
+pub(super) fn compaction_update(event: &SessionEvent) -> Option<SessionUpdate> {
+    use acp::{CompactionStatus, CompactionSummaryChunk, CompactionUpdate};
+    Some(match event {
+        SessionEvent::CompactionStarted { id, trigger } => SessionUpdate::CompactionUpdate(
+            CompactionUpdate::new(id.0.clone(), CompactionStatus::InProgress)
+                .meta(meta("hotsh", json!({ "trigger": trigger.as_str() }))),
+        ),
+        SessionEvent::CompactionSummary { id, text } => SessionUpdate::CompactionSummaryChunk(
+            CompactionSummaryChunk::new(id.0.clone(), text.clone().into()),
+        ),
+        SessionEvent::CompactionEnded { id, ended } => {
+            let status = match ended.status.as_str() {
+                "completed" => CompactionStatus::Completed,
+                "cancelled" => CompactionStatus::Cancelled,
+                _ => CompactionStatus::Failed,
+            };
+            let mut update =
+                CompactionUpdate::new(id.0.clone(), status).meta(compaction_meta(ended));
+            if let Some(error) = &ended.error {
+                update = update.error(error.clone());
+            }
+            SessionUpdate::CompactionUpdate(update)
+        }
+        _ => return None,
+    })
 }
 
 fn kind(kind: ToolKind) -> acp::ToolKind {
@@ -230,8 +284,44 @@ fn common_update(event: SessionEvent) -> Option<SessionUpdate> {
             }
             SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(call_id.0, fields))
         }
+        SessionEvent::Usage(shown) => usage_update(shown),
+        // Without the client's `session.compaction`: a card that says what happens.
+        SessionEvent::CompactionStarted { id, trigger } => SessionUpdate::ToolCall(
+            ToolCall::new(id.0, "Compacting the conversation")
+                .kind(acp::ToolKind::Think)
+                .status(ToolCallStatus::InProgress)
+                .content(text_content(format!(
+                    "Summarising the conversation so far ({}).",
+                    match trigger {
+                        Trigger::Auto => "the context is nearly full",
+                        Trigger::Overflow => "the model said the context is too long",
+                        Trigger::Manual => "/compact",
+                    }
+                ))),
+        ),
+        SessionEvent::CompactionEnded { id, ended } => {
+            let status = if ended.status == "completed" {
+                ToolCallStatus::Completed
+            } else {
+                ToolCallStatus::Failed
+            };
+            let title = if ended.status == "completed" {
+                "Compacted the conversation".to_owned()
+            } else {
+                format!("Compaction {}", ended.status)
+            };
+            let fields = ToolCallUpdateFields::new()
+                .title(title)
+                .status(status)
+                .content(text_content(ended.describe()));
+            SessionUpdate::ToolCallUpdate(
+                ToolCallUpdate::new(id.0, fields).meta(compaction_meta(&ended)),
+            )
+        }
         // Output of a generic card's call has nowhere to go; terminal cards are rendered by
-        // the two callers before they fall through to here.
+        // the two callers before they fall through to here. A summary is shown in full by
+        // clients with `session.compaction`; the card says what became of it.
+        SessionEvent::CompactionSummary { .. } => return None,
         SessionEvent::ToolOutput { .. }
         | SessionEvent::ToolCallStarted { card: Card::Terminal(_), .. }
         | SessionEvent::ToolCallFinished { card: Card::Terminal(_), .. } => return None,

@@ -11,7 +11,8 @@
 //! for a message without tool calls it is left out.
 //!
 //! Failures are messages a user can act on: a refused key names the variable it came from,
-//! an unknown model names the model, a context that is too long says so. A failure before
+//! an unknown model names the model, a context that is too long says so (and the turn compacts
+//! the conversation and tries once more). A failure before
 //! anything was shown is retried with backoff (429, honouring `Retry-After`; 5xx; a connection
 //! that cannot be made or drops before the first byte); once text has reached the user, it is
 //! not (the answer would repeat).
@@ -222,6 +223,10 @@ impl OpenAiModel {
                     prompt_tokens: usage["prompt_tokens"].as_u64(),
                     completion_tokens: usage["completion_tokens"].as_u64(),
                     total_tokens: usage["total_tokens"].as_u64(),
+                    // DeepSeek's name, then OpenAI's.
+                    cached_tokens: usage["prompt_cache_hit_tokens"]
+                        .as_u64()
+                        .or_else(|| usage["prompt_tokens_details"]["cached_tokens"].as_u64()),
                 }));
             }
             let Some(choice) = chunk["choices"].get(0) else { continue };
@@ -305,9 +310,8 @@ impl OpenAiModel {
                 "{base} does not know the model `{}` (HTTP 404): {detail}",
                 self.spec.model
             )),
-            400 if is_context_too_long(&detail) => Failure::Final(format!(
-                "the conversation is too long for `{}`'s context (HTTP 400): {detail}. Start a \
-                 new session, or ask for a shorter answer.",
+            400 | 413 if is_context_too_long(&detail) => Failure::TooLong(format!(
+                "the conversation is too long for `{}`'s context (HTTP {status}): {detail}",
                 self.spec.model
             )),
             429 => Failure::Retry {
@@ -350,6 +354,8 @@ enum Failure {
     Final(String),
     /// The key is missing or refused: no retry helps.
     Auth(String),
+    /// The request does not fit the model's context: compacting it may help.
+    TooLong(String),
 }
 
 impl Model for OpenAiModel {
@@ -372,6 +378,7 @@ impl Model for OpenAiModel {
                 let (message, wait) = match failure {
                     Failure::Final(message) => return Err(ModelError::Provider(message)),
                     Failure::Auth(message) => return Err(ModelError::Auth(message)),
+                    Failure::TooLong(message) => return Err(ModelError::ContextTooLong(message)),
                     Failure::Retry { message, after } => (message, after.unwrap_or(backoff)),
                     Failure::Dropped(message) => (message, backoff),
                 };

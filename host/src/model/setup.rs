@@ -16,6 +16,7 @@
 
 use super::{ApiKey, ModelSpec, OpenAiSpec};
 use crate::config::{ConfigFile, ModelProfile};
+use hotsh_core::context::Limits;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -39,6 +40,8 @@ pub(crate) struct Choice {
     /// One line for a model picker.
     pub(crate) description: String,
     pub(crate) spec: ModelSpec,
+    /// Its window, when to compact, how many requests a turn may make.
+    pub(crate) limits: Limits,
 }
 
 /// The flags of the command line that name a model.
@@ -81,10 +84,13 @@ pub(crate) fn resolve(
         .unwrap_or_else(|| "none".to_owned());
     let base_url = flags.base_url.clone().or_else(|| set("HOTSH_BASE_URL"));
     let spec_of = |name: &str| spec(name, base_url.as_deref(), &profiles, &set);
+    let limits_of = |name: &str, spec: &ModelSpec| limits(name, spec, &profiles, file);
+    let first = spec_of(&chosen)?;
     let mut choices = vec![Choice {
         name: chosen.clone(),
         description: describe(&chosen, &profiles),
-        spec: spec_of(&chosen)?,
+        limits: limits_of(&chosen, &first)?,
+        spec: first,
     }];
     // The other profiles that can be used as they are: configured ones, and built-in ones
     // whose key is set.
@@ -99,6 +105,7 @@ pub(crate) fn resolve(
             choices.push(Choice {
                 name: name.clone(),
                 description: describe(name, &profiles),
+                limits: limits_of(name, &spec)?,
                 spec,
             });
         }
@@ -142,6 +149,44 @@ fn spec(
         .collect();
     let images = profile.is_some_and(|p| p.images);
     Ok(ModelSpec::OpenAi(OpenAiSpec { model, base_url, key, extra, images }))
+}
+
+/// The limits of the model `name` stands for: the window from its profile, else hotsh's table
+/// of known models, else the conservative default; the threshold from its profile, else the
+/// `[session]` section, else 85 %. Values out of range are errors, never clamped.
+fn limits(
+    name: &str,
+    spec: &ModelSpec,
+    profiles: &BTreeMap<String, ModelProfile>,
+    file: &ConfigFile,
+) -> Result<Limits, String> {
+    use hotsh_core::context;
+    let profile = profiles.get(name);
+    let model = match spec {
+        ModelSpec::OpenAi(spec) => Some(spec.model.as_str()),
+        _ => None,
+    };
+    let window = profile
+        .and_then(|p| p.context_window)
+        .or_else(|| model.and_then(context::known_window))
+        .unwrap_or(context::DEFAULT_WINDOW);
+    if window < 1024 {
+        return Err(format!(
+            "model profile `{name}`: context_window must be at least 1024, got {window}"
+        ));
+    }
+    let compact_at = profile
+        .and_then(|p| p.compact_at)
+        .or(file.session.compact_at)
+        .unwrap_or(context::DEFAULT_COMPACT_AT);
+    if !(compact_at > 0.0 && compact_at <= 1.0) {
+        return Err(format!("compact_at must be above 0 and at most 1, got {compact_at}"));
+    }
+    let max_requests = file.session.max_turn_requests.unwrap_or(context::DEFAULT_MAX_TURN_REQUESTS);
+    if max_requests == 0 {
+        return Err("session.max_turn_requests must be at least 1".to_owned());
+    }
+    Ok(Limits { window, compact_at, max_requests })
 }
 
 /// The key for `base_url` (see the module documentation for the order).
