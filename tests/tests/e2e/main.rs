@@ -12,6 +12,7 @@ mod files;
 mod first_run;
 mod guarantees;
 mod hostile;
+mod long_sessions;
 mod mcp;
 mod models;
 mod order;

@@ -1,0 +1,407 @@
+//! Long sessions: the context indicator, compaction (automatic, on a "context too long"
+//! answer, `/compact`), slash commands, the title, a turn's request limit, a prompt prefix
+//! the providers can cache. Against the loopback SSE provider, with a profile whose window is
+//! a few thousand tokens.
+
+use hotsh_tests::{
+    Agent, AgentOptions, FakeProvider, Reply, bash_call, delta, install_like_cargo, say, sse,
+    tool_bash_plugin,
+};
+use serde_json::{Value, json};
+
+/// The window of the test profile, and its threshold (half of it).
+const WINDOW: u64 = 8000;
+
+/// An agent whose model is the profile `tiny` at `provider` (8,000 tokens, compacting past
+/// half), its sessions in `data` when given.
+fn options(provider: &FakeProvider, data: Option<&std::path::Path>, more: &str) -> AgentOptions {
+    let mut options = AgentOptions::script(vec![]);
+    options.model_args = Some(Vec::new());
+    options.config = Some(format!(
+        "model = \"tiny\"\n{more}\n[models.tiny]\nbase_url = \"{}\"\nmodel = \"tiny-model\"\ncontext_window = {WINDOW}\ncompact_at = 0.5\n",
+        provider.base_url
+    ));
+    if let Some(data) = data {
+        options.env = vec![("HOTSH_DATA_DIR".into(), data.to_string_lossy().into_owned())];
+    }
+    options
+}
+
+/// A streamed answer: text, a finish, the usage the provider reports, `[DONE]`.
+fn answer(text: &str, usage: Option<Value>) -> Reply {
+    let mut pieces = vec![
+        delta(json!({"role": "assistant", "content": text}), None),
+        delta(json!({}), Some("stop")),
+    ];
+    if let Some(usage) = usage {
+        pieces.push(sse(&json!({"id": "x", "choices": [], "usage": usage})));
+    }
+    pieces.push("data: [DONE]\n\n".into());
+    Reply::Stream(pieces)
+}
+
+/// A streamed tool call of `bash` running `command`.
+fn bash(command: &str, usage: Value) -> Reply {
+    let arguments = json!({"command": command}).to_string();
+    Reply::Stream(vec![
+        delta(
+            json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                "function": {"name": "bash", "arguments": arguments}}]}),
+            None,
+        ),
+        delta(json!({}), Some("tool_calls")),
+        sse(&json!({"id": "x", "choices": [], "usage": usage})),
+        "data: [DONE]\n\n".into(),
+    ])
+}
+
+/// The text of a request's last message.
+fn last_text(body: &Value) -> String {
+    let messages = body["messages"].as_array().unwrap();
+    messages.last().unwrap()["content"].as_str().unwrap_or_default().to_owned()
+}
+
+fn is_summary_request(body: &Value) -> bool {
+    last_text(body).contains("Write a summary of this conversation")
+}
+
+fn of_kind<'a>(updates: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    updates.iter().filter(|u| u["sessionUpdate"] == kind).collect()
+}
+
+/// Roughly the tokens of a request body (four bytes a token, as hotsh estimates).
+fn tokens(body: &Value) -> u64 {
+    (body["messages"].to_string().len() + body["tools"].to_string().len()) as u64 / 4
+}
+
+#[test]
+fn past_the_threshold_the_session_compacts_and_after_a_restart_sends_the_same_request() {
+    let data = tempfile::tempdir().unwrap();
+    // A command whose output (about 20 KB, 5,000 tokens) takes the next request past half of
+    // the window.
+    let provider = FakeProvider::start(vec![
+        bash(
+            "seq 100000 104000",
+            json!({"prompt_tokens": 1500, "completion_tokens": 20, "prompt_cache_hit_tokens": 1200}),
+        ),
+        answer("SUMMARY: the user ran seq; it printed 100000..104000.", None),
+        answer(
+            "It printed 4001 numbers.",
+            Some(json!({"prompt_tokens": 900, "completion_tokens": 9})),
+        ),
+    ]);
+    let mut agent = Agent::start(options(&provider, Some(data.path()), ""));
+    agent.initialize(true);
+    let session = agent.new_session();
+    let response = agent.prompt(&session, "count with seq");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+
+    let received: Vec<Value> = provider.received().into_iter().map(|r| r.body).collect();
+    assert_eq!(received.len(), 3, "the turn's request, the summary request, the next request");
+    assert!(!is_summary_request(&received[0]));
+    assert!(is_summary_request(&received[1]), "{}", last_text(&received[1]));
+    // The summary request has the same system prompt and tools (the provider caches them) and
+    // the command's output, cut to fit the window.
+    assert_eq!(received[1]["messages"][0], received[0]["messages"][0]);
+    assert_eq!(received[1]["tools"], received[0]["tools"]);
+    assert!(tokens(&received[1]) < WINDOW, "the summary request fits the window");
+    // The next request: the system prompt, the user's prompt, the summary; under the window.
+    let after = received[2]["messages"].as_array().unwrap();
+    assert_eq!(after.len(), 3, "{after:#?}");
+    assert_eq!(after[1]["content"], "count with seq");
+    assert!(after[2]["content"].as_str().unwrap().ends_with("it printed 100000..104000."));
+    assert!(tokens(&received[2]) < WINDOW / 2, "{} tokens", tokens(&received[2]));
+
+    // The client saw the context use after each answer (the provider's counts, the cache
+    // hits), and a card saying what the compaction did (it did not ask for compaction
+    // updates).
+    let updates = agent.updates(&session);
+    let usage = of_kind(&updates, "usage_update");
+    assert_eq!(usage.len(), 3, "{usage:#?}");
+    assert_eq!((usage[0]["used"].as_u64(), usage[0]["size"].as_u64()), (Some(1520), Some(WINDOW)));
+    assert_eq!(usage[0]["_meta"]["hotsh"], json!({"estimated": false, "cachedTokens": 1200}));
+    assert_eq!(usage[1]["_meta"]["hotsh"]["estimated"], true, "after compaction: an estimate");
+    assert!(usage[1]["used"].as_u64().unwrap() < 1520 + 5000);
+    assert_eq!(usage[2]["used"], 909);
+    let card = updates
+        .iter()
+        .find(|u| u["sessionUpdate"] == "tool_call" && u["title"] == "Compacting the conversation")
+        .expect("a compaction card");
+    let id = card["toolCallId"].clone();
+    let closed = updates
+        .iter()
+        .find(|u| u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == id)
+        .expect("the card closed");
+    assert_eq!(closed["status"], "completed");
+    assert!(
+        closed["content"][0]["content"]["text"].as_str().unwrap().contains("summarised"),
+        "{closed}"
+    );
+    assert!(of_kind(&updates, "compaction_update").is_empty());
+
+    // Killed, restarted, loaded: the next request is the one the live process would send.
+    agent.kill9();
+    let second_provider = FakeProvider::start(vec![answer("Still here.", None)]);
+    let mut second = Agent::start(options(&second_provider, Some(data.path()), ""));
+    second.initialize(true);
+    second.wait_for_stderr("initial plugin scan done");
+    let before = second.received.len();
+    let load = second.call(
+        "session/load",
+        json!({"sessionId": session, "cwd": agent.workdir, "mcpServers": []}),
+    );
+    assert!(load.get("result").is_some(), "{load}");
+    let replayed: Vec<Value> = second.received[before..]
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .map(|m| m["params"]["update"].clone())
+        .collect();
+    // The whole thread is replayed (the command's card and output included); the context use
+    // is shown again.
+    assert!(replayed.iter().any(|u| u["title"] == "seq 100000 104000"));
+    let shown = of_kind(&replayed, "usage_update");
+    assert_eq!(shown.len(), 1, "only the last context use: {shown:#?}");
+    assert_eq!(shown[0]["used"], 909);
+    let response = second.prompt(&session, "and now?");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let next = second_provider.received()[0].body.clone();
+    let messages = next["messages"].as_array().unwrap();
+    let live = received[2]["messages"].as_array().unwrap();
+    assert_eq!(messages[..3], live[..3], "the compacted history differs after the restart");
+    assert_eq!(messages[3], json!({"role": "assistant", "content": "It printed 4001 numbers."}));
+    assert_eq!(messages[4], json!({"role": "user", "content": "and now?"}));
+    assert_eq!(next["tools"], received[2]["tools"]);
+}
+
+#[test]
+fn a_context_too_long_answer_compacts_and_retries_and_clients_that_ask_get_compaction_updates() {
+    let too_long = Reply::Status {
+        code: 400,
+        headers: Vec::new(),
+        body: json!({"error": {"message": "This model's maximum context length is 8000 tokens. However, you requested 9100 tokens."}}).to_string(),
+    };
+    let provider = FakeProvider::start(vec![
+        answer("First answer.", None),
+        too_long.clone(),
+        answer("SUMMARY: one exchange.", None),
+        answer("Second answer.", None),
+    ]);
+    let mut agent = Agent::start(options(&provider, None, ""));
+    agent.initialize_with(json!({"session": {"compaction": {}}}));
+    let session = agent.new_session();
+    assert_eq!(agent.prompt(&session, "one")["result"]["stopReason"], "end_turn");
+    let response = agent.prompt(&session, "two");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let received: Vec<Value> = provider.received().into_iter().map(|r| r.body).collect();
+    assert_eq!(received.len(), 4);
+    assert!(is_summary_request(&received[2]));
+    let retried = received[3]["messages"].as_array().unwrap();
+    assert_eq!(retried.len(), 4, "system, the two prompts, the summary: {retried:#?}");
+    assert!(retried[3]["content"].as_str().unwrap().ends_with("SUMMARY: one exchange."));
+
+    // ACP's compaction entity: in progress, the summary streamed into it, completed with the
+    // token counts; no card.
+    let updates = agent.updates(&session);
+    let compaction = of_kind(&updates, "compaction_update");
+    assert_eq!(compaction.len(), 2, "{compaction:#?}");
+    assert_eq!(compaction[0]["status"], "in_progress");
+    assert_eq!(compaction[0]["_meta"]["hotsh"]["trigger"], "overflow");
+    assert_eq!(compaction[1]["status"], "completed");
+    assert_eq!(compaction[1]["compactionId"], compaction[0]["compactionId"]);
+    let (before, after) = (
+        compaction[1]["_meta"]["hotsh"]["tokensBefore"].as_u64().unwrap(),
+        compaction[1]["_meta"]["hotsh"]["tokensAfter"].as_u64().unwrap(),
+    );
+    assert!(after > 0 && before > 0, "{}", compaction[1]);
+    let chunks = of_kind(&updates, "compaction_summary_chunk");
+    assert_eq!(chunks.len(), 1);
+    assert_eq!(chunks[0]["content"]["text"], "SUMMARY: one exchange.");
+    assert!(!updates.iter().any(|u| u["title"] == "Compacting the conversation"));
+    // The summary is not the agent's message.
+    assert!(
+        !of_kind(&updates, "agent_message_chunk")
+            .iter()
+            .any(|u| u["content"]["text"] == "SUMMARY: one exchange.")
+    );
+}
+
+#[test]
+fn slash_commands_are_listed_compact_takes_a_focus_and_the_title_is_shown() {
+    let data = tempfile::tempdir().unwrap();
+    let provider = FakeProvider::start(vec![
+        answer("Hello.", None),
+        answer("SUMMARY: greeted.", None),
+        answer("A path.", None),
+        answer("Wrote AGENTS.md.", None),
+    ]);
+    let mut agent = Agent::start(options(&provider, Some(data.path()), ""));
+    agent.initialize(true);
+    let session = agent.new_session();
+    // Listed after the session is created.
+    let listed = agent.wait_for(|m| {
+        m["params"]["sessionId"] == session.as_str()
+            && m["params"]["update"]["sessionUpdate"] == "available_commands_update"
+    });
+    let names: Vec<&str> = listed["params"]["update"]["availableCommands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["compact", "init"]);
+    assert_eq!(
+        agent.prompt(&session, "hello there\nsecond line")["result"]["stopReason"],
+        "end_turn"
+    );
+    let titles: Vec<Value> = of_kind(&agent.updates(&session), "session_info_update")
+        .into_iter()
+        .map(|u| u["title"].clone())
+        .collect();
+    assert_eq!(titles, [json!("hello there")]);
+
+    let response = agent.prompt(&session, "/compact  the greeting ");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    // An unknown command is a prompt like any other; `/init` asks the model for AGENTS.md.
+    assert_eq!(agent.prompt(&session, "/etc/hosts looks odd")["result"]["stopReason"], "end_turn");
+    assert_eq!(
+        agent.prompt(&session, "/init mention the tests")["result"]["stopReason"],
+        "end_turn"
+    );
+    let received: Vec<Value> = provider.received().into_iter().map(|r| r.body).collect();
+    assert_eq!(received.len(), 4);
+    assert!(is_summary_request(&received[1]));
+    assert!(
+        last_text(&received[1]).ends_with("focus on: the greeting"),
+        "{}",
+        last_text(&received[1])
+    );
+    let after = received[2]["messages"].as_array().unwrap();
+    assert!(
+        !after.iter().any(|m| m["content"].as_str().is_some_and(|t| t.contains("/compact"))),
+        "the command is not the model's: {after:#?}"
+    );
+    assert_eq!(last_text(&received[2]), "/etc/hosts looks odd");
+    let init = last_text(&received[3]);
+    assert!(
+        init.contains("AGENTS.md") && init.ends_with("The user adds: mention the tests"),
+        "{init}"
+    );
+    // The title stays the first prompt's.
+    assert_eq!(of_kind(&agent.updates(&session), "session_info_update").len(), 1);
+
+    // Loaded in a new process: the prompts (the command too) are shown again, then the
+    // commands, the title and the context use.
+    agent.kill9();
+    let mut second = Agent::start(options(&FakeProvider::start(vec![]), Some(data.path()), ""));
+    second.initialize(true);
+    second.wait_for_stderr("initial plugin scan done");
+    let before = second.received.len();
+    let load = second.call(
+        "session/load",
+        json!({"sessionId": session, "cwd": agent.workdir, "mcpServers": []}),
+    );
+    assert!(load.get("result").is_some(), "{load}");
+    let replayed: Vec<Value> = second.received[before..]
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .map(|m| m["params"]["update"].clone())
+        .collect();
+    let prompts: Vec<&str> = of_kind(&replayed, "user_message_chunk")
+        .iter()
+        .map(|u| u["content"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        prompts,
+        [
+            "hello there\nsecond line",
+            "/compact  the greeting ",
+            "/etc/hosts looks odd",
+            "/init mention the tests"
+        ]
+    );
+    assert_eq!(of_kind(&replayed, "available_commands_update").len(), 1);
+    assert_eq!(of_kind(&replayed, "session_info_update")[0]["title"], "hello there");
+    assert_eq!(of_kind(&replayed, "usage_update").len(), 1);
+}
+
+#[test]
+fn a_turn_stops_at_max_turn_requests() {
+    let provider = FakeProvider::start(
+        (0..6)
+            .map(|_| bash("true", json!({"prompt_tokens": 10, "completion_tokens": 1})))
+            .collect(),
+    );
+    let mut agent = Agent::start(options(&provider, None, "[session]\nmax_turn_requests = 3"));
+    agent.initialize(true);
+    let session = agent.new_session();
+    let response = agent.prompt(&session, "loop");
+    assert_eq!(response["result"]["stopReason"], "max_turn_requests", "{response}");
+    assert_eq!(provider.received().len(), 3);
+    // The session goes on.
+    let response = agent.prompt(&session, "again");
+    assert_eq!(response["result"]["stopReason"], "max_turn_requests", "{response}");
+}
+
+#[test]
+fn bad_settings_and_bad_usage_numbers_get_clear_outcomes() {
+    // A threshold out of range is refused at start-up, saying which.
+    let provider = FakeProvider::start(vec![]);
+    let mut refused = options(&provider, None, "[session]\ncompact_at = 1.5");
+    refused.config = refused.config.map(|c| c.replace("compact_at = 0.5\n", ""));
+    let agent = Agent::start(refused);
+    let status = agent.finish();
+    assert!(!status.success());
+
+    // Usage numbers that are absurd: the indicator shows hotsh's estimate, marked as such.
+    let provider = FakeProvider::start(vec![answer(
+        "Hi.",
+        Some(json!({"prompt_tokens": 999_999_999_999u64, "completion_tokens": -4})),
+    )]);
+    let mut agent = Agent::start(options(&provider, None, ""));
+    agent.initialize(true);
+    let session = agent.new_session();
+    assert_eq!(agent.prompt(&session, "hi")["result"]["stopReason"], "end_turn");
+    let updates = agent.updates(&session);
+    let usage = of_kind(&updates, "usage_update");
+    assert_eq!(usage.len(), 1);
+    assert_eq!(usage[0]["_meta"]["hotsh"]["estimated"], true);
+    let used = usage[0]["used"].as_u64().unwrap();
+    assert!(used > 0 && used < WINDOW, "{used}");
+}
+
+#[test]
+fn the_prompt_prefix_stays_byte_identical_across_requests_and_a_plugin_reload() {
+    let responses = (0..5)
+        .map(|i| bash_call(&format!("echo {i}")))
+        .chain(["done", "a", "b", "c", "d"].map(say))
+        .collect();
+    let mut agent = Agent::start(AgentOptions::script(responses));
+    agent.initialize(true);
+    let session = agent.new_session();
+    assert_eq!(agent.prompt(&session, "run five")["result"]["stopReason"], "end_turn");
+    // Another build of the same code (the bytes differ: a few appended to the file, which the
+    // loader ignores): a reload that leaves the tool specs as they were.
+    let library = tool_bash_plugin();
+    let name = library.file_name().unwrap().to_str().unwrap().to_owned();
+    let rebuilt = agent.dir.path().join("rebuilt.so");
+    let mut bytes = std::fs::read(&library).unwrap();
+    bytes.extend_from_slice(b"\0rebuilt\0");
+    std::fs::write(&rebuilt, bytes).unwrap();
+    install_like_cargo(&rebuilt, &agent.plugin_dir(), &name);
+    agent.wait_for_plugin_card(&session, 0, "reloaded");
+    for text in ["again", "and again", "once more", "last"] {
+        assert_eq!(agent.prompt(&session, text)["result"]["stopReason"], "end_turn");
+    }
+    let requests = agent.model_requests();
+    assert_eq!(requests.len(), 10);
+    for request in &requests[1..] {
+        assert_eq!(request["system"], requests[0]["system"], "the system prompt changed");
+        assert_eq!(request["tools"], requests[0]["tools"], "the tools changed");
+    }
+    // The history is only appended to.
+    for pair in requests.windows(2) {
+        let (a, b) =
+            (pair[0]["messages"].as_array().unwrap(), pair[1]["messages"].as_array().unwrap());
+        assert_eq!(&b[..a.len()], a.as_slice(), "a request rewrote the history before it");
+    }
+}
