@@ -911,8 +911,15 @@ impl Agent {
             .collect()
     }
 
-    /// The `session/update` payloads received so far for `session`.
+    /// The `session/update` payloads of `session`'s thread received so far: everything but
+    /// what describes the session's state (context use, the slash commands, the title; see
+    /// [`Agent::all_updates`]).
     pub fn updates(&self, session: &str) -> Vec<Value> {
+        self.all_updates(session).into_iter().filter(|u| !is_state_update(u)).collect()
+    }
+
+    /// Every `session/update` payload received so far for `session`.
+    pub fn all_updates(&self, session: &str) -> Vec<Value> {
         self.received
             .iter()
             .filter(|m| m["method"] == "session/update" && m["params"]["sessionId"] == session)
@@ -1097,6 +1104,15 @@ impl Received {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
     }
+}
+
+/// Whether a `session/update` payload describes the session's state rather than adding to
+/// its thread: context use, the slash commands, the title.
+pub fn is_state_update(update: &Value) -> bool {
+    matches!(
+        update["sessionUpdate"].as_str(),
+        Some("usage_update" | "available_commands_update" | "session_info_update")
+    )
 }
 
 /// A model provider on loopback speaking the OpenAI chat completions protocol: it answers

@@ -64,8 +64,16 @@ pub(crate) const FORMAT: u64 = 1;
 
 /// Keys never compared: they depend on the machine (its models, its sandbox backend) and on
 /// hotsh's version.
-pub(crate) const ALWAYS_ANY: &[&str] =
-    &["duration_ms", "configOptions", "agentInfo", "backend", "enforcement"];
+pub(crate) const ALWAYS_ANY: &[&str] = &[
+    "duration_ms",
+    "configOptions",
+    "agentInfo",
+    "backend",
+    "enforcement",
+    "used",
+    "tokensBefore",
+    "tokensAfter",
+];
 
 /// The arc files named: files as given, directories by their `*.arc` files (sorted).
 pub(crate) fn expand(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<std::path::PathBuf>> {

@@ -151,6 +151,9 @@ fn spec(
     Ok(ModelSpec::OpenAi(OpenAiSpec { model, base_url, key, extra, images }))
 }
 
+/// The window of a scripted model (and of none): never filled by what a script plays.
+const SCRIPT_WINDOW: u64 = 1_000_000;
+
 /// The limits of the model `name` stands for: the window from its profile, else hotsh's table
 /// of known models, else the conservative default; the threshold from its profile, else the
 /// `[session]` section, else 85 %. Values out of range are errors, never clamped.
@@ -166,10 +169,14 @@ fn limits(
         ModelSpec::OpenAi(spec) => Some(spec.model.as_str()),
         _ => None,
     };
-    let window = profile
-        .and_then(|p| p.context_window)
-        .or_else(|| model.and_then(context::known_window))
-        .unwrap_or(context::DEFAULT_WINDOW);
+    let window = match spec {
+        // A script plays answers in order: a compaction would take one meant for a turn.
+        ModelSpec::Script(_) | ModelSpec::None => SCRIPT_WINDOW,
+        ModelSpec::OpenAi(_) => profile
+            .and_then(|p| p.context_window)
+            .or_else(|| model.and_then(context::known_window))
+            .unwrap_or(context::DEFAULT_WINDOW),
+    };
     if window < 1024 {
         return Err(format!(
             "model profile `{name}`: context_window must be at least 1024, got {window}"

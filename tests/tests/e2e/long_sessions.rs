@@ -115,7 +115,7 @@ fn past_the_threshold_the_session_compacts_and_after_a_restart_sends_the_same_re
     // The client saw the context use after each answer (the provider's counts, the cache
     // hits), and a card saying what the compaction did (it did not ask for compaction
     // updates).
-    let updates = agent.updates(&session);
+    let updates = agent.all_updates(&session);
     let usage = of_kind(&updates, "usage_update");
     assert_eq!(usage.len(), 3, "{usage:#?}");
     assert_eq!((usage[0]["used"].as_u64(), usage[0]["size"].as_u64()), (Some(1520), Some(WINDOW)));
@@ -201,7 +201,7 @@ fn a_context_too_long_answer_compacts_and_retries_and_clients_that_ask_get_compa
 
     // ACP's compaction entity: in progress, the summary streamed into it, completed with the
     // token counts; no card.
-    let updates = agent.updates(&session);
+    let updates = agent.all_updates(&session);
     let compaction = of_kind(&updates, "compaction_update");
     assert_eq!(compaction.len(), 2, "{compaction:#?}");
     assert_eq!(compaction[0]["status"], "in_progress");
@@ -253,7 +253,7 @@ fn slash_commands_are_listed_compact_takes_a_focus_and_the_title_is_shown() {
         agent.prompt(&session, "hello there\nsecond line")["result"]["stopReason"],
         "end_turn"
     );
-    let titles: Vec<Value> = of_kind(&agent.updates(&session), "session_info_update")
+    let titles: Vec<Value> = of_kind(&agent.all_updates(&session), "session_info_update")
         .into_iter()
         .map(|u| u["title"].clone())
         .collect();
@@ -287,7 +287,7 @@ fn slash_commands_are_listed_compact_takes_a_focus_and_the_title_is_shown() {
         "{init}"
     );
     // The title stays the first prompt's.
-    assert_eq!(of_kind(&agent.updates(&session), "session_info_update").len(), 1);
+    assert_eq!(of_kind(&agent.all_updates(&session), "session_info_update").len(), 1);
 
     // Loaded in a new process: the prompts (the command too) are shown again, then the
     // commands, the title and the context use.
@@ -361,7 +361,7 @@ fn bad_settings_and_bad_usage_numbers_get_clear_outcomes() {
     agent.initialize(true);
     let session = agent.new_session();
     assert_eq!(agent.prompt(&session, "hi")["result"]["stopReason"], "end_turn");
-    let updates = agent.updates(&session);
+    let updates = agent.all_updates(&session);
     let usage = of_kind(&updates, "usage_update");
     assert_eq!(usage.len(), 1);
     assert_eq!(usage[0]["_meta"]["hotsh"]["estimated"], true);

@@ -217,10 +217,6 @@ fn provider_failures_are_clear_and_the_session_goes_on() {
             status(404, "Model Not Exist"),
             "does not know the model `test-model` (HTTP 404): Model Not Exist",
         ),
-        (
-            status(400, "This model's maximum context length is 65536 tokens"),
-            "the conversation is too long for `test-model`'s context (HTTP 400)",
-        ),
         (status(418, "teapot"), "refused the request (HTTP 418): teapot"),
         (
             Reply::Stream(vec![delta(json!({"content": "partial "}), None)]),
@@ -228,6 +224,7 @@ fn provider_failures_are_clear_and_the_session_goes_on() {
         ),
         (Reply::Stream(vec!["data: {not json\n\n".into()]), "sent a chunk that is not JSON"),
     ];
+    // (A context that is too long is compacted and retried: see `long_sessions.rs`.)
     for (reply, expected) in cases {
         let (response, mut agent, session, _provider) =
             one_prompt(vec![reply, text_answer("recovered")]);

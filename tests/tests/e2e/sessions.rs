@@ -2,7 +2,9 @@
 //! close, `hotsh sessions`, and what happens with broken logs.
 
 use expect_test::expect;
-use hotsh_tests::{Agent, AgentOptions, bash_call, eventually, processes_matching, say};
+use hotsh_tests::{
+    Agent, AgentOptions, bash_call, eventually, is_state_update, processes_matching, say,
+};
 use serde_json::{Value, json};
 
 /// Options for an agent that uses `data_dir` for its sessions.
@@ -23,6 +25,7 @@ fn load(agent: &mut Agent, session: &str, cwd: &std::path::Path) -> (Vec<Value>,
         .iter()
         .filter(|m| m["method"] == "session/update" && m["params"]["sessionId"] == session)
         .map(|m| m["params"]["update"].clone())
+        .filter(|u| !is_state_update(u))
         .collect();
     (updates, agent.received[at].clone())
 }
