@@ -156,6 +156,8 @@ pub struct History {
     compacted: Option<usize>,
     /// The last context use shown to the client.
     pub shown: Option<ContextUse>,
+    /// The model's plan, as it last set it.
+    pub plan: Option<Vec<crate::plan::PlanEntry>>,
 }
 
 /// The context held `tokens` when the history had `at` messages.
@@ -168,7 +170,7 @@ struct Mark {
 impl History {
     /// Adds what `record` changes: a message, a compaction's new history, a context use.
     pub fn apply(&mut self, record: &crate::session::Record) {
-        use crate::session::{Fact, Record, SessionEvent};
+        use crate::session::{Fact, Record};
         match record {
             Record::Fact(Fact::Compaction(compaction)) => {
                 let replaced = compaction.replaced.min(self.messages.len());
@@ -178,15 +180,25 @@ impl History {
                 self.compacted = Some(self.messages.len());
                 self.mark = Some(Mark { tokens: compaction.tokens_after, at: self.messages.len() });
             }
-            Record::Event(SessionEvent::Usage(shown)) => {
-                self.mark = Some(Mark { tokens: shown.used, at: self.messages.len() });
-                self.shown = Some(*shown);
-            }
+            Record::Event(event) => self.apply_event(event),
             record => {
                 if let Some(message) = record.history_message() {
                     self.messages.push(message);
                 }
             }
+        }
+    }
+
+    /// [`History::apply`] for an event: a plan, a context use.
+    pub fn apply_event(&mut self, event: &crate::session::SessionEvent) {
+        use crate::session::SessionEvent;
+        match event {
+            SessionEvent::Plan { entries } => self.plan = Some(entries.clone()),
+            SessionEvent::Usage(shown) => {
+                self.mark = Some(Mark { tokens: shown.used, at: self.messages.len() });
+                self.shown = Some(*shown);
+            }
+            _ => {}
         }
     }
 
@@ -314,8 +326,8 @@ fn floor_char_boundary(text: &str, at: usize) -> usize {
 /// What the summary request asks for: what a coding session needs to go on.
 pub fn summary_instruction(focus: Option<&str>, plan: Option<&str>) -> String {
     let mut text = String::from(
-        "[hotsh: the context window is nearly full. Do not call any tool. Write a summary of \
-         this conversation that lets you continue the work without it. Keep, in this order:\n\
+        "[hotsh: the conversation is being compacted to free the context window. Do not call \
+         any tool. Write a summary of this conversation that lets you continue the work without it. Keep, in this order:\n\
          1. The user's task and every constraint or preference they stated, in their words \
          where it matters.\n\
          2. Decisions taken and why.\n\

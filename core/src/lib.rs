@@ -7,6 +7,7 @@
 pub mod commands;
 pub mod context;
 pub mod model;
+pub mod plan;
 pub mod sandbox;
 pub mod session;
 pub mod sync;

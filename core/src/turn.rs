@@ -349,7 +349,8 @@ async fn compact(
         };
         session.emit(SessionEvent::CompactionEnded { id: id.clone(), ended })
     };
-    let instruction = context::summary_instruction(focus.as_deref(), None);
+    let plan = session.plan_text();
+    let instruction = context::summary_instruction(focus.as_deref(), plan.as_deref());
     // Room for the history: the window less the fixed parts, the instruction and an answer.
     let room = turn
         .limits

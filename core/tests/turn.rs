@@ -409,7 +409,14 @@ async fn past_the_threshold_the_history_is_compacted_before_the_next_request_and
     let model = Scripted::new(vec![
         Some(vec![call("a", "echo", &big)]),
         text("SUMMARY: echoed a big value"),
-        text("done"),
+        Some(vec![
+            ModelEvent::Text("done".to_owned()),
+            ModelEvent::Usage(hotsh_core::model::Usage {
+                prompt_tokens: Some(77),
+                completion_tokens: Some(3),
+                ..Default::default()
+            }),
+        ]),
     ]);
     let work = small_turn(&model);
     let cancel = f.session.begin_turn(prompt("go"), |_| false).await.unwrap();
@@ -444,7 +451,9 @@ async fn past_the_threshold_the_history_is_compacted_before_the_next_request_and
     let folded = folded(&f);
     assert_eq!(folded.history.messages.len(), 3, "prompt, summary, the answer");
     assert_eq!(folded.history.messages, f.session.messages());
-    assert_eq!(folded.history.estimate(0), f.session.context_estimate(0));
+    // What the provider last said the context held: live and folded alike.
+    assert_eq!(f.session.context_estimate(0), 80);
+    assert_eq!(folded.history.estimate(0), 80);
     let ended = f.client.0.lock().unwrap().iter().find_map(|e| match e {
         SessionEvent::CompactionEnded { ended, .. } => Some(ended.clone()),
         _ => None,

@@ -464,7 +464,8 @@ impl Host {
             temp_dir: self.output_root.session_temp_dir(&session.id.0),
             task_cards: Arc::clone(&self.task_cards),
         };
-        let mut providers: Vec<Arc<dyn hotsh_core::tools::ToolProvider>> = vec![Arc::new(plugins)];
+        let mut providers: Vec<Arc<dyn hotsh_core::tools::ToolProvider>> =
+            vec![Arc::new(plugins), Arc::new(hotsh_core::plan::PlanTool)];
         if let Some(servers) = lock(&self.mcp).get(&session.id).cloned() {
             providers.push(Arc::new(crate::turn::McpTools(servers)));
         }

@@ -185,7 +185,7 @@ fn call_id_of(event: &SessionEvent) -> Option<&ToolCallId> {
         | SessionEvent::CompactionStarted { id: call_id, .. }
         | SessionEvent::CompactionSummary { id: call_id, .. }
         | SessionEvent::CompactionEnded { id: call_id, .. } => Some(call_id),
-        SessionEvent::Usage(_) => None,
+        SessionEvent::Usage(_) | SessionEvent::Plan { .. } => None,
         SessionEvent::AgentText { .. }
         | SessionEvent::AgentThought { .. }
         | SessionEvent::UserMessage { .. } => None,

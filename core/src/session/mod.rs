@@ -197,6 +197,10 @@ pub enum SessionEvent {
         title: String,
         detail: String,
     },
+    /// The model's plan for the work, whole (it replaces the one before).
+    Plan {
+        entries: Vec<crate::plan::PlanEntry>,
+    },
     /// How much of the model's context window the session uses, after each answer.
     Usage(crate::context::ContextUse),
     /// A compaction began (its card id, and why).
@@ -232,6 +236,7 @@ impl SessionEvent {
         "tool_call_finished",
         "plugin_changed",
         "host_note",
+        "plan",
         "usage",
         "compaction_started",
         "compaction_summary",
@@ -538,6 +543,7 @@ impl Session {
     /// replay).
     pub async fn emit(&self, event: SessionEvent) {
         let _order = self.emitting.lock().await;
+        lock(&self.state).history.apply_event(&event);
         if let Some(logged) = self.bounded_for_log(&event) {
             self.log.append(Record::Event(logged)).await;
         }
@@ -867,6 +873,12 @@ impl Session {
     /// Whether a compaction would replace anything.
     pub fn compactable(&self) -> bool {
         lock(&self.state).history.compactable()
+    }
+
+    /// The model's plan, as text (for a compaction summary), when it keeps one.
+    pub fn plan_text(&self) -> Option<String> {
+        let state = lock(&self.state);
+        state.history.plan.as_deref().filter(|p| !p.is_empty()).map(crate::plan::describe)
     }
 
     /// The context use last shown (live, or folded from the log).

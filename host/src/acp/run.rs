@@ -200,6 +200,20 @@ impl Screen {
                 }
                 self.cards.insert(call.tool_call_id.0.to_string(), CardState { terminal });
             }
+            SessionUpdate::Plan(plan) => {
+                use agent_client_protocol::v1::schema::PlanEntryStatus;
+                let mut text = String::from("Plan:");
+                for entry in &plan.entries {
+                    let mark = match entry.status {
+                        PlanEntryStatus::Completed => "[x]",
+                        PlanEntryStatus::InProgress => "[~]",
+                        _ => "[ ]",
+                    };
+                    text.push_str(&format!("\n  {mark} {}", entry.content));
+                }
+                let text = self.paint("35", &text);
+                self.block(&text);
+            }
             SessionUpdate::ToolCallUpdate(update) => {
                 let id = update.tool_call_id.0.to_string();
                 if let Some(output) = meta_object(update.meta.as_ref(), "terminal_output") {

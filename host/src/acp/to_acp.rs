@@ -39,6 +39,21 @@ fn usage_update(shown: ContextUse) -> SessionUpdate {
     )
 }
 
+fn plan_entry(entry: hotsh_core::plan::PlanEntry) -> acp::PlanEntry {
+    use hotsh_core::plan::{PlanPriority, PlanStatus};
+    let priority = match entry.priority {
+        PlanPriority::High => acp::PlanEntryPriority::High,
+        PlanPriority::Medium => acp::PlanEntryPriority::Medium,
+        PlanPriority::Low => acp::PlanEntryPriority::Low,
+    };
+    let status = match entry.status {
+        PlanStatus::Pending => acp::PlanEntryStatus::Pending,
+        PlanStatus::InProgress => acp::PlanEntryStatus::InProgress,
+        PlanStatus::Completed => acp::PlanEntryStatus::Completed,
+    };
+    acp::PlanEntry::new(entry.step, priority, status)
+}
+
 fn compaction_meta(ended: &CompactionEnd) -> Meta {
     meta(
         "hotsh",
@@ -285,6 +300,9 @@ fn common_update(event: SessionEvent) -> Option<SessionUpdate> {
             SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(call_id.0, fields))
         }
         SessionEvent::Usage(shown) => usage_update(shown),
+        SessionEvent::Plan { entries } => {
+            SessionUpdate::Plan(acp::Plan::new(entries.into_iter().map(plan_entry).collect()))
+        }
         // Without the client's `session.compaction`: a card that says what happens.
         SessionEvent::CompactionStarted { id, trigger } => SessionUpdate::ToolCall(
             ToolCall::new(id.0, "Compacting the conversation")

@@ -405,3 +405,96 @@ fn the_prompt_prefix_stays_byte_identical_across_requests_and_a_plugin_reload() 
         assert_eq!(&b[..a.len()], a.as_slice(), "a request rewrote the history before it");
     }
 }
+
+/// A streamed call of `update_plan` with these arguments.
+fn plan_call(arguments: Value) -> Reply {
+    Reply::Stream(vec![
+        delta(
+            json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_p", "type": "function",
+                "function": {"name": "update_plan", "arguments": arguments.to_string()}}]}),
+            None,
+        ),
+        delta(json!({}), Some("tool_calls")),
+        "data: [DONE]\n\n".into(),
+    ])
+}
+
+#[test]
+fn a_plan_is_shown_logged_replayed_and_kept_in_the_summary() {
+    let data = tempfile::tempdir().unwrap();
+    let provider = FakeProvider::start(vec![
+        plan_call(json!({"plan": [
+            {"step": "Read the parser", "status": "completed"},
+            {"step": "Fix the off-by-one", "status": "in_progress", "priority": "high"},
+            {"step": "Run the tests", "status": "pending"}
+        ]})),
+        plan_call(json!({"plan": [{"step": "x", "status": "finished"}]})),
+        answer("Planned.", None),
+        answer("SUMMARY: fixing the parser.", None),
+    ]);
+    let mut agent = Agent::start(options(&provider, Some(data.path()), ""));
+    agent.initialize(true);
+    let session = agent.new_session();
+    assert_eq!(agent.prompt(&session, "fix the parser")["result"]["stopReason"], "end_turn");
+    // The plan reached the client's plan panel; the bad call got a clear error and a card.
+    let updates = agent.updates(&session);
+    let plans = of_kind(&updates, "plan");
+    assert_eq!(plans.len(), 1, "{plans:#?}");
+    assert_eq!(
+        plans[0]["entries"][1],
+        json!({"content": "Fix the off-by-one", "priority": "high", "status": "in_progress"})
+    );
+    assert_eq!(plans[0]["entries"][2]["priority"], "medium");
+    let results: Vec<Value> = provider.received()[2].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].clone())
+        .collect();
+    assert_eq!(results[0], "Plan updated: 1 of 3 steps done.");
+    assert!(
+        results[1].as_str().unwrap().contains("invalid arguments for update_plan"),
+        "{results:?}"
+    );
+    assert!(
+        updates.iter().any(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "failed")
+    );
+    // The plan tool is offered beside the plugins' tools.
+    let first = provider.received()[0].body.clone();
+    let tools: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(tools.contains(&"update_plan"), "{tools:?}");
+
+    // A compaction's summary keeps the plan.
+    assert_eq!(agent.prompt(&session, "/compact")["result"]["stopReason"], "end_turn");
+    let summary = last_text(&provider.received()[3].body);
+    assert!(
+        summary.contains(
+            "The current plan:\n[x] Read the parser\n[~] Fix the off-by-one\n[ ] Run the tests"
+        ),
+        "{summary}"
+    );
+
+    // Replayed on load in a new process.
+    agent.kill9();
+    let mut second = Agent::start(options(&FakeProvider::start(vec![]), Some(data.path()), ""));
+    second.initialize(true);
+    second.wait_for_stderr("initial plugin scan done");
+    let before = second.received.len();
+    let load = second.call(
+        "session/load",
+        json!({"sessionId": session, "cwd": agent.workdir, "mcpServers": []}),
+    );
+    assert!(load.get("result").is_some(), "{load}");
+    let replayed: Vec<Value> = second.received[before..]
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .map(|m| m["params"]["update"].clone())
+        .collect();
+    assert_eq!(of_kind(&replayed, "plan"), plans);
+}
