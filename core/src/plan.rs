@@ -166,6 +166,7 @@ impl ToolProvider for PlanTool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
 
