@@ -76,6 +76,9 @@ pub struct ModelRequest {
     pub system: String,
     pub messages: Vec<Message>,
     pub tools: Vec<ToolDefinition>,
+    /// The reasoning effort the session chose (a level the model's profile names).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<String>,
 }
 
 /// What an adapter streams while it answers.

@@ -21,6 +21,8 @@ pub struct Turn {
     pub ports: Arc<dyn TurnPorts>,
     /// The model's window, when to compact, how many requests a turn may make.
     pub limits: Limits,
+    /// The reasoning effort its requests carry.
+    pub effort: Option<String>,
 }
 
 /// What a turn does.
@@ -168,6 +170,7 @@ async fn next_request(turn: &Turn, session: &Session, system: &SystemParts) -> M
         system: system_prompt(system, turn),
         messages: session.messages(),
         tools: turn.tools.offered(session.planning()).await,
+        effort: turn.effort.clone(),
     }
 }
 
@@ -371,8 +374,12 @@ async fn compact(
     let summary = loop {
         let mut messages = shrunk[skip..].to_vec();
         messages.push(Message::User { text: instruction.clone(), images: Vec::new() });
-        let request =
-            ModelRequest { system: base.system.clone(), messages, tools: base.tools.clone() };
+        let request = ModelRequest {
+            system: base.system.clone(),
+            messages,
+            tools: base.tools.clone(),
+            effort: base.effort.clone(),
+        };
         turn.ports.requesting(&request).await;
         match ask_model(turn, session, &request, cancel, Forward::Summary(&id)).await {
             Answer::Complete(answer) => break answer.text,

@@ -171,6 +171,7 @@ fn turn(model: &Arc<Scripted>, confines_commands: bool) -> Turn {
         tools: ToolRouter::new(vec![Arc::new(Tools)], confines_commands),
         ports: Arc::new(Ports),
         limits: Limits::default(),
+        effort: None,
     }
 }
 

@@ -45,6 +45,10 @@
 //! images = false               # whether it takes images in prompts
 //! [models.local.extra]         # added to every request body
 //! temperature = 0.2
+//! [models.local.effort]        # a reasoning-effort option (Zed's thought level)
+//! levels = ["low", "medium", "high"]   # each sent as `reasoning_effort`, or
+//!                              # { name = "on", fields = { thinking = { type = "enabled" } } }
+//! default = "medium"
 //! ```
 
 use anyhow::Context as _;
@@ -93,6 +97,26 @@ pub(crate) struct ModelProfile {
     pub(crate) images: bool,
     /// Fields added to every request body (`temperature`, `max_tokens`, …).
     pub(crate) extra: toml::Table,
+    /// The reasoning-effort levels it takes (Zed's thought level option).
+    pub(crate) effort: Option<EffortConfig>,
+}
+
+/// A profile's reasoning effort: its levels, in the order offered, and the default.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EffortConfig {
+    pub(crate) levels: Vec<EffortLevel>,
+    /// The level sessions start with (default: the first).
+    pub(crate) default: Option<String>,
+}
+
+/// A level: a name, sent as `reasoning_effort`; or a name with the body fields it sets
+/// (`{ name = "on", fields = { thinking = { type = "enabled" } } }`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub(crate) enum EffortLevel {
+    Name(String),
+    Fields { name: String, fields: toml::Table },
 }
 
 #[derive(Debug, Default, Clone, Deserialize, PartialEq, Eq)]

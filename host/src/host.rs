@@ -142,6 +142,9 @@ struct Offered {
     description: String,
     model: Arc<dyn Model>,
     limits: hotsh_core::context::Limits,
+    /// Its reasoning-effort levels (none: it offers no choice), and the default.
+    efforts: Vec<String>,
+    default_effort: Option<String>,
 }
 
 /// Variables that hold model credentials; commands never see them (nor copies of their values).
@@ -160,11 +163,20 @@ impl Host {
             .choices
             .iter()
             .map(|choice| {
+                let (efforts, default_effort) = match &choice.spec {
+                    crate::model::ModelSpec::OpenAi(spec) => (
+                        spec.efforts.iter().map(|(name, _)| name.clone()).collect(),
+                        spec.default_effort.clone(),
+                    ),
+                    _ => (Vec::new(), None),
+                };
                 Ok(Offered {
                     name: choice.name.clone(),
                     description: choice.description.clone(),
                     model: model::open(&choice.spec)?,
                     limits: choice.limits,
+                    efforts,
+                    default_effort,
                 })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
@@ -453,6 +465,21 @@ impl Host {
 
     /// What a turn of `session` works with: its model, its tool providers (the plugins, then
     /// its MCP servers) and the host's ports.
+    /// The reasoning-effort levels of the model `session` uses (empty: no choice).
+    pub(crate) fn efforts_of(&self, session: &Session) -> Vec<String> {
+        self.offered_model(session.model_choice().as_deref()).efforts.clone()
+    }
+
+    /// The effort `session`'s requests carry: its choice when its model offers that level,
+    /// else the model's default (none for a model without levels).
+    pub(crate) fn effort_of(&self, session: &Session) -> Option<String> {
+        let offered = self.offered_model(session.model_choice().as_deref());
+        session
+            .effort_choice()
+            .filter(|chosen| offered.efforts.contains(chosen))
+            .or_else(|| offered.default_effort.clone())
+    }
+
     pub(crate) fn turn(&self, session: &Session) -> crate::turn::Turn {
         let offered = self.offered_model(session.model_choice().as_deref());
         let plugins = crate::turn::PluginTools {
@@ -472,6 +499,7 @@ impl Host {
         crate::turn::Turn {
             model: Arc::clone(&offered.model),
             limits: offered.limits,
+            effort: self.effort_of(session),
             tools: hotsh_core::tools::ToolRouter::new(providers, self.sandbox.confines()),
             ports: Arc::new(crate::turn::HostPorts {
                 executor: Arc::clone(&self.executor),

@@ -34,6 +34,8 @@ pub struct Folded {
     pub title: Option<String>,
     /// The model the session chose last, if it chose one.
     pub model: Option<String>,
+    /// The reasoning effort it chose last, if it chose one.
+    pub effort: Option<String>,
     /// The session's sandbox override, if it set one.
     pub sandbox_mode: Option<crate::sandbox::Mode>,
     /// The session's ACP mode (`default` unless it chose `plan`).
@@ -53,6 +55,7 @@ pub fn fold(records: Vec<Record>) -> Result<Folded, String> {
     let mut next_call = 1;
     let mut title = None;
     let mut model = None;
+    let mut effort = None;
     let mut sandbox_mode = None;
     let mut session_mode = None;
     let mut seen_files = HashMap::new();
@@ -119,6 +122,7 @@ pub fn fold(records: Vec<Record>) -> Result<Folded, String> {
                 noticed.insert(task_id.clone());
             }
             Record::Fact(Fact::ModelChosen { model: chosen }) => model = Some(chosen),
+            Record::Fact(Fact::EffortChosen { effort: chosen }) => effort = Some(chosen),
             Record::Fact(Fact::SandboxMode { mode }) => sandbox_mode = Some(mode),
             Record::Fact(Fact::SessionMode { mode }) => session_mode = Some(mode),
             Record::Fact(Fact::FileSeen { path, sha256 }) => {
@@ -148,6 +152,7 @@ pub fn fold(records: Vec<Record>) -> Result<Folded, String> {
         open_tasks,
         title,
         model,
+        effort,
         sandbox_mode,
         session_mode,
         seen_files,

@@ -63,6 +63,10 @@ pub enum Fact {
     ModelChosen {
         model: String,
     },
+    /// The session's reasoning effort (last wins).
+    EffortChosen {
+        effort: String,
+    },
     /// The session's sandbox override (last wins).
     SandboxMode {
         mode: crate::sandbox::Mode,
@@ -174,6 +178,7 @@ impl Fact {
         "task_ended",
         "task_reported",
         "model_chosen",
+        "effort_chosen",
         "sandbox_mode",
         "session_mode",
         "escalation",

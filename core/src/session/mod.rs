@@ -488,6 +488,8 @@ struct State {
     logged_output: HashMap<ToolCallId, usize>,
     /// The model this session chose, when it chose one.
     model: Option<String>,
+    /// The reasoning effort this session chose, when it chose one.
+    effort: Option<String>,
     /// The sandbox mode this session chose, when it chose one.
     sandbox_mode: Option<Mode>,
     /// In plan mode (which caps commands at read-only).
@@ -520,6 +522,7 @@ impl Session {
                 notices: folded.pending_notices.clone(),
                 logged_output: HashMap::new(),
                 model: folded.model.clone(),
+                effort: folded.effort.clone(),
                 sandbox_mode: folded.sandbox_mode,
                 planning: folded.session_mode.as_deref() == Some(PLAN_MODE),
                 seen_files: folded.seen_files.clone(),
@@ -782,6 +785,17 @@ impl Session {
     pub async fn choose_model(&self, model: String) {
         let chosen = model.clone();
         self.change(Fact::ModelChosen { model }, |state| state.model = Some(chosen)).await;
+    }
+
+    /// The reasoning effort this session chose, if it chose one.
+    pub fn effort_choice(&self) -> Option<String> {
+        lock(&self.state).effort.clone()
+    }
+
+    /// Sets the session's reasoning effort (a level its model offers), in the log and here.
+    pub async fn choose_effort(&self, effort: String) {
+        let chosen = effort.clone();
+        self.change(Fact::EffortChosen { effort }, |state| state.effort = Some(chosen)).await;
     }
 
     /// The sandbox mode this session chose, if it chose one.

@@ -554,6 +554,20 @@ fn config_options(host: &Host, session: &crate::session::Session) -> Vec<Session
             .category(SessionConfigOptionCategory::Model)
             .description("The model this session talks to".to_owned()),
     ];
+    let efforts = host.efforts_of(session);
+    if let Some(current) = host.effort_of(session)
+        && !efforts.is_empty()
+    {
+        let levels = efforts
+            .into_iter()
+            .map(|level| SessionConfigSelectOption::new(level.clone(), level))
+            .collect::<Vec<_>>();
+        options.push(
+            SessionConfigOption::select(EFFORT_OPTION, "Reasoning effort", current, levels)
+                .category(SessionConfigOptionCategory::ThoughtLevel)
+                .description("How much the model reasons before it answers".to_owned()),
+        );
+    }
     if host.sandbox.offered() {
         let current = session.sandbox_choice().unwrap_or(host.sandbox.default_mode);
         let modes = Mode::ALL
@@ -573,6 +587,9 @@ fn config_options(host: &Host, session: &crate::session::Session) -> Vec<Session
     }
     options
 }
+
+/// The config option holding the session's reasoning effort.
+const EFFORT_OPTION: &str = "reasoning_effort";
 
 /// The config option holding the session's sandbox mode.
 const SANDBOX_OPTION: &str = "sandbox_mode";
@@ -649,8 +666,29 @@ async fn set_config_option(
         flushed(&session).await?;
         return Ok(SetSessionConfigOptionResponse::new(config_options(host, &session)));
     }
+    if request.config_id.0.as_ref() == EFFORT_OPTION {
+        let levels = host.efforts_of(&session);
+        let SessionConfigOptionValue::ValueId { value } = request.value else {
+            return Err(invalid_params(format!("the `{EFFORT_OPTION}` option takes a level")));
+        };
+        if !levels.iter().any(|level| level.as_str() == value.0.as_ref()) {
+            let offered = if levels.is_empty() {
+                "this session's model offers no levels".to_owned()
+            } else {
+                format!("the levels are {}", levels.join(", "))
+            };
+            return Err(invalid_params(format!("unknown effort `{}`; {offered}", value.0)));
+        }
+        session.choose_effort(value.0.to_string()).await;
+        flushed(&session).await?;
+        return Ok(SetSessionConfigOptionResponse::new(config_options(host, &session)));
+    }
     if request.config_id.0.as_ref() != "model" {
-        let known = if host.sandbox.offered() { "`model` and `sandbox_mode`" } else { "`model`" };
+        let known = if host.sandbox.offered() {
+            "`model`, `reasoning_effort` (for models with levels) and `sandbox_mode`"
+        } else {
+            "`model` and `reasoning_effort` (for models with levels)"
+        };
         return Err(invalid_params(format!(
             "unknown option `{}`; hotsh has {known}",
             request.config_id.0

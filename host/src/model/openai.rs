@@ -47,6 +47,9 @@ impl std::fmt::Debug for ApiKey {
     }
 }
 
+/// A reasoning-effort level: its name and the request body fields it sets.
+pub(crate) type EffortFields = (String, serde_json::Map<String, Value>);
+
 /// Everything an OpenAI-compatible model needs.
 #[derive(Debug, Clone)]
 pub(crate) struct OpenAiSpec {
@@ -59,6 +62,10 @@ pub(crate) struct OpenAiSpec {
     pub(crate) extra: serde_json::Map<String, Value>,
     /// Whether the model takes images (sent as `image_url` parts).
     pub(crate) images: bool,
+    /// Its reasoning-effort levels: each a name and the body fields it sets.
+    pub(crate) efforts: Vec<EffortFields>,
+    /// The level sessions start with.
+    pub(crate) default_effort: Option<String>,
 }
 
 #[derive(Debug)]
@@ -156,6 +163,13 @@ impl OpenAiModel {
         }
         if let Value::Object(body) = &mut body {
             for (key, value) in &self.spec.extra {
+                body.insert(key.clone(), value.clone());
+            }
+            let level = request
+                .effort
+                .as_deref()
+                .and_then(|effort| self.spec.efforts.iter().find(|(name, _)| name == effort));
+            for (key, value) in level.map(|(_, fields)| fields).into_iter().flatten() {
                 body.insert(key.clone(), value.clone());
             }
         }

@@ -148,7 +148,55 @@ fn spec(
         .filter_map(|(k, v)| serde_json::to_value(v).ok().map(|v| (k, v)))
         .collect();
     let images = profile.is_some_and(|p| p.images);
-    Ok(ModelSpec::OpenAi(OpenAiSpec { model, base_url, key, extra, images }))
+    let effort = profile.and_then(|p| p.effort.as_ref());
+    let efforts = effort.map(efforts_of).transpose()?.unwrap_or_default();
+    let default_effort = effort
+        .and_then(|e| e.default.clone())
+        .or_else(|| efforts.first().map(|(name, _)| name.clone()));
+    Ok(ModelSpec::OpenAi(OpenAiSpec {
+        model,
+        base_url,
+        key,
+        extra,
+        images,
+        efforts,
+        default_effort,
+    }))
+}
+
+/// A profile's effort levels as request fields; a level named twice, or a default that is
+/// not a level, is an error.
+fn efforts_of(
+    effort: &crate::config::EffortConfig,
+) -> Result<Vec<super::openai::EffortFields>, String> {
+    use crate::config::EffortLevel;
+    let mut levels = Vec::new();
+    for level in &effort.levels {
+        let (name, fields) = match level {
+            EffortLevel::Name(name) => {
+                let mut fields = serde_json::Map::new();
+                fields.insert("reasoning_effort".to_owned(), serde_json::json!(name));
+                (name.clone(), fields)
+            }
+            EffortLevel::Fields { name, fields } => (
+                name.clone(),
+                fields
+                    .iter()
+                    .filter_map(|(k, v)| serde_json::to_value(v).ok().map(|v| (k.clone(), v)))
+                    .collect(),
+            ),
+        };
+        if levels.iter().any(|(known, _)| *known == name) {
+            return Err(format!("effort level `{name}` is named twice"));
+        }
+        levels.push((name, fields));
+    }
+    if let Some(default) = &effort.default
+        && !levels.iter().any(|(name, _)| name == default)
+    {
+        return Err(format!("the default effort `{default}` is not one of its levels"));
+    }
+    Ok(levels)
 }
 
 /// The window of a scripted model (and of none): never filled by what a script plays.
@@ -312,5 +360,21 @@ mod tests {
         assert_eq!(openai(&choices).key.as_ref().map(|k| k.from.as_str()), Some("HOTSH_API_KEY"));
         let names: Vec<&str> = choices.choices.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["deepseek", "openai"]);
+    }
+
+    #[test]
+    fn effort_levels_that_repeat_or_a_default_that_is_not_one_are_refused() {
+        let with = |effort: &str| -> Result<ModelChoices, String> {
+            let file: ConfigFile = toml::from_str(&format!(
+                "model = \"x\"\n[models.x]\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\n[models.x.effort]\n{effort}"
+            ))
+            .expect("config");
+            resolve(&ModelFlags::default(), &file, &env_of(&[]))
+        };
+        let ok = with("levels = [\"low\", \"high\"]\n").expect("valid");
+        assert_eq!(openai(&ok).default_effort.as_deref(), Some("low"));
+        assert!(with("levels = [\"low\", \"low\"]\n").expect_err("refused").contains("named twice"));
+        let error = with("levels = [\"low\"]\ndefault = \"max\"\n").expect_err("refused");
+        assert!(error.contains("not one of its levels"), "{error}");
     }
 }

@@ -498,3 +498,92 @@ fn a_plan_is_shown_logged_replayed_and_kept_in_the_summary() {
         .collect();
     assert_eq!(of_kind(&replayed, "plan"), plans);
 }
+
+#[test]
+fn reasoning_effort_is_a_session_option_that_reaches_the_request_and_survives_a_restart() {
+    let data = tempfile::tempdir().unwrap();
+    let effort = "[models.tiny.effort]\nlevels = [\"low\", \"medium\", { name = \"max\", fields = { reasoning_effort = \"high\", thinking = { type = \"enabled\" } } }]\ndefault = \"medium\"\n";
+    let with_effort = |provider: &FakeProvider| {
+        let mut options = options(provider, Some(data.path()), "");
+        options.config = options.config.map(|c| format!("{c}{effort}"));
+        options
+    };
+    let provider = FakeProvider::start(vec![answer("one", None), answer("two", None)]);
+    let mut agent = Agent::start(with_effort(&provider));
+    agent.initialize(true);
+    let created = agent.call("session/new", json!({"cwd": agent.workdir, "mcpServers": []}));
+    let session = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    let option = created["result"]["configOptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "reasoning_effort")
+        .cloned()
+        .expect("an effort option");
+    assert_eq!(option["category"], "thought_level");
+    assert_eq!(option["currentValue"], "medium");
+    let levels: Vec<&str> = option["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["value"].as_str().unwrap())
+        .collect();
+    assert_eq!(levels, ["low", "medium", "max"]);
+    assert_eq!(agent.prompt(&session, "think")["result"]["stopReason"], "end_turn");
+    assert_eq!(provider.received()[0].body["reasoning_effort"], "medium");
+
+    // A level that is not offered is refused, saying which are.
+    let refused = agent.call(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "reasoning_effort", "value": "extreme"}),
+    );
+    assert!(
+        refused["error"]["message"].as_str().unwrap().contains("the levels are low, medium, max"),
+        "{refused}"
+    );
+    let set = agent.call(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "reasoning_effort", "value": "max"}),
+    );
+    assert!(set.get("result").is_some(), "{set}");
+    assert_eq!(agent.prompt(&session, "think harder")["result"]["stopReason"], "end_turn");
+    let body = provider.received()[1].body.clone();
+    assert_eq!(
+        (&body["reasoning_effort"], &body["thinking"]),
+        (&json!("high"), &json!({"type": "enabled"}))
+    );
+
+    // Logged: a new process loads the session with the level it chose.
+    agent.kill9();
+    let provider = FakeProvider::start(vec![answer("three", None)]);
+    let mut second = Agent::start(with_effort(&provider));
+    second.initialize(true);
+    second.wait_for_stderr("initial plugin scan done");
+    let load = second.call(
+        "session/load",
+        json!({"sessionId": session, "cwd": agent.workdir, "mcpServers": []}),
+    );
+    let current = load["result"]["configOptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "reasoning_effort")
+        .map(|o| o["currentValue"].clone());
+    assert_eq!(current, Some(json!("max")), "{load}");
+    assert_eq!(second.prompt(&session, "again")["result"]["stopReason"], "end_turn");
+    assert_eq!(provider.received()[0].body["thinking"], json!({"type": "enabled"}));
+
+    // A model without levels offers no such option.
+    let plain = FakeProvider::start(vec![]);
+    let mut agent = Agent::start(options(&plain, None, ""));
+    agent.initialize(true);
+    let created = agent.call("session/new", json!({"cwd": agent.workdir, "mcpServers": []}));
+    assert!(
+        !created["result"]["configOptions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["id"] == "reasoning_effort"),
+        "{created}"
+    );
+}
