@@ -6,6 +6,7 @@
 //! at four bytes a token (the usual rule for English text and code), and marked as estimates.
 
 use crate::model::{Message, ModelRequest, Usage};
+use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 /// The window assumed for a model nobody names one for (conservative: compaction comes early
@@ -94,8 +95,8 @@ fn message_bytes(message: &Message) -> usize {
 }
 
 /// Estimated tokens of some messages.
-pub fn messages_tokens(messages: &[Message]) -> u64 {
-    tokens_of(messages.iter().map(message_bytes).sum())
+pub fn messages_tokens(messages: &[Arc<Message>]) -> u64 {
+    tokens_of(messages.iter().map(|m| message_bytes(m)).sum())
 }
 
 /// Estimated tokens of everything a request carries.
@@ -149,7 +150,7 @@ pub fn context_use(usage: Option<&Usage>, estimate: u64, window: u64) -> Context
 /// live and on load, so the next request after a restart is the one the live process sent.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct History {
-    pub messages: Vec<Message>,
+    pub messages: Vec<Arc<Message>>,
     /// What the provider (or a compaction) last said the context held, and when.
     mark: Option<Mark>,
     /// The length of the history right after the last compaction.
@@ -183,7 +184,7 @@ impl History {
             Record::Event(event) => self.apply_event(event),
             record => {
                 if let Some(message) = record.history_message() {
-                    self.messages.push(message);
+                    self.messages.push(Arc::new(message));
                 }
             }
         }
@@ -271,13 +272,10 @@ Your summary of it (the full thread is still in the session's log):]\n\n";
 
 impl Compaction {
     /// The history after it: the kept prompts, then the summary as one message.
-    pub fn history(&self) -> Vec<Message> {
-        let mut history: Vec<Message> = self
-            .kept_prompts
-            .iter()
-            .map(|text| Message::User { text: text.clone(), images: Vec::new() })
-            .collect();
-        history.push(Message::User { text: summary_message(&self.summary), images: Vec::new() });
+    pub fn history(&self) -> Vec<Arc<Message>> {
+        let user = |text: String| Arc::new(Message::User { text, images: Vec::new() });
+        let mut history: Vec<Arc<Message>> = self.kept_prompts.iter().cloned().map(user).collect();
+        history.push(user(summary_message(&self.summary)));
         history
     }
 }
@@ -288,11 +286,11 @@ fn summary_message(summary: &str) -> String {
 
 /// The user's most recent prompts (not notices), oldest first, within `budget` tokens; the
 /// last one is cut to the budget when it alone is longer.
-pub fn recent_prompts(history: &[Message], budget: u64) -> Vec<String> {
+pub fn recent_prompts(history: &[Arc<Message>], budget: u64) -> Vec<String> {
     let mut kept = Vec::new();
     let mut left = budget;
     for message in history.iter().rev() {
-        let Message::User { text, .. } = message else { continue };
+        let Message::User { text, .. } = message.as_ref() else { continue };
         if text.starts_with(SUMMARY_HEADER) {
             continue;
         }
@@ -351,7 +349,7 @@ pub fn summary_instruction(focus: Option<&str>, plan: Option<&str>) -> String {
 /// The history as a summary request carries it: each tool result, notice, reasoning and
 /// tool call's arguments longer than `room` bytes (a quarter of `room` tokens) keeps its head and tail only (a command's whole output rarely matters to
 /// a summary; what it showed at its start and end does).
-pub fn shrunk_for_summary(messages: &[Message], room: u64) -> Vec<Message> {
+pub fn shrunk_for_summary(messages: &[Arc<Message>], room: u64) -> Vec<Arc<Message>> {
     let cap = (room as usize).max(256);
     let shrink = |text: &String| -> String {
         if text.len() <= cap {
@@ -371,12 +369,16 @@ pub fn shrunk_for_summary(messages: &[Message], room: u64) -> Vec<Message> {
     };
     messages
         .iter()
-        .map(|message| match message {
-            Message::Tool { call_id, text, is_error } => {
-                Message::Tool { call_id: call_id.clone(), text: shrink(text), is_error: *is_error }
+        .map(|message| match message.as_ref() {
+            Message::Tool { text, .. } | Message::Notice { text } if text.len() <= cap => {
+                Arc::clone(message)
             }
-            Message::Notice { text } => Message::Notice { text: shrink(text) },
-            Message::Assistant { text, reasoning, tool_calls } => Message::Assistant {
+            Message::User { .. } => Arc::clone(message),
+            Message::Tool { call_id, text, is_error } => Arc::new({
+                Message::Tool { call_id: call_id.clone(), text: shrink(text), is_error: *is_error }
+            }),
+            Message::Notice { text } => Arc::new(Message::Notice { text: shrink(text) }),
+            Message::Assistant { text, reasoning, tool_calls } => Arc::new(Message::Assistant {
                 text: text.clone(),
                 reasoning: reasoning.as_ref().map(shrink),
                 tool_calls: tool_calls
@@ -386,15 +388,14 @@ pub fn shrunk_for_summary(messages: &[Message], room: u64) -> Vec<Message> {
                         ..call.clone()
                     })
                     .collect(),
-            },
-            other => other.clone(),
+            }),
         })
         .collect()
 }
 
 /// The oldest messages to leave out of a summary request so that it fits `room` tokens:
 /// whole messages from the front, never a tool result without the call before it.
-pub fn fit_from_front(messages: &[Message], room: u64) -> usize {
+pub fn fit_from_front(messages: &[Arc<Message>], room: u64) -> usize {
     let mut total = messages_tokens(messages);
     let mut skip = 0;
     while total > room && skip < messages.len() {
@@ -402,7 +403,7 @@ pub fn fit_from_front(messages: &[Message], room: u64) -> usize {
         skip += 1;
     }
     // A tool result whose call was left out cannot start the request.
-    while skip < messages.len() && matches!(messages[skip], Message::Tool { .. }) {
+    while skip < messages.len() && matches!(*messages[skip], Message::Tool { .. }) {
         skip += 1;
     }
     skip
@@ -412,8 +413,8 @@ pub fn fit_from_front(messages: &[Message], room: u64) -> usize {
 mod tests {
     use super::*;
 
-    fn user(text: &str) -> Message {
-        Message::User { text: text.into(), images: Vec::new() }
+    fn user(text: &str) -> Arc<Message> {
+        Arc::new(Message::User { text: text.into(), images: Vec::new() })
     }
 
     #[test]
@@ -421,7 +422,7 @@ mod tests {
         let history = vec![
             user(&"a".repeat(400)),
             user("bb"),
-            Message::Notice { text: "n".into() },
+            Arc::new(Message::Notice { text: "n".into() }),
             user("cc"),
         ];
         assert_eq!(recent_prompts(&history, 10), ["bb", "cc"]);
@@ -457,8 +458,12 @@ mod tests {
         };
         let history = vec![
             user(&"a".repeat(4000)),
-            Message::Assistant { text: String::new(), reasoning: None, tool_calls: vec![call] },
-            Message::Tool { call_id: "c".into(), text: "out".into(), is_error: false },
+            Arc::new(Message::Assistant {
+                text: String::new(),
+                reasoning: None,
+                tool_calls: vec![call],
+            }),
+            Arc::new(Message::Tool { call_id: "c".into(), text: "out".into(), is_error: false }),
             user("next"),
         ];
         assert_eq!(fit_from_front(&history, 12), 3);

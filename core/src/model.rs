@@ -4,6 +4,7 @@
 use futures::future::BoxFuture;
 use serde::Serialize;
 use std::path::PathBuf;
+use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// One message of the conversation, in the order the model saw or said it.
@@ -74,7 +75,9 @@ pub struct ToolEffects {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ModelRequest {
     pub system: String,
-    pub messages: Vec<Message>,
+    /// Shared with the session's history (a request costs no copy of it; an adapter may keep
+    /// what it made of a message by its address while it holds the message).
+    pub messages: Vec<Arc<Message>>,
     pub tools: Vec<ToolDefinition>,
     /// The reasoning effort the session chose (a level the model's profile names).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -373,7 +373,7 @@ async fn compact(
     let mut attempts = 1;
     let summary = loop {
         let mut messages = shrunk[skip..].to_vec();
-        messages.push(Message::User { text: instruction.clone(), images: Vec::new() });
+        messages.push(Arc::new(Message::User { text: instruction.clone(), images: Vec::new() }));
         let request = ModelRequest {
             system: base.system.clone(),
             messages,

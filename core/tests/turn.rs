@@ -235,7 +235,7 @@ async fn a_turn_runs_tools_until_the_model_answers_and_its_log_folds_back_to_its
     let results: Vec<_> = requests[1]
         .messages
         .iter()
-        .filter_map(|m| match m {
+        .filter_map(|m| match &**m {
             hotsh_core::model::Message::Tool { text, is_error, .. } => {
                 Some((text.clone(), *is_error))
             }
@@ -400,7 +400,7 @@ fn folded(f: &Fixture) -> fold::Folded {
 }
 
 fn is_summary_request(request: &ModelRequest) -> bool {
-    matches!(request.messages.last(), Some(hotsh_core::model::Message::User { text, .. }) if text.contains("Write a summary"))
+    matches!(request.messages.last().map(|m| &**m), Some(hotsh_core::model::Message::User { text, .. }) if text.contains("Write a summary"))
 }
 
 #[tokio::test]
@@ -433,9 +433,9 @@ async fn past_the_threshold_the_history_is_compacted_before_the_next_request_and
     // The request after it: the user's prompt, then the summary; under the window.
     let after = &requests[2].messages;
     assert_eq!(after.len(), 2, "{after:?}");
-    assert!(matches!(&after[0], hotsh_core::model::Message::User { text, .. } if text == "go"));
+    assert!(matches!(&*after[0], hotsh_core::model::Message::User { text, .. } if text == "go"));
     assert!(
-        matches!(&after[1], hotsh_core::model::Message::User { text, .. } if text.ends_with("SUMMARY: echoed a big value"))
+        matches!(&*after[1], hotsh_core::model::Message::User { text, .. } if text.ends_with("SUMMARY: echoed a big value"))
     );
     assert!(hotsh_core::context::request_tokens(&requests[2]) < 1000);
     // The log holds the full thread and the compaction; its fold is the live history.
@@ -478,7 +478,7 @@ async fn a_failed_or_cancelled_compaction_leaves_the_history_as_it_was() {
     assert_eq!(requests[2].messages[0], requests[0].messages[0]);
     // The summary request held the call's result, cut to fit.
     assert!(
-        matches!(&requests[1].messages[2], hotsh_core::model::Message::Tool { text, .. } if text.contains("cut for the summary")),
+        matches!(&*requests[1].messages[2], hotsh_core::model::Message::Tool { text, .. } if text.contains("cut for the summary")),
         "{:?}",
         requests[1].messages
     );
@@ -574,7 +574,7 @@ async fn compact_now_uses_the_focus_and_a_turn_stops_at_its_request_limit() {
         Ok(StopReason::EndTurn)
     );
     let requests = model.requests.lock().unwrap().clone();
-    let Some(hotsh_core::model::Message::User { text, .. }) = requests[1].messages.last() else {
+    let Some(hotsh_core::model::Message::User { text, .. }) = requests[1].messages.last().map(|m| &**m) else {
         panic!()
     };
     assert!(text.ends_with("focus on: the parser"), "{text}");

@@ -1127,6 +1127,16 @@ pub struct FakeProvider {
 
 impl FakeProvider {
     pub fn start(replies: Vec<Reply>) -> Self {
+        Self::start_with(replies, true)
+    }
+
+    /// A provider that does not parse what it receives (its `body` is `null`): a benchmark's,
+    /// whose own work must not grow with the requests.
+    pub fn start_unparsed(replies: Vec<Reply>) -> Self {
+        Self::start_with(replies, false)
+    }
+
+    fn start_with(replies: Vec<Reply>, parse: bool) -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         let base_url = format!("http://{}/v1", listener.local_addr().expect("address"));
         let received = std::sync::Arc::new(Mutex::new(Vec::new()));
@@ -1136,7 +1146,7 @@ impl FakeProvider {
             let mut replies = replies.into_iter();
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { continue };
-                let Some(request) = read_request(&mut stream) else { continue };
+                let Some(request) = read_request(&mut stream, parse) else { continue };
                 log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(request);
                 let reply = replies.next().unwrap_or(Reply::Status {
                     code: 500,
@@ -1164,7 +1174,7 @@ impl FakeProvider {
 }
 
 /// Reads one HTTP/1.1 request (headers, then a `Content-Length` body).
-pub(crate) fn read_request(stream: &mut std::net::TcpStream) -> Option<Received> {
+pub(crate) fn read_request(stream: &mut std::net::TcpStream, parse: bool) -> Option<Received> {
     use std::io::Read as _;
     let mut bytes = Vec::new();
     let mut buffer = [0u8; 8192];
@@ -1199,7 +1209,11 @@ pub(crate) fn read_request(stream: &mut std::net::TcpStream) -> Option<Received>
         }
         bytes.extend_from_slice(&buffer[..n]);
     }
-    let body = serde_json::from_slice(&bytes[header_end..]).unwrap_or(Value::Null);
+    let body = if parse {
+        serde_json::from_slice(&bytes[header_end..]).unwrap_or(Value::Null)
+    } else {
+        Value::Null
+    };
     Some(Received { method, path, headers, body })
 }
 

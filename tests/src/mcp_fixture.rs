@@ -229,7 +229,7 @@ impl HttpServer {
                 let Ok(mut stream) = stream else { continue };
                 let (fixture, seen) = (Arc::clone(&fixture), Arc::clone(&seen));
                 std::thread::spawn(move || {
-                    let Some(request) = crate::read_request(&mut stream) else { return };
+                    let Some(request) = crate::read_request(&mut stream, true) else { return };
                     if let Some(token) = request.header("x-fixture-token") {
                         seen.lock()
                             .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -258,7 +258,7 @@ mod tests {
         let folded = fold(records).expect("folds");
         assert_eq!(
             folded.history.messages,
-            vec![Message::User { text: "go".into(), images: Vec::new() }]
+            vec![std::sync::Arc::new(Message::User { text: "go".into(), images: Vec::new() })]
         );
         assert_eq!(folded.next_call, 8);
         assert_eq!(folded.title.as_deref(), Some("go"));

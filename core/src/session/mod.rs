@@ -874,7 +874,7 @@ impl Session {
         }
     }
 
-    pub fn messages(&self) -> Vec<Message> {
+    pub fn messages(&self) -> Vec<std::sync::Arc<Message>> {
         lock(&self.state).history.messages.clone()
     }
 

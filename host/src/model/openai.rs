@@ -24,6 +24,7 @@ use futures::StreamExt as _;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -72,6 +73,34 @@ pub(crate) struct OpenAiSpec {
 pub(crate) struct OpenAiModel {
     spec: OpenAiSpec,
     client: reqwest::Client,
+    /// The messages sessions sent lately, encoded.
+    encoded: std::sync::Mutex<Encoded>,
+}
+
+/// The sessions kept encoded at most (the least recently asked for goes first).
+const ENCODED_SESSIONS: usize = 16;
+
+/// Encoded messages of the sessions that sent requests lately: each message, held so its
+/// address stays its own, and its JSON.
+#[derive(Debug, Default)]
+struct Encoded {
+    sessions: Vec<(String, Vec<(Arc<Message>, Box<str>)>)>,
+}
+
+impl Encoded {
+    /// `session`'s encoded messages, it now the most recent.
+    fn of(&mut self, session: &str) -> &mut Vec<(Arc<Message>, Box<str>)> {
+        let entry = match self.sessions.iter().position(|(id, _)| id == session) {
+            Some(at) => self.sessions.remove(at),
+            None => (session.to_owned(), Vec::new()),
+        };
+        if self.sessions.len() >= ENCODED_SESSIONS {
+            self.sessions.remove(0);
+        }
+        self.sessions.push(entry);
+        let last = self.sessions.len() - 1;
+        &mut self.sessions[last].1
+    }
 }
 
 impl OpenAiModel {
@@ -82,7 +111,7 @@ impl OpenAiModel {
                 // Between two chunks of a stream: a provider that goes silent this long is gone.
                 .read_timeout(Duration::from_secs(300))
         })?;
-        Ok(Self { spec, client })
+        Ok(Self { spec, client, encoded: std::sync::Mutex::default() })
     }
 
     /// A user message: text, and the images as `image_url` parts when the model takes
@@ -113,43 +142,47 @@ impl OpenAiModel {
         format!("{}/chat/completions", self.spec.base_url.trim_end_matches('/'))
     }
 
-    /// The request body: the conversation in OpenAI's message format, the tools as functions.
-    pub(crate) fn body(&self, request: &ModelRequest) -> Value {
-        let mut messages = vec![json!({"role": "system", "content": request.system})];
-        for message in &request.messages {
-            messages.push(match message {
-                Message::User { text, images } => self.user_message(text, images),
-                Message::Notice { text } => json!({"role": "user", "content": text}),
-                Message::Assistant { text, reasoning, tool_calls } => {
-                    let mut out = json!({"role": "assistant", "content": text});
-                    if !tool_calls.is_empty() {
-                        out["tool_calls"] = tool_calls
-                            .iter()
-                            .map(|call| {
-                                json!({"id": call.id, "type": "function",
-                                   "function": {"name": call.name, "arguments": call.arguments}})
-                            })
-                            .collect();
-                        // DeepSeek: a message that made tool calls keeps its reasoning.
-                        if let Some(reasoning) = reasoning {
-                            out["reasoning_content"] = json!(reasoning);
-                        }
+    /// One message of the conversation in OpenAI's format.
+    fn message(&self, message: &Message) -> Value {
+        match message {
+            Message::User { text, images } => self.user_message(text, images),
+            Message::Notice { text } => json!({"role": "user", "content": text}),
+            Message::Assistant { text, reasoning, tool_calls } => {
+                let mut out = json!({"role": "assistant", "content": text});
+                if !tool_calls.is_empty() {
+                    out["tool_calls"] = tool_calls
+                        .iter()
+                        .map(|call| {
+                            json!({"id": call.id, "type": "function",
+                               "function": {"name": call.name, "arguments": call.arguments}})
+                        })
+                        .collect();
+                    // DeepSeek: a message that made tool calls keeps its reasoning.
+                    if let Some(reasoning) = reasoning {
+                        out["reasoning_content"] = json!(reasoning);
                     }
-                    out
                 }
-                Message::Tool { call_id, text, .. } => {
-                    json!({"role": "tool", "tool_call_id": call_id, "content": text})
-                }
-            });
+                out
+            }
+            Message::Tool { call_id, text, .. } => {
+                json!({"role": "tool", "tool_call_id": call_id, "content": text})
+            }
         }
-        let mut body = json!({
+    }
+
+    /// The request body of `session`'s request: the conversation in OpenAI's message format,
+    /// the tools as functions. Each message is encoded once: the encodings of the messages a
+    /// session sent before are kept (by the message's address, the message held meanwhile) and
+    /// copied, so a request costs the encoding of what is new plus a copy, however long the
+    /// conversation is.
+    pub(crate) fn body(&self, session: &str, request: &ModelRequest) -> Vec<u8> {
+        let mut rest = json!({
             "model": self.spec.model,
-            "messages": messages,
             "stream": true,
             "stream_options": {"include_usage": true},
         });
         if !request.tools.is_empty() {
-            body["tools"] = request
+            rest["tools"] = request
                 .tools
                 .iter()
                 .map(|tool| {
@@ -161,24 +194,47 @@ impl OpenAiModel {
                 })
                 .collect();
         }
-        if let Value::Object(body) = &mut body {
-            for (key, value) in &self.spec.extra {
-                body.insert(key.clone(), value.clone());
-            }
+        if let Value::Object(rest) = &mut rest {
             let level = request
                 .effort
                 .as_deref()
                 .and_then(|effort| self.spec.efforts.iter().find(|(name, _)| name == effort));
-            for (key, value) in level.map(|(_, fields)| fields).into_iter().flatten() {
-                body.insert(key.clone(), value.clone());
+            let fields = self.spec.extra.iter().chain(level.map(|(_, f)| f).into_iter().flatten());
+            // The conversation is hotsh's to send.
+            for (key, value) in fields.filter(|(key, _)| *key != "messages") {
+                rest.insert(key.clone(), value.clone());
             }
         }
+        let rest = rest.to_string();
+        let system = json!({"role": "system", "content": request.system}).to_string();
+        let mut encoded = crate::sync::lock(&self.encoded);
+        let messages = encoded.of(session);
+        let same = messages
+            .iter()
+            .zip(&request.messages)
+            .take_while(|((held, _), message)| Arc::ptr_eq(held, message))
+            .count();
+        messages.truncate(same);
+        for message in &request.messages[same..] {
+            messages.push((Arc::clone(message), self.message(message).to_string().into()));
+        }
+        let length = messages.iter().map(|(_, json)| json.len() + 1).sum::<usize>();
+        let mut body = Vec::with_capacity(16 + system.len() + length + rest.len());
+        body.extend_from_slice(b"{\"messages\":[");
+        body.extend_from_slice(system.as_bytes());
+        for (_, json) in messages.iter() {
+            body.push(b',');
+            body.extend_from_slice(json.as_bytes());
+        }
+        body.extend_from_slice(b"],");
+        // `rest` is an object with at least `model`: its members follow the messages.
+        body.extend_from_slice(&rest.as_bytes()[1..]);
         body
     }
 
     async fn attempt(
         &self,
-        body: &Value,
+        body: &[u8],
         events: &mpsc::UnboundedSender<ModelEvent>,
         shown: &mut bool,
     ) -> Result<(), Failure> {
@@ -186,7 +242,7 @@ impl OpenAiModel {
             .client
             .post(self.url())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(serde_json::to_vec(body).unwrap_or_default());
+            .body(body.to_vec());
         if let Some(key) = &self.spec.key {
             post = post.bearer_auth(&key.value);
         }
@@ -375,11 +431,11 @@ enum Failure {
 impl Model for OpenAiModel {
     fn respond(
         &self,
-        _session: &str,
+        session: &str,
         request: &ModelRequest,
         events: mpsc::UnboundedSender<ModelEvent>,
     ) -> BoxFuture<'_, Result<(), ModelError>> {
-        let body = self.body(request);
+        let body = self.body(session, request);
         Box::pin(async move {
             let mut backoff = FIRST_BACKOFF;
             let mut attempt = 1;
@@ -416,5 +472,59 @@ impl Model for OpenAiModel {
                 attempt += 1;
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model() -> OpenAiModel {
+        let spec = OpenAiSpec {
+            model: "m".into(),
+            base_url: "http://127.0.0.1:1/v1".into(),
+            key: None,
+            extra: serde_json::Map::from_iter([("temperature".to_owned(), json!(0.5))]),
+            images: false,
+            efforts: Vec::new(),
+            default_effort: None,
+        };
+        OpenAiModel::new(spec).expect("a model")
+    }
+
+    fn user(text: &str) -> Arc<Message> {
+        Arc::new(Message::User { text: text.into(), images: Vec::new() })
+    }
+
+    fn parsed(body: &[u8]) -> Value {
+        serde_json::from_slice(body).expect("the body is JSON")
+    }
+
+    #[test]
+    fn bodies_reuse_what_was_encoded_and_never_send_a_stale_message() {
+        let model = model();
+        let (a, b) = (user("a"), user("b"));
+        let request = |messages: Vec<Arc<Message>>| ModelRequest {
+            system: "sys".into(),
+            messages,
+            tools: Vec::new(),
+            effort: None,
+        };
+        let first = parsed(&model.body("s", &request(vec![Arc::clone(&a), Arc::clone(&b)])));
+        assert_eq!(first["messages"][0], json!({"role": "system", "content": "sys"}));
+        assert_eq!(first["messages"][2], json!({"role": "user", "content": "b"}));
+        assert_eq!((&first["model"], &first["temperature"]), (&json!("m"), &json!(0.5)));
+        let c = user("c");
+        let second = parsed(&model.body("s", &request(vec![Arc::clone(&a), Arc::clone(&b), c])));
+        assert_eq!(second["messages"].as_array().map(Vec::len), Some(4));
+        assert_eq!(second["messages"][3]["content"], "c");
+        // Another message where `b` was (a compaction rewrote the history): encoded anew.
+        let third = parsed(&model.body("s", &request(vec![Arc::clone(&a), user("B")])));
+        assert_eq!(third["messages"].as_array().map(Vec::len), Some(3));
+        assert_eq!(third["messages"][2]["content"], "B");
+        // Another session does not see this one's messages.
+        let other = parsed(&model.body("t", &request(vec![user("x")])));
+        assert_eq!(other["messages"][1]["content"], "x");
+        assert_eq!(crate::sync::lock(&model.encoded).sessions.len(), 2);
     }
 }

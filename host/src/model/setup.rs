@@ -373,7 +373,9 @@ mod tests {
         };
         let ok = with("levels = [\"low\", \"high\"]\n").expect("valid");
         assert_eq!(openai(&ok).default_effort.as_deref(), Some("low"));
-        assert!(with("levels = [\"low\", \"low\"]\n").expect_err("refused").contains("named twice"));
+        assert!(
+            with("levels = [\"low\", \"low\"]\n").expect_err("refused").contains("named twice")
+        );
         let error = with("levels = [\"low\"]\ndefault = \"max\"\n").expect_err("refused");
         assert!(error.contains("not one of its levels"), "{error}");
     }

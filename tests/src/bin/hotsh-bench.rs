@@ -14,6 +14,7 @@
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- models [TURNS] [CHUNKS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- mcp [CALLS] [RUNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- slow-client [SECONDS] [RUNS]
+//! cargo run --release -p hotsh-tests --bin hotsh-bench -- long [TURNS]
 //! ```
 //!
 //! `startup`: per run, spawn `hotsh` (no arguments: plugins from its own directory) and time
@@ -65,6 +66,14 @@
 //! `slow-client`: a client that stops reading while a command prints for SECONDS (default
 //! 12): the host's peak RSS, which the back-pressure toward the client bounds.
 //!
+//! `long`: one session of TURNS (default 600) turns through the OpenAI-compatible adapter and
+//! a loopback server that does not parse what it gets (its own work stays flat), each turn a
+//! `bash` call printing 4 KiB and a short answer, the window too large to compact: the turn's
+//! time (prompt to answer: the host's work on both requests, the command, the cards; medians
+//! of 10 turns) near turn 10 and near the end, the host's RSS there, the log's bytes per turn.
+//! Then a compaction: the same
+//! session compacted with `/compact` (the model's summary is instant), prompt to answer.
+//!
 //! Every benchmark prints each run and the medians. The machine is shared and noisy: compare
 //! medians, not runs.
 
@@ -93,9 +102,10 @@ fn main() {
         Some("edit") => edit(number(&args, 1, 20), number(&args, 2, 5)),
         Some("mcp") => mcp(number(&args, 1, 50), number(&args, 2, 5)),
         Some("slow-client") => slow_client(number(&args, 1, 12), number(&args, 2, 3)),
+        Some("long") => long(number(&args, 1, 600)),
         _ => {
             eprintln!(
-                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS] | card [TURNS] | edit [CALLS] [RUNS] | mcp [CALLS] [RUNS] | slow-client [SECONDS] [RUNS])"
+                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS] | card [TURNS] | edit [CALLS] [RUNS] | mcp [CALLS] [RUNS] | slow-client [SECONDS] [RUNS] | long [TURNS])"
             );
             std::process::exit(2);
         }
@@ -1096,4 +1106,70 @@ fn models(turns: usize, chunks: usize) {
         "chunk written by the server -> its session/update read by the client ({chunks} chunks):"
     );
     println!("  median {:.3} ms, p99 {p99:.3} ms", median(delays));
+}
+
+fn long(turns: usize) {
+    use hotsh_tests::{FakeProvider, Reply, delta};
+    let hotsh = release_dir().join("hotsh");
+    let call = || {
+        let arguments = json!({"command": "head -c 4096 /dev/zero | tr '\\0' a"}).to_string();
+        Reply::Stream(vec![
+            delta(
+                json!({"tool_calls": [{"index": 0, "id": "c", "type": "function",
+                    "function": {"name": "bash", "arguments": arguments}}]}),
+                Some("tool_calls"),
+            ),
+            "data: [DONE]\n\n".into(),
+        ])
+    };
+    let text = |t: &str| {
+        Reply::Stream(vec![delta(json!({"content": t}), Some("stop")), "data: [DONE]\n\n".into()])
+    };
+    let mut replies: Vec<Reply> = (0..turns).flat_map(|_| [call(), text("ok")]).collect();
+    replies.push(text("SUMMARY: printed 4 KiB a turn."));
+    let provider = FakeProvider::start_unparsed(replies);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "model = \"bench\"\n[models.bench]\nbase_url = \"{}\"\nmodel = \"bench\"\ncontext_window = 1000000000\n",
+            provider.base_url
+        ),
+    )
+    .expect("config");
+    let data = dir.path().join("data");
+    let mut agent = Agent::launch(dir, &hotsh, vec!["--config".into(), config.into()]);
+    let session = agent.session.as_str().unwrap_or_default().to_owned();
+    let log = data.join("sessions").join(format!("{session}.jsonl"));
+    let mut times = Vec::new();
+    let mut rss = Vec::new();
+    for turn in 1..=turns {
+        let started = Instant::now();
+        let response = agent.prompt(&format!("turn {turn}"));
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+        times.push(ms(started.elapsed()));
+        rss.push(rss_kib(agent.pid()));
+    }
+    let around = |at: usize| median(times[at.saturating_sub(5)..(at + 5).min(turns)].to_vec());
+    let early = around(10.min(turns / 2));
+    let late = around(turns - 5);
+    let log_bytes = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+    println!("a session of {turns} turns (a 4 KiB command each):");
+    println!(
+        "  turn time near turn 10: {early:.2} ms; near turn {turns}: {late:.2} ms ({:.1}x)",
+        late / early
+    );
+    println!(
+        "  host RSS at turn 10: {:.1} MiB; at turn {turns}: {:.1} MiB ({:.2} MiB per 100 turns)",
+        rss[9.min(turns - 1)] as f64 / 1024.0,
+        rss[turns - 1] as f64 / 1024.0,
+        (rss[turns - 1] as f64 - rss[9.min(turns - 1)] as f64) / 1024.0 / (turns as f64 / 100.0)
+    );
+    println!("  session log: {:.1} KiB per turn", log_bytes as f64 / 1024.0 / turns as f64);
+    let started = Instant::now();
+    let response = agent.prompt("/compact");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    println!("  /compact of the whole session, prompt to answer: {:.2} ms", ms(started.elapsed()));
+    agent.finish();
 }
