@@ -6,8 +6,8 @@
 //! at four bytes a token (the usual rule for English text and code), and marked as estimates.
 
 use crate::model::{Message, ModelRequest, Usage};
-use std::sync::Arc;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// The window assumed for a model nobody names one for (conservative: compaction comes early
 /// rather than a request the provider refuses).

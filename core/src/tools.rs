@@ -165,6 +165,7 @@ pub async fn finish_failed(session: &Session, call_id: &ToolCallId, card: Card, 
             raw_output: serde_json::json!({ "error": text }),
             error: Some(text.to_owned()),
             output_text: None,
+            output_in_result: false,
         })
         .await;
 }

@@ -120,6 +120,7 @@ impl ToolProvider for Tools {
                         raw_output: serde_json::Value::Null,
                         error: None,
                         output_text: Some(call.call.arguments.clone()),
+                        output_in_result: false,
                     })
                     .await;
                 CallResult { text: call.call.arguments.clone(), is_error: false }
@@ -244,20 +245,37 @@ async fn a_turn_runs_tools_until_the_model_answers_and_its_log_folds_back_to_its
         .collect();
     assert_eq!(results[0], (r#"{"x":1}"#.to_owned(), false));
     assert_eq!(results[1], ("unknown tool `nope`; the tools are: echo, shell".to_owned(), true));
-    // The client saw what was logged, in the same order (the prompt is the client's own).
-    let events = f.client.0.lock().unwrap().clone();
-    let logged: Vec<SessionEvent> = log
+    // The log keeps a card's output once, in the tool result.
+    let logged_card_texts = log
         .iter()
-        .filter_map(|r| match r {
-            Record::Event(e) => Some(e.clone()),
-            Record::Fact(_) => None,
+        .filter(|r| {
+            matches!(r, Record::Event(SessionEvent::ToolCallFinished { output_text: Some(_), .. }))
         })
+        .count();
+    assert_eq!(logged_card_texts, 0);
+    // The client saw what the log folds back to, in the same order (the prompt is the
+    // client's own; only the last context use is shown again).
+    let events: Vec<SessionEvent> = f
+        .client
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| !matches!(e, SessionEvent::Usage(_)))
+        .cloned()
         .collect();
-    assert_eq!(events, logged);
-    // The history is a fold of the log.
     let mut records = vec![Record::Fact(Fact::Session(meta()))];
     records.extend(log);
-    assert_eq!(fold::fold(records).unwrap().history.messages, f.session.messages());
+    let folded = fold::fold(records).unwrap();
+    let view: Vec<SessionEvent> = folded
+        .view
+        .iter()
+        .filter(|e| !matches!(e, SessionEvent::UserMessage { .. }))
+        .cloned()
+        .collect();
+    assert_eq!(events, view);
+    // The history is a fold of the log.
+    assert_eq!(folded.history.messages, f.session.messages());
 }
 
 #[tokio::test]
@@ -574,7 +592,9 @@ async fn compact_now_uses_the_focus_and_a_turn_stops_at_its_request_limit() {
         Ok(StopReason::EndTurn)
     );
     let requests = model.requests.lock().unwrap().clone();
-    let Some(hotsh_core::model::Message::User { text, .. }) = requests[1].messages.last().map(|m| &**m) else {
+    let Some(hotsh_core::model::Message::User { text, .. }) =
+        requests[1].messages.last().map(|m| &**m)
+    else {
         panic!()
     };
     assert!(text.ends_with("focus on: the parser"), "{text}");

@@ -357,6 +357,7 @@ impl Host {
                 }),
                 error: None,
                 output_text: None,
+                output_in_result: false,
             })
             .await;
         session.add_notice(notice);

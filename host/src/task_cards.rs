@@ -140,6 +140,7 @@ async fn close(
             }),
             error: None,
             output_text: None,
+            output_in_result: false,
         })
         .await;
     if let Err(failure) = session.flush().await {

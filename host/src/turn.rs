@@ -281,6 +281,7 @@ async fn finish_call(
             raw_output: serde_json::from_str(&output.raw_output).unwrap_or(serde_json::Value::Null),
             error: None,
             output_text: Some(output.text.clone()),
+            output_in_result: false,
         })
         .await;
     if let (CallStatus::Running, Some(task_id)) = (status, started) {
@@ -310,6 +311,7 @@ async fn execute_mcp_call(
             raw_output: outcome.raw,
             error: outcome.is_error.then(|| outcome.text.clone()),
             output_text: Some(outcome.text.clone()),
+            output_in_result: false,
         })
         .await;
     call.session.flush_or_warn().await;

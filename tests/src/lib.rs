@@ -1123,6 +1123,8 @@ pub struct FakeProvider {
     pub base_url: String,
     received: std::sync::Arc<Mutex<Vec<Received>>>,
     closed: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// When each request's connection came, and when its reply was written.
+    timeline: std::sync::Arc<Mutex<Vec<(std::time::Instant, std::time::Instant)>>>,
 }
 
 impl FakeProvider {
@@ -1142,10 +1144,13 @@ impl FakeProvider {
         let received = std::sync::Arc::new(Mutex::new(Vec::new()));
         let closed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let (log, hung_up) = (std::sync::Arc::clone(&received), std::sync::Arc::clone(&closed));
+        let timeline = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let times = std::sync::Arc::clone(&timeline);
         std::thread::spawn(move || {
             let mut replies = replies.into_iter();
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { continue };
+                let came = std::time::Instant::now();
                 let Some(request) = read_request(&mut stream, parse) else { continue };
                 log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(request);
                 let reply = replies.next().unwrap_or(Reply::Status {
@@ -1157,14 +1162,23 @@ impl FakeProvider {
                 if serve(&mut stream, reply) {
                     hung_up.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 }
+                times
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push((came, std::time::Instant::now()));
             }
         });
-        Self { base_url, received, closed }
+        Self { base_url, received, closed, timeline }
     }
 
     /// The requests received so far.
     pub fn received(&self) -> Vec<Received> {
         self.received.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// For each request so far: when its connection came and when its reply was written.
+    pub fn timeline(&self) -> Vec<(std::time::Instant, std::time::Instant)> {
+        self.timeline.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// How many `Hang` replies saw their client close the connection.

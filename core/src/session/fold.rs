@@ -63,6 +63,8 @@ pub fn fold(records: Vec<Record>) -> Result<Folded, String> {
     let mut ended_notices: Vec<(String, PendingNotice)> = Vec::new();
     let mut noticed: HashSet<String> = HashSet::new();
     let mut cards: BTreeMap<String, Card> = BTreeMap::new();
+    // The card whose output is the text of the next tool result (its place in the view).
+    let mut awaiting_result: Option<usize> = None;
     for record in records {
         history.apply(&record);
         match record {
@@ -81,7 +83,21 @@ pub fn fold(records: Vec<Record>) -> Result<Folded, String> {
                 {
                     cards.insert(call_id.0.clone(), card.clone());
                 }
+                let awaits =
+                    matches!(event, SessionEvent::ToolCallFinished { output_in_result: true, .. });
                 push_coalesced(&mut view, event);
+                if awaits {
+                    awaiting_result = Some(view.len() - 1);
+                }
+            }
+            Record::Fact(Fact::ToolResult { text, .. }) => {
+                if let Some(SessionEvent::ToolCallFinished {
+                    output_text, output_in_result, ..
+                }) = awaiting_result.take().and_then(|at| view.get_mut(at))
+                {
+                    *output_text = Some(text);
+                    *output_in_result = false;
+                }
             }
             Record::Fact(Fact::Prompt(prompt)) => {
                 if title.is_none() {
@@ -233,6 +249,7 @@ mod tests {
                 raw_output: serde_json::Value::Null,
                 error: None,
                 output_text: None,
+                output_in_result: false,
             }),
             Record::Fact(Fact::TaskStarted {
                 task_id: "bash-1".into(),

@@ -179,9 +179,14 @@ pub enum SessionEvent {
         raw_output: serde_json::Value,
         /// The text the model received, when the call failed without a card of its own.
         error: Option<String>,
-        /// What the tool returned to the model (to draw the card again on load).
+        /// What the tool returned to the model (to draw the card again on load): always the
+        /// text of the call's `tool_result`, so the log keeps it there only.
         #[serde(default)]
         output_text: Option<String>,
+        /// In the log: `output_text` is the text of the `tool_result` that follows (the fold
+        /// puts it back).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        output_in_result: bool,
     },
     /// A plugin was reloaded, rejected or unloaded (not part of any turn).
     PluginChanged {
@@ -569,6 +574,27 @@ impl Session {
     /// The event as the log keeps it: live output beyond the per-call bound is dropped, with
     /// one marker saying so.
     fn bounded_for_log(&self, event: &SessionEvent) -> Option<SessionEvent> {
+        if let SessionEvent::ToolCallFinished {
+            call_id,
+            card,
+            status,
+            raw_output,
+            error,
+            output_text: Some(_),
+            ..
+        } = event
+        {
+            // Its text is the tool result's, logged with it: once is enough.
+            return Some(SessionEvent::ToolCallFinished {
+                call_id: call_id.clone(),
+                card: card.clone(),
+                status: *status,
+                raw_output: raw_output.clone(),
+                error: error.clone(),
+                output_text: None,
+                output_in_result: true,
+            });
+        }
         let SessionEvent::ToolOutput { call_id, text } = event else {
             return Some(event.clone());
         };

@@ -80,19 +80,26 @@ pub(crate) struct OpenAiModel {
 /// The sessions kept encoded at most (the least recently asked for goes first).
 const ENCODED_SESSIONS: usize = 16;
 
-/// Encoded messages of the sessions that sent requests lately: each message, held so its
-/// address stays its own, and its JSON.
+/// Encoded messages of the sessions that sent requests lately.
 #[derive(Debug, Default)]
 struct Encoded {
-    sessions: Vec<(String, Vec<(Arc<Message>, Box<str>)>)>,
+    sessions: Vec<(String, Conversation)>,
+}
+
+/// One session's messages as last sent: each message (held, so its address stays its own)
+/// and where its JSON ends in `joined`, the messages' JSON each followed by a comma.
+#[derive(Debug, Default)]
+struct Conversation {
+    messages: Vec<(Arc<Message>, usize)>,
+    joined: Vec<u8>,
 }
 
 impl Encoded {
     /// `session`'s encoded messages, it now the most recent.
-    fn of(&mut self, session: &str) -> &mut Vec<(Arc<Message>, Box<str>)> {
+    fn of(&mut self, session: &str) -> &mut Conversation {
         let entry = match self.sessions.iter().position(|(id, _)| id == session) {
             Some(at) => self.sessions.remove(at),
-            None => (session.to_owned(), Vec::new()),
+            None => (session.to_owned(), Conversation::default()),
         };
         if self.sessions.len() >= ENCODED_SESSIONS {
             self.sessions.remove(0);
@@ -208,23 +215,30 @@ impl OpenAiModel {
         let rest = rest.to_string();
         let system = json!({"role": "system", "content": request.system}).to_string();
         let mut encoded = crate::sync::lock(&self.encoded);
-        let messages = encoded.of(session);
-        let same = messages
+        let conversation = encoded.of(session);
+        let same = conversation
+            .messages
             .iter()
             .zip(&request.messages)
             .take_while(|((held, _), message)| Arc::ptr_eq(held, message))
             .count();
-        messages.truncate(same);
+        conversation.messages.truncate(same);
+        let kept = conversation.messages.last().map_or(0, |(_, end)| *end);
+        conversation.joined.truncate(kept);
         for message in &request.messages[same..] {
-            messages.push((Arc::clone(message), self.message(message).to_string().into()));
+            let json = self.message(message).to_string();
+            conversation.joined.extend_from_slice(json.as_bytes());
+            conversation.joined.push(b',');
+            conversation.messages.push((Arc::clone(message), conversation.joined.len()));
         }
-        let length = messages.iter().map(|(_, json)| json.len() + 1).sum::<usize>();
-        let mut body = Vec::with_capacity(16 + system.len() + length + rest.len());
+        let joined = &conversation.joined;
+        let mut body = Vec::with_capacity(16 + system.len() + joined.len() + rest.len());
         body.extend_from_slice(b"{\"messages\":[");
         body.extend_from_slice(system.as_bytes());
-        for (_, json) in messages.iter() {
+        if !joined.is_empty() {
             body.push(b',');
-            body.extend_from_slice(json.as_bytes());
+            // Without its last comma.
+            body.extend_from_slice(&joined[..joined.len() - 1]);
         }
         body.extend_from_slice(b"],");
         // `rest` is an object with at least `model`: its members follow the messages.
@@ -234,7 +248,7 @@ impl OpenAiModel {
 
     async fn attempt(
         &self,
-        body: &[u8],
+        body: &bytes::Bytes,
         events: &mpsc::UnboundedSender<ModelEvent>,
         shown: &mut bool,
     ) -> Result<(), Failure> {
@@ -242,7 +256,8 @@ impl OpenAiModel {
             .client
             .post(self.url())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.to_vec());
+            // A clone of the body shares its bytes: another attempt copies nothing.
+            .body(body.clone());
         if let Some(key) = &self.spec.key {
             post = post.bearer_auth(&key.value);
         }
@@ -435,7 +450,7 @@ impl Model for OpenAiModel {
         request: &ModelRequest,
         events: mpsc::UnboundedSender<ModelEvent>,
     ) -> BoxFuture<'_, Result<(), ModelError>> {
-        let body = self.body(session, request);
+        let body = bytes::Bytes::from(self.body(session, request));
         Box::pin(async move {
             let mut backoff = FIRST_BACKOFF;
             let mut attempt = 1;

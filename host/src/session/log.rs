@@ -34,13 +34,25 @@
 //!   `{"generic": {title, kind, content}}`; `arguments` is the model's raw argument text.
 //! - `tool_output` `{call_id, text}`: live output of a call's command. At most 1 MiB is logged
 //!   per call; then one `tool_output` carries a `[… N bytes of output not logged …]` marker.
-//! - `tool_call_finished` `{call_id, card, status, raw_output, error, output_text}`: the final
-//!   card; `status` is `completed`, `failed` or `running` (a background task's card left open).
-//!   `output_text` is what the tool returned (used to draw the card again on load).
+//! - `tool_call_finished` `{call_id, card, status, raw_output, error, output_text,
+//!   output_in_result}`: the final card; `status` is `completed`, `failed` or `running` (a
+//!   background task's card left open). `output_text` is what the tool returned (used to draw
+//!   the card again on load); since hotsh logs each output once, it is absent and
+//!   `output_in_result: true` says it is the text of the next `tool_result` (logs written
+//!   before carry `output_text` itself; an older reader of a newer log draws the card as
+//!   logged).
 //! - `plugin_changed` `{call_id, title, detail, failed}`: a plugin was reloaded, rejected or
 //!   unloaded while the session was open.
 //! - `host_note` `{call_id, title, detail}`: what the host said about the session itself (plan
 //!   mode entered while background tasks with write access ran).
+//! - `plan` `{entries}`: the model's plan, whole (`{step, status, priority}` each).
+//! - `usage` `{used, size, estimated, cached}`: the context use after a model answer or a
+//!   compaction (tokens in the context, the window, whether `used` is hotsh's estimate, the
+//!   prompt tokens the provider's cache served). Only the last is shown again on load.
+//! - `compaction_started` `{id, trigger}`, `compaction_summary` `{id, text}` (a chunk of the
+//!   summary as the model wrote it), `compaction_ended` `{id, ended: {status, trigger,
+//!   tokens_before, tokens_after, error}}`: a compaction as the client saw it; `trigger` is
+//!   `auto`, `overflow` or `manual`, `status` `completed`, `failed` or `cancelled`.
 //!
 //! What the model got (folded into the conversation history):
 //!
@@ -50,22 +62,29 @@
 //!   (`{mime_type, data}`, base64) for models that take them (absent when there are none).
 //! - `assistant_message` `{text, reasoning, tool_calls, usage, finish_reason}`: one complete
 //!   model response; `tool_calls` are `{id, name, arguments}`; `reasoning` (when the model
-//!   showed any), `usage` (`{prompt_tokens, completion_tokens, total_tokens}`, when the
-//!   provider reported it) and `finish_reason` may be absent.
+//!   showed any), `usage` (`{prompt_tokens, completion_tokens, total_tokens, cached_tokens}`,
+//!   when the provider reported it) and `finish_reason` may be absent.
 //! - `tool_result` `{call_id, text, is_error}`: what the model was told of one tool call
 //!   (`call_id` is the model's id for it).
+//! - `command` `{text, blocks}`: a slash command the user typed (`/compact …`): shown again on
+//!   load, not part of the model's history.
+//! - `compaction` `{id, trigger, focus, summary, kept_prompts, replaced, tokens_before,
+//!   tokens_after}`: the first `replaced` messages of the history became `kept_prompts` (as
+//!   user messages) followed by the summary; the records before it stay in the log.
 //! - `notice` `{text, task_id}`: a note the host gave the model (e.g. that a background task
 //!   ended), in the history from here on.
 //!
 //! How turns and tasks went:
 //!
-//! - `turn_ended` `{outcome, message}`: `outcome` is `end_turn`, `cancelled` or `failed`
-//!   (`message` says why).
+//! - `turn_ended` `{outcome, message}`: `outcome` is `end_turn`, `cancelled`, `failed`
+//!   (`message` says why) or `max_turn_requests`.
 //! - `cancel_requested` `{}`: the client asked to cancel the running turn.
 //! - `task_started` `{task_id, call_id, command, output_path}`: a background task started from
 //!   tool call `call_id`.
 //! - `model_chosen` `{model}`: the session switched to this model (a name as `--model`
 //!   takes it); the last one counts.
+//! - `effort_chosen` `{effort}`: the session's reasoning effort (a level its model's profile
+//!   names); the last one counts.
 //! - `sandbox_mode` `{mode}`: the session's sandbox override (`read-only`, `workspace-write`,
 //!   `danger-full-access`); the last one counts.
 //! - `session_mode` `{mode}`: `default` or `plan`; the last one counts. Independent of the

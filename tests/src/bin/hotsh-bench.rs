@@ -68,7 +68,8 @@
 //!
 //! `long`: one session of TURNS (default 600) turns through the OpenAI-compatible adapter and
 //! a loopback server that does not parse what it gets (its own work stays flat), each turn a
-//! `bash` call printing 4 KiB and a short answer, the window too large to compact: the turn's
+//! `bash` call printing 4 KiB (unconfined: the sandbox's cost would hide the host's) and a
+//! short answer, the window too large to compact: the turn's
 //! time (prompt to answer: the host's work on both requests, the command, the cards; medians
 //! of 10 turns) near turn 10 and near the end, the host's RSS there, the log's bytes per turn.
 //! Then a compaction: the same
@@ -1133,7 +1134,7 @@ fn long(turns: usize) {
     std::fs::write(
         &config,
         format!(
-            "model = \"bench\"\n[models.bench]\nbase_url = \"{}\"\nmodel = \"bench\"\ncontext_window = 1000000000\n",
+            "model = \"bench\"\n[sandbox]\nbackend = \"none\"\n[models.bench]\nbase_url = \"{}\"\nmodel = \"bench\"\ncontext_window = 1000000000\n",
             provider.base_url
         ),
     )
@@ -1151,14 +1152,27 @@ fn long(turns: usize) {
         times.push(ms(started.elapsed()));
         rss.push(rss_kib(agent.pid()));
     }
-    let around = |at: usize| median(times[at.saturating_sub(5)..(at + 5).min(turns)].to_vec());
-    let early = around(10.min(turns / 2));
-    let late = around(turns - 5);
+    let around = |values: &[f64], at: usize| {
+        median(values[at.saturating_sub(5)..(at + 5).min(values.len())].to_vec())
+    };
+    let early = around(&times, 10.min(turns / 2));
+    let late = around(&times, turns - 5);
+    // The host's own work for a tool call: from the model's tool call written to the next
+    // request's connection (the command runs in between; the request's bytes on the wire are
+    // not in it).
+    let timeline = provider.timeline();
+    let gaps: Vec<f64> =
+        (0..turns).map(|t| ms(timeline[2 * t + 1].0 - timeline[2 * t].1)).collect();
+    let (gap_early, gap_late) = (around(&gaps, 10.min(turns / 2)), around(&gaps, turns - 5));
     let log_bytes = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
     println!("a session of {turns} turns (a 4 KiB command each):");
     println!(
-        "  turn time near turn 10: {early:.2} ms; near turn {turns}: {late:.2} ms ({:.1}x)",
+        "  turn time near turn 10: {early:.2} ms; near turn {turns}: {late:.2} ms ({:.2}x)",
         late / early
+    );
+    println!(
+        "  tool call written -> next request (the command and the host's work): {gap_early:.2} ms near turn 10; {gap_late:.2} ms near turn {turns} ({:.2}x)",
+        gap_late / gap_early
     );
     println!(
         "  host RSS at turn 10: {:.1} MiB; at turn {turns}: {:.1} MiB ({:.2} MiB per 100 turns)",
