@@ -969,10 +969,28 @@ fn load_session_of(hotsh: &std::path::Path, events: usize, mix: Mix) -> (f64, u6
         log.push("agent_text", json!({"text": "Done."}));
     }
     drop(agent);
+    let (took, updates, peak) = time_load(hotsh, id, &dir, &log.text);
+    // Chunks of one stream are joined on load: a streamed log makes far fewer updates.
+    let least = match mix {
+        Mix::Cards => events / 2,
+        Mix::Streamed => events / 40,
+    };
+    assert!(updates >= least, "only {updates} updates");
+    (took, peak)
+}
+
+/// `session/load` of a session whose log is `log` (its cwd `cwd`) in a new `hotsh`, timed
+/// from the request to the last byte of the answer: (ms, updates, the host's peak RSS in KiB).
+fn time_load(
+    hotsh: &std::path::Path,
+    id: &str,
+    cwd: &std::path::Path,
+    log: &str,
+) -> (f64, usize, u64) {
     let data = tempfile::tempdir().expect("data dir");
     let sessions = data.path().join("sessions");
     std::fs::create_dir_all(&sessions).expect("sessions dir");
-    std::fs::write(sessions.join(format!("{id}.jsonl")), log.text).expect("the log");
+    std::fs::write(sessions.join(format!("{id}.jsonl")), log).expect("the log");
     let mut command = Command::new(hotsh);
     let mut child = command
         .arg("acp")
@@ -995,7 +1013,7 @@ fn load_session_of(hotsh: &std::path::Path, events: usize, mix: Mix) -> (f64, u6
     // Timed to the last byte of the answer; the updates are counted, not parsed (a client's
     // own parsing is not the agent's latency).
     let line = json!({"jsonrpc": "2.0", "id": 99, "method": "session/load",
-        "params": {"sessionId": id, "cwd": dir, "mcpServers": []}});
+        "params": {"sessionId": id, "cwd": cwd, "mcpServers": []}});
     let started = Instant::now();
     writeln!(client.stdin, "{line}").expect("write");
     client.stdin.flush().expect("flush");
@@ -1012,13 +1030,9 @@ fn load_session_of(hotsh: &std::path::Path, events: usize, mix: Mix) -> (f64, u6
     let answer: Value = serde_json::from_str(&answer).expect("JSON");
     assert_eq!(answer["id"], 99, "{answer}");
     assert!(answer.get("result").is_some(), "{answer}");
-    // Chunks of one stream are joined on load: a streamed log makes far fewer updates.
-    let least = match mix {
-        Mix::Cards => events / 2,
-        Mix::Streamed => events / 40,
-    };
-    assert!(updates >= least, "only {updates} updates");
-    (took, proc_status_kib(pid, "VmHWM:"))
+    let peak = proc_status_kib(pid, "VmHWM:");
+    client.finish();
+    (took, updates, peak)
 }
 
 /// A session log being written by the benchmark, in the documented format.
@@ -1181,9 +1195,31 @@ fn long(turns: usize) {
         (rss[turns - 1] as f64 - rss[9.min(turns - 1)] as f64) / 1024.0 / (turns as f64 / 100.0)
     );
     println!("  session log: {:.1} KiB per turn", log_bytes as f64 / 1024.0 / turns as f64);
+    let cwd = agent._dir.path().to_owned();
+    let loaded = |agent_log: &std::path::Path| {
+        let text = std::fs::read_to_string(agent_log).expect("the session log");
+        let records = text.lines().count();
+        let (took, _, peak) = time_load(&hotsh, &session, &cwd, &text);
+        (records, took, peak)
+    };
+    let (records, took, peak) = loaded(&log);
+    println!(
+        "  session/load of it ({records} records) in a new hotsh: {took:.1} ms, peak RSS {:.1} MiB",
+        peak as f64 / 1024.0
+    );
     let started = Instant::now();
     let response = agent.prompt("/compact");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
-    println!("  /compact of the whole session, prompt to answer: {:.2} ms", ms(started.elapsed()));
+    let compacted = ms(started.elapsed());
+    let timeline = provider.timeline();
+    let summary = timeline.last().map_or(0.0, |(came, done)| ms(*done - *came));
+    println!(
+        "  /compact of the whole session, prompt to answer: {compacted:.2} ms (the loopback model's part, request to reply: {summary:.2} ms)"
+    );
+    let (records, took, peak) = loaded(&log);
+    println!(
+        "  session/load of the compacted session ({records} records): {took:.1} ms, peak RSS {:.1} MiB",
+        peak as f64 / 1024.0
+    );
     agent.finish();
 }

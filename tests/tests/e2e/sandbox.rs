@@ -393,14 +393,14 @@ fn plan_mode_without_a_backend_offers_no_tool_that_declares_it_runs_commands() {
         })
         .collect();
     // `bash` declares that it runs commands; the others (reading a task's output, killing
-    // one, the file tools, whose writes plan mode caps) do not.
+    // one, the file tools, whose writes plan mode caps, hotsh's plan) do not.
     assert_eq!(
         offered[0],
-        ["bash_output", "bash_kill", "read_file", "write_file", "edit_file"],
+        ["bash_output", "bash_kill", "read_file", "write_file", "edit_file", "update_plan"],
         "{offered:?}"
     );
     assert_eq!(offered[1][0], "bash", "{offered:?}");
-    assert_eq!(offered[1].len(), 6, "{offered:?}");
+    assert_eq!(offered[1].len(), 7, "{offered:?}");
 }
 
 #[test]
