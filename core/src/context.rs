@@ -112,8 +112,42 @@ fn tools_bytes(request: &ModelRequest) -> usize {
         .sum()
 }
 
+/// What a model's tokens cost, per million (a profile's prices).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    pub input: f64,
+    pub output: f64,
+    /// Prompt tokens served from the provider's cache (default: as `input`).
+    #[serde(default)]
+    pub cached_input: Option<f64>,
+    /// ISO 4217 (`USD`), or another unit.
+    pub currency: String,
+}
+
+impl Price {
+    /// What `usage` cost, when it says how many tokens went each way.
+    pub fn of(&self, usage: &Usage) -> Option<f64> {
+        let prompt = usage.prompt_tokens? as f64;
+        let completion = usage.completion_tokens.unwrap_or(0) as f64;
+        let cached = (usage.cached_tokens.unwrap_or(0) as f64).min(prompt);
+        let cached_price = self.cached_input.unwrap_or(self.input);
+        Some(
+            ((prompt - cached) * self.input + cached * cached_price + completion * self.output)
+                / 1e6,
+        )
+    }
+}
+
+/// What a session has cost so far.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spent {
+    pub amount: f64,
+    pub currency: String,
+}
+
 /// How much of the window a session uses, as the client's indicator shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContextUse {
     /// Tokens in the context: the last request's prompt and completion.
     pub used: u64,
@@ -125,6 +159,10 @@ pub struct ContextUse {
     /// Prompt tokens the provider served from its cache, when it says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached: Option<u64>,
+    /// What the session has cost so far, when its model's profile gives prices (answers
+    /// whose provider reported no usage count nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Spent>,
 }
 
 /// The context use after a request: the provider's counts when they are plausible (present,
@@ -143,6 +181,7 @@ pub fn context_use(usage: Option<&Usage>, estimate: u64, window: u64) -> Context
         size: window,
         estimated: plausible.is_none(),
         cached: usage.and_then(|u| u.cached_tokens),
+        cost: None,
     }
 }
 
@@ -197,7 +236,7 @@ impl History {
             SessionEvent::Plan { entries } => self.plan = Some(entries.clone()),
             SessionEvent::Usage(shown) => {
                 self.mark = Some(Mark { tokens: shown.used, at: self.messages.len() });
-                self.shown = Some(*shown);
+                self.shown = Some(shown.clone());
             }
             _ => {}
         }

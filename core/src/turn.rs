@@ -23,6 +23,8 @@ pub struct Turn {
     pub limits: Limits,
     /// The reasoning effort its requests carry.
     pub effort: Option<String>,
+    /// What the model's tokens cost, when its profile says.
+    pub price: Option<context::Price>,
 }
 
 /// What a turn does.
@@ -258,7 +260,8 @@ async fn run(
             })
             .await;
         let estimate = session.context_estimate(fixed);
-        let shown = context::context_use(usage.as_ref(), estimate, turn.limits.window);
+        let mut shown = context::context_use(usage.as_ref(), estimate, turn.limits.window);
+        shown.cost = spent(turn, session, usage.as_ref());
         session.emit(SessionEvent::Usage(shown)).await;
         if calls.is_empty() {
             return Ok(StopReason::EndTurn);
@@ -284,6 +287,19 @@ async fn run(
                 .await;
         }
     }
+}
+
+/// What the session has cost with this answer's `usage` (the summary request's cost is not
+/// counted: its usage is not kept). A change of currency (another model) starts again.
+fn spent(turn: &Turn, session: &Session, usage: Option<&Usage>) -> Option<context::Spent> {
+    let price = turn.price.as_ref()?;
+    let before = session
+        .context_shown()
+        .and_then(|shown| shown.cost)
+        .filter(|cost| cost.currency == price.currency)
+        .map_or(0.0, |cost| cost.amount);
+    let this = usage.and_then(|u| price.of(u)).unwrap_or(0.0);
+    Some(context::Spent { amount: before + this, currency: price.currency.clone() })
 }
 
 /// `/compact`: the history compacted now, as one turn.
@@ -436,7 +452,8 @@ async fn compact(
     session.record(Fact::Compaction(compaction)).await;
     end("completed", Some(tokens_after), None).await;
     session.flush_or_warn().await;
-    let shown = context::context_use(None, tokens_after, turn.limits.window);
+    let mut shown = context::context_use(None, tokens_after, turn.limits.window);
+    shown.cost = spent(turn, session, None);
     session.emit(SessionEvent::Usage(shown)).await;
     Compacted::Done
 }

@@ -173,6 +173,7 @@ fn turn(model: &Arc<Scripted>, confines_commands: bool) -> Turn {
         ports: Arc::new(Ports),
         limits: Limits::default(),
         effort: None,
+        price: None,
     }
 }
 

@@ -42,6 +42,8 @@
 //! api_key_env = "LOCAL_KEY"    # the variable holding its key, if any
 //! context_window = 32768       # tokens (default: hotsh's table of known models, else 32768)
 //! compact_at = 0.8             # this model's own threshold
+//! price = { input = 0.27, output = 1.10, cached_input = 0.07, currency = "USD" }
+//!                              # per million tokens: the session's cost in Zed
 //! images = false               # whether it takes images in prompts
 //! [models.local.extra]         # added to every request body
 //! temperature = 0.2
@@ -99,6 +101,8 @@ pub(crate) struct ModelProfile {
     pub(crate) extra: toml::Table,
     /// The reasoning-effort levels it takes (Zed's thought level option).
     pub(crate) effort: Option<EffortConfig>,
+    /// What its tokens cost per million (`{ input, output, cached_input, currency }`).
+    pub(crate) price: Option<hotsh_core::context::Price>,
 }
 
 /// A profile's reasoning effort: its levels, in the order offered, and the default.

@@ -142,6 +142,7 @@ struct Offered {
     description: String,
     model: Arc<dyn Model>,
     limits: hotsh_core::context::Limits,
+    price: Option<hotsh_core::context::Price>,
     /// Its reasoning-effort levels (none: it offers no choice), and the default.
     efforts: Vec<String>,
     default_effort: Option<String>,
@@ -175,6 +176,7 @@ impl Host {
                     description: choice.description.clone(),
                     model: model::open(&choice.spec)?,
                     limits: choice.limits,
+                    price: choice.price.clone(),
                     efforts,
                     default_effort,
                 })
@@ -501,6 +503,7 @@ impl Host {
             model: Arc::clone(&offered.model),
             limits: offered.limits,
             effort: self.effort_of(session),
+            price: offered.price.clone(),
             tools: hotsh_core::tools::ToolRouter::new(providers, self.sandbox.confines()),
             ports: Arc::new(crate::turn::HostPorts {
                 executor: Arc::clone(&self.executor),

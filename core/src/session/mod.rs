@@ -923,7 +923,7 @@ impl Session {
 
     /// The context use last shown (live, or folded from the log).
     pub fn context_shown(&self) -> Option<crate::context::ContextUse> {
-        lock(&self.state).history.shown
+        lock(&self.state).history.shown.clone()
     }
 
     /// The session's title, once it has a prompt.

@@ -34,8 +34,9 @@ fn usage_update(shown: ContextUse) -> SessionUpdate {
     if let Some(cached) = shown.cached {
         detail["cachedTokens"] = json!(cached);
     }
+    let cost = shown.cost.map(|spent| acp::Cost::new(spent.amount, spent.currency));
     SessionUpdate::UsageUpdate(
-        acp::UsageUpdate::new(shown.used, shown.size).meta(meta("hotsh", detail)),
+        acp::UsageUpdate::new(shown.used, shown.size).cost(cost).meta(meta("hotsh", detail)),
     )
 }
 

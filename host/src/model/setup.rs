@@ -42,6 +42,8 @@ pub(crate) struct Choice {
     pub(crate) spec: ModelSpec,
     /// Its window, when to compact, how many requests a turn may make.
     pub(crate) limits: Limits,
+    /// What its tokens cost, when its profile says.
+    pub(crate) price: Option<hotsh_core::context::Price>,
 }
 
 /// The flags of the command line that name a model.
@@ -90,6 +92,7 @@ pub(crate) fn resolve(
         name: chosen.clone(),
         description: describe(&chosen, &profiles),
         limits: limits_of(&chosen, &first)?,
+        price: price_of(&chosen, &profiles)?,
         spec: first,
     }];
     // The other profiles that can be used as they are: configured ones, and built-in ones
@@ -106,6 +109,7 @@ pub(crate) fn resolve(
                 name: name.clone(),
                 description: describe(name, &profiles),
                 limits: limits_of(name, &spec)?,
+                price: price_of(name, &profiles)?,
                 spec,
             });
         }
@@ -197,6 +201,21 @@ fn efforts_of(
         return Err(format!("the default effort `{default}` is not one of its levels"));
     }
     Ok(levels)
+}
+
+/// The prices of profile `name`; negative or non-finite ones are an error.
+fn price_of(
+    name: &str,
+    profiles: &BTreeMap<String, ModelProfile>,
+) -> Result<Option<hotsh_core::context::Price>, String> {
+    let Some(price) = profiles.get(name).and_then(|p| p.price.clone()) else { return Ok(None) };
+    let all = [Some(price.input), Some(price.output), price.cached_input];
+    if all.into_iter().flatten().any(|p| !p.is_finite() || p < 0.0) || price.currency.is_empty() {
+        return Err(format!(
+            "model profile `{name}`: prices must be numbers of at least 0 and the currency named"
+        ));
+    }
+    Ok(Some(price))
 }
 
 /// The window of a scripted model (and of none): never filled by what a script plays.

@@ -587,3 +587,48 @@ fn reasoning_effort_is_a_session_option_that_reaches_the_request_and_survives_a_
         "{created}"
     );
 }
+
+#[test]
+fn the_session_cost_adds_up_when_the_profile_gives_prices() {
+    let usage =
+        json!({"prompt_tokens": 1000, "completion_tokens": 500, "prompt_cache_hit_tokens": 200});
+    let provider = FakeProvider::start(vec![
+        answer("one", Some(usage.clone())),
+        answer("two", Some(usage)),
+        answer("three", None),
+    ]);
+    let mut priced = options(&provider, None, "");
+    priced.config = priced.config.map(|c| {
+        format!("{c}price = {{ input = 0.27, output = 1.10, cached_input = 0.07, currency = \"USD\" }}\n")
+    });
+    let mut agent = Agent::start(priced);
+    agent.initialize(true);
+    let session = agent.new_session();
+    for text in ["a", "b", "c"] {
+        assert_eq!(agent.prompt(&session, text)["result"]["stopReason"], "end_turn");
+    }
+    let costs: Vec<(f64, String)> = of_kind(&agent.all_updates(&session), "usage_update")
+        .iter()
+        .map(|u| {
+            (
+                u["cost"]["amount"].as_f64().unwrap(),
+                u["cost"]["currency"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    // 800 prompt tokens at 0.27, 200 cached at 0.07, 500 out at 1.10, per million; an answer
+    // without usage adds nothing.
+    let one = (800.0 * 0.27 + 200.0 * 0.07 + 500.0 * 1.10) / 1e6;
+    assert_eq!(costs.len(), 3);
+    for ((amount, currency), expected) in costs.iter().zip([one, 2.0 * one, 2.0 * one]) {
+        assert!((amount - expected).abs() < 1e-12, "{amount} != {expected}");
+        assert_eq!(currency, "USD");
+    }
+
+    // Negative prices are refused at start-up.
+    let mut refused = options(&FakeProvider::start(vec![]), None, "");
+    refused.config = refused
+        .config
+        .map(|c| format!("{c}price = {{ input = -1, output = 1, currency = \"USD\" }}\n"));
+    assert!(!Agent::start(refused).finish().success());
+}
