@@ -35,6 +35,7 @@
 //! compact_at = 0.85            # compact the conversation before a request past this share
 //!                              # of the model's context window
 //! max_turn_requests = 200      # model requests one turn may make
+//! max_answer_tokens = 131072   # the longest answer a model may stream (default: its window)
 //!
 //! [models.local]               # a named model profile (OpenAI-compatible)
 //! base_url = "http://127.0.0.1:11434/v1"
@@ -82,6 +83,8 @@ pub(crate) struct SessionSection {
     pub(crate) compact_at: Option<f64>,
     /// Model requests one turn may make (default 200).
     pub(crate) max_turn_requests: Option<u32>,
+    /// The longest answer a model may stream, in tokens (default: its context window).
+    pub(crate) max_answer_tokens: Option<u64>,
 }
 
 /// A named OpenAI-compatible model.
@@ -95,6 +98,8 @@ pub(crate) struct ModelProfile {
     pub(crate) context_window: Option<u64>,
     /// Compact before a request past this share of the window (overrides `[session]`).
     pub(crate) compact_at: Option<f64>,
+    /// The longest answer it may stream, in tokens (overrides `[session]`).
+    pub(crate) max_answer_tokens: Option<u64>,
     /// Whether the model takes images in prompts.
     pub(crate) images: bool,
     /// Fields added to every request body (`temperature`, `max_tokens`, …).

@@ -67,6 +67,62 @@ pub(crate) struct OpenAiSpec {
     pub(crate) efforts: Vec<EffortFields>,
     /// The level sessions start with.
     pub(crate) default_effort: Option<String>,
+    /// The most an answer may stream (text, reasoning and tool call arguments, in bytes)
+    /// before it is stopped: a model that does not stop costs no more than this.
+    pub(crate) answer_limit: usize,
+}
+
+/// Bytes of an answer's content per token allowed (four is the average; code and other
+/// languages take fewer).
+pub(crate) const ANSWER_BYTES_PER_TOKEN: usize = 4;
+/// What a line of the stream may hold beyond the answer's content (its JSON).
+const LINE_FRAMING: usize = 64 << 10;
+
+/// The response body cut into lines (each with its `\n`), found in one pass: the SSE parser
+/// then never gets a line in pieces (it scans what it holds again for every piece, which made
+/// a long line cost its length squared). A line longer than `max_line` ends the stream with
+/// an error.
+fn lines(
+    body: impl futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin,
+    max_line: usize,
+) -> impl futures::Stream<Item = Result<bytes::Bytes, LineError>> {
+    let state = (body, bytes::BytesMut::new(), 0usize, false);
+    futures::stream::unfold(state, move |(mut body, mut pending, mut scanned, ended)| async move {
+        if ended {
+            return None;
+        }
+        loop {
+            if let Some(at) = pending[scanned..].iter().position(|&b| b == b'\n') {
+                let line = pending.split_to(scanned + at + 1).freeze();
+                return Some((Ok(line), (body, pending, 0, false)));
+            }
+            scanned = pending.len();
+            if pending.len() > max_line {
+                let error = LineError::TooLong(max_line);
+                return Some((Err(error), (body, pending, 0, true)));
+            }
+            match body.next().await {
+                Some(Ok(chunk)) => pending.extend_from_slice(&chunk),
+                Some(Err(error)) => {
+                    return Some((Err(LineError::Body(error)), (body, pending, 0, true)));
+                }
+                None if pending.is_empty() => return None,
+                None => {
+                    let rest = std::mem::take(&mut pending).freeze();
+                    return Some((Ok(rest), (body, pending, 0, true)));
+                }
+            }
+        }
+    })
+}
+
+/// Why the stream could not be cut into lines.
+#[derive(Debug, thiserror::Error)]
+enum LineError {
+    #[error("{0}")]
+    Body(reqwest::Error),
+    #[error("a line of the stream passed {0} bytes")]
+    TooLong(usize),
 }
 
 #[derive(Debug)]
@@ -273,15 +329,32 @@ impl OpenAiModel {
             let text = response.text().await.unwrap_or_default();
             return Err(self.http_failure(status.as_u16(), &text, retry_after));
         }
-        let mut stream = eventsource_stream::Eventsource::eventsource(response.bytes_stream());
+        let limit = self.spec.answer_limit;
+        let body = lines(Box::pin(response.bytes_stream()), limit + LINE_FRAMING);
+        let mut stream = eventsource_stream::Eventsource::eventsource(Box::pin(body));
         let mut calls: BTreeMap<u64, PartialCall> = BTreeMap::new();
         let mut done = false;
+        // What the answer streamed so far (text, reasoning, arguments), against the limit.
+        let mut content = 0usize;
+        let too_long = || {
+            Failure::Final(format!(
+                "the answer from {} passed {} tokens (about {} KiB) without ending, and was \
+                 stopped; the session goes on (raise max_answer_tokens in the model's profile \
+                 or [session] for longer answers)",
+                self.spec.base_url,
+                limit / ANSWER_BYTES_PER_TOKEN,
+                limit >> 10
+            ))
+        };
         while let Some(event) = stream.next().await {
-            let event = event.map_err(|error| {
-                Failure::Dropped(format!(
+            let event = event.map_err(|error| match error {
+                eventsource_stream::EventStreamError::Transport(LineError::TooLong(_)) => {
+                    too_long()
+                }
+                error => Failure::Dropped(format!(
                     "the answer from {} broke off: {error}",
                     self.spec.base_url
-                ))
+                )),
             })?;
             if event.data.trim() == "[DONE]" {
                 done = true;
@@ -316,6 +389,19 @@ impl OpenAiModel {
             }
             let Some(choice) = chunk["choices"].get(0) else { continue };
             let delta = &choice["delta"];
+            let arguments = delta["tool_calls"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|f| f["function"]["arguments"].as_str().map_or(0, str::len));
+            content += ["reasoning_content", "content"]
+                .iter()
+                .map(|key| delta[*key].as_str().map_or(0, str::len))
+                .chain(arguments)
+                .sum::<usize>();
+            if content > limit {
+                return Err(too_long());
+            }
             if let Some(reasoning) = delta["reasoning_content"].as_str().filter(|r| !r.is_empty()) {
                 *shown = true;
                 let _ = events.send(ModelEvent::Reasoning(reasoning.to_owned()));
@@ -503,6 +589,7 @@ mod tests {
             images: false,
             efforts: Vec::new(),
             default_effort: None,
+            answer_limit: 1 << 20,
         };
         OpenAiModel::new(spec).expect("a model")
     }

@@ -86,12 +86,28 @@ pub(crate) fn resolve(
         .unwrap_or_else(|| "none".to_owned());
     let base_url = flags.base_url.clone().or_else(|| set("HOTSH_BASE_URL"));
     let spec_of = |name: &str| spec(name, base_url.as_deref(), &profiles, &set);
-    let limits_of = |name: &str, spec: &ModelSpec| limits(name, spec, &profiles, file);
-    let first = spec_of(&chosen)?;
+    let limits_of = |name: &str, spec: &mut ModelSpec| {
+        let limits = limits(name, spec, &profiles, file)?;
+        if let ModelSpec::OpenAi(spec) = spec {
+            let tokens = profiles
+                .get(name)
+                .and_then(|p| p.max_answer_tokens)
+                .or(file.session.max_answer_tokens)
+                .unwrap_or(limits.window);
+            if tokens == 0 {
+                return Err("max_answer_tokens must be at least 1".to_owned());
+            }
+            spec.answer_limit = usize::try_from(tokens)
+                .unwrap_or(usize::MAX)
+                .saturating_mul(super::openai::ANSWER_BYTES_PER_TOKEN);
+        }
+        Ok(limits)
+    };
+    let mut first = spec_of(&chosen)?;
     let mut choices = vec![Choice {
         name: chosen.clone(),
         description: describe(&chosen, &profiles),
-        limits: limits_of(&chosen, &first)?,
+        limits: limits_of(&chosen, &mut first)?,
         price: price_of(&chosen, &profiles)?,
         spec: first,
     }];
@@ -104,11 +120,11 @@ pub(crate) fn resolve(
         let usable = file.models.contains_key(name)
             || profile.api_key_env.as_deref().is_some_and(|key| set(key).is_some())
             || built_in_keys.get(name.as_str()).is_some_and(|key| set(key).is_some());
-        if usable && let Ok(spec) = spec_of(name) {
+        if usable && let Ok(mut spec) = spec_of(name) {
             choices.push(Choice {
                 name: name.clone(),
                 description: describe(name, &profiles),
-                limits: limits_of(name, &spec)?,
+                limits: limits_of(name, &mut spec)?,
                 price: price_of(name, &profiles)?,
                 spec,
             });
@@ -165,6 +181,8 @@ fn spec(
         images,
         efforts,
         default_effort,
+        // Set with the limits (from the window).
+        answer_limit: 0,
     }))
 }
 

@@ -15,6 +15,7 @@
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- mcp [CALLS] [RUNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- slow-client [SECONDS] [RUNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- long [TURNS]
+//! cargo run --release -p hotsh-tests --bin hotsh-bench -- long-line [MIB] [RUNS]
 //! ```
 //!
 //! `startup`: per run, spawn `hotsh` (no arguments: plugins from its own directory) and time
@@ -75,6 +76,10 @@
 //! Then a compaction: the same
 //! session compacted with `/compact` (the model's summary is instant), prompt to answer.
 //!
+//! `long-line`: a model answer that is one server-sent event line of MIB MiB (default 100) of
+//! text, through the OpenAI-compatible adapter (the answer bound raised to let it through):
+//! prompt to answer, with the client reading every byte.
+//!
 //! Every benchmark prints each run and the medians. The machine is shared and noisy: compare
 //! medians, not runs.
 
@@ -104,9 +109,10 @@ fn main() {
         Some("mcp") => mcp(number(&args, 1, 50), number(&args, 2, 5)),
         Some("slow-client") => slow_client(number(&args, 1, 12), number(&args, 2, 3)),
         Some("long") => long(number(&args, 1, 600)),
+        Some("long-line") => long_line(number(&args, 1, 100), number(&args, 2, 3)),
         _ => {
             eprintln!(
-                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS] | card [TURNS] | edit [CALLS] [RUNS] | mcp [CALLS] [RUNS] | slow-client [SECONDS] [RUNS] | long [TURNS])"
+                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS] | card [TURNS] | edit [CALLS] [RUNS] | mcp [CALLS] [RUNS] | slow-client [SECONDS] [RUNS] | long [TURNS] | long-line [MIB] [RUNS])"
             );
             std::process::exit(2);
         }
@@ -1222,4 +1228,37 @@ fn long(turns: usize) {
         peak as f64 / 1024.0
     );
     agent.finish();
+}
+
+fn long_line(mib: usize, runs: usize) {
+    use hotsh_tests::{FakeProvider, Reply, delta};
+    let hotsh = release_dir().join("hotsh");
+    let mut each = Vec::new();
+    for run in 1..=runs {
+        let line = delta(json!({"content": "x".repeat(mib << 20)}), Some("stop"));
+        let provider = FakeProvider::start_unparsed(vec![Reply::Stream(vec![
+            line,
+            "data: [DONE]\n\n".into(),
+        ])]);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = dir.path().join("config.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "model = \"bench\"\n[session]\nmax_answer_tokens = {}\n[models.bench]\nbase_url = \"{}\"\nmodel = \"bench\"\n",
+                (mib << 20) / 2,
+                provider.base_url
+            ),
+        )
+        .expect("config");
+        let mut agent = Agent::launch(dir, &hotsh, vec!["--config".into(), config.into()]);
+        let started = Instant::now();
+        let response = agent.prompt("one long line");
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+        let took = ms(started.elapsed());
+        println!("run {run}: {took:.0} ms");
+        each.push(took);
+        agent.finish();
+    }
+    println!("one {mib} MiB line, prompt to answer: median {:.0} ms", median(each));
 }

@@ -632,3 +632,56 @@ fn the_session_cost_adds_up_when_the_profile_gives_prices() {
         .map(|c| format!("{c}price = {{ input = -1, output = 1, currency = \"USD\" }}\n"));
     assert!(!Agent::start(refused).finish().success());
 }
+
+#[test]
+fn an_answer_that_does_not_end_is_stopped_at_its_bound_and_long_lines_parse_in_one_pass() {
+    // Reasoning that never stops (no [DONE]): 20,000 chunks of 10 bytes, against a bound of
+    // 1,000 tokens (4,000 bytes).
+    let endless: Vec<String> =
+        (0..20_000).map(|_| delta(json!({"reasoning_content": "thinking. "}), None)).collect();
+    let provider = FakeProvider::start(vec![Reply::Stream(endless), answer("back", None)]);
+    let data = tempfile::tempdir().unwrap();
+    let mut agent =
+        Agent::start(options(&provider, Some(data.path()), "[session]\nmax_answer_tokens = 1000"));
+    agent.initialize(true);
+    let session = agent.new_session();
+    let response = agent.prompt(&session, "think");
+    let message = response["error"]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(message.contains("passed 1000 tokens"), "{response}");
+    let thoughts = of_kind(&agent.updates(&session), "agent_thought_chunk").len();
+    assert!(thoughts <= 400, "{thoughts} chunks reached the client");
+    // Not retried (the provider got one request), the session goes on, the log is bounded.
+    assert_eq!(agent.prompt(&session, "again")["result"]["stopReason"], "end_turn");
+    assert_eq!(provider.received().len(), 2);
+    let log = data.path().join("sessions").join(format!("{session}.jsonl"));
+    assert!(std::fs::metadata(&log).unwrap().len() < 200_000);
+
+    // One 4 MB line: refused at the line bound when the answer may not be that long, served
+    // whole when it may (cut into lines in one pass, it parses in linear time).
+    let line = || {
+        Reply::Stream(vec![
+            delta(json!({"content": "x".repeat(4 << 20)}), Some("stop")),
+            "data: [DONE]\n\n".into(),
+        ])
+    };
+    let provider = FakeProvider::start(vec![line()]);
+    let mut agent = Agent::start(options(&provider, None, ""));
+    agent.initialize(true);
+    let session = agent.new_session();
+    let response = agent.prompt(&session, "one long line");
+    assert!(
+        response["error"]["message"].as_str().unwrap_or_default().contains("passed 8000 tokens"),
+        "{response}"
+    );
+    let provider = FakeProvider::start(vec![line()]);
+    let mut agent =
+        Agent::start(options(&provider, None, "[session]\nmax_answer_tokens = 4000000"));
+    agent.initialize(true);
+    let session = agent.new_session();
+    assert_eq!(agent.prompt(&session, "one long line")["result"]["stopReason"], "end_turn");
+    let text: usize = of_kind(&agent.updates(&session), "agent_message_chunk")
+        .iter()
+        .map(|u| u["content"]["text"].as_str().unwrap().len())
+        .sum();
+    assert_eq!(text, 4 << 20);
+}
