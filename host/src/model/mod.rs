@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 pub(crate) enum ModelSpec {
     None,
     Script(PathBuf),
-    OpenAi(OpenAiSpec),
+    OpenAi(Box<OpenAiSpec>),
 }
 
 /// Builds the adapter a spec names.
@@ -33,7 +33,7 @@ pub(crate) fn open(spec: &ModelSpec) -> anyhow::Result<std::sync::Arc<dyn Model>
     Ok(match spec {
         ModelSpec::None => std::sync::Arc::new(NoModel),
         ModelSpec::Script(path) => std::sync::Arc::new(ScriptModel::load(path)?),
-        ModelSpec::OpenAi(spec) => std::sync::Arc::new(OpenAiModel::new(spec.clone())?),
+        ModelSpec::OpenAi(spec) => std::sync::Arc::new(OpenAiModel::new((**spec).clone())?),
     })
 }
 

@@ -173,7 +173,7 @@ fn spec(
     let default_effort = effort
         .and_then(|e| e.default.clone())
         .or_else(|| efforts.first().map(|(name, _)| name.clone()));
-    Ok(ModelSpec::OpenAi(OpenAiSpec {
+    Ok(ModelSpec::OpenAi(Box::new(OpenAiSpec {
         model,
         base_url,
         key,
@@ -183,7 +183,7 @@ fn spec(
         default_effort,
         // Set with the limits (from the window).
         answer_limit: 0,
-    }))
+    })))
 }
 
 /// A profile's effort levels as request fields; a level named twice, or a default that is
