@@ -464,6 +464,8 @@ impl<'a> Replay<'a> {
                             "{}:{line}: cannot replay the plugin reload: {error:#}",
                             self.arc.path.display()
                         ));
+                        // What the arc has after it awaits the reload: nothing would come.
+                        return None;
                     }
                 }
                 Entry::Agent(_) | Entry::Model(_) | Entry::Mcp(_) => {}
@@ -580,7 +582,17 @@ impl<'a> Replay<'a> {
         let source = plugins
             .iter()
             .find(|p| p.file_name().is_some_and(|n| n == file))
-            .with_context(|| format!("no plugin file {file} to reload"))?;
+            .with_context(|| {
+                let given: Vec<String> = plugins
+                    .iter()
+                    .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+                    .collect();
+                format!(
+                    "the arc reloads {file}, which none of the plugin directories holds (their \
+                     plugins: {}); build it, or give its directory with --plugin-dir",
+                    if given.is_empty() { "none".to_owned() } else { given.join(", ") }
+                )
+            })?;
         let dir = self.dir.path().join("plugins");
         let staged = dir.join(format!(".{file}.new"));
         let mut bytes = std::fs::read(source)?;
@@ -770,17 +782,31 @@ impl<'a> Replay<'a> {
             }
         }
         let mut requests = replayed.iter().map(|m| m.request.clone());
-        let mut write_model = |out: &mut String, exchange: &super::file::ModelExchange| {
-            let request = requests.next().flatten().map(|r| self.to_arc.apply_literals(&r));
-            let mut model = serde_json::Map::new();
-            model.insert("session".into(), json!(exchange.session));
-            if let Some(request) = request.or_else(|| exchange.request.clone()) {
-                model.insert("request".into(), request);
-            }
-            model.insert("response".into(), exchange.response.clone());
-            out.push_str(&sorted(&json!({ "model": model })).to_string());
-            out.push('\n');
+        // What did not drift keeps its line as the arc has it: an agent message or a model
+        // request equal to the arc's once both are normalised.
+        let same = |expected: &Value, actual: &Value| {
+            sorted(&self.expect_side.apply(expected)) == sorted(&self.actual_side.apply(actual))
         };
+        let mut write_model =
+            |out: &mut String, (exchange, text): (&super::file::ModelExchange, &str)| {
+                let replayed = requests.next().flatten();
+                if let (Some(expected), Some(actual)) = (&exchange.request, &replayed)
+                    && same(expected, actual)
+                {
+                    out.push_str(text);
+                    out.push('\n');
+                    return;
+                }
+                let request = replayed.map(|r| self.to_arc.apply_literals(&r));
+                let mut model = serde_json::Map::new();
+                model.insert("session".into(), json!(exchange.session));
+                if let Some(request) = request.or_else(|| exchange.request.clone()) {
+                    model.insert("request".into(), request);
+                }
+                model.insert("response".into(), exchange.response.clone());
+                out.push_str(&sorted(&json!({ "model": model })).to_string());
+                out.push('\n');
+            };
         // Model answers before the first client message, then each after the message it
         // followed in the arc.
         let entries = &self.arc.entries;
@@ -789,12 +815,19 @@ impl<'a> Replay<'a> {
             entries[start..]
                 .iter()
                 .take_while(|(_, e, _)| !matches!(e, Entry::Client(_) | Entry::Step(_)))
-                .filter_map(|(_, e, _)| match e {
-                    Entry::Model(m) => Some(m),
+                .filter_map(|(_, e, text)| match e {
+                    Entry::Model(m) => Some((m, text.as_str())),
                     _ => None,
                 })
                 .collect::<Vec<_>>()
         };
+        let mut unchanged: std::collections::HashMap<String, std::collections::VecDeque<usize>> =
+            std::collections::HashMap::new();
+        for (message, line) in &self.expected {
+            unchanged.entry(sorted(message).to_string()).or_default().push_back(*line);
+        }
+        let text_at: std::collections::HashMap<usize, &str> =
+            entries.iter().map(|(line, _, text)| (*line, text.as_str())).collect();
         for exchange in models_after(None) {
             write_model(&mut out, exchange);
         }
@@ -808,8 +841,18 @@ impl<'a> Replay<'a> {
                     }
                 }
                 Journal::Received(index) => {
-                    let message = self.to_arc.apply_literals(&self.received[*index]);
-                    out.push_str(&sorted(&json!({ "agent": message })).to_string());
+                    let key = sorted(&self.actual_side.apply(&self.received[*index])).to_string();
+                    let kept = unchanged
+                        .get_mut(&key)
+                        .and_then(std::collections::VecDeque::pop_front)
+                        .and_then(|line| text_at.get(&line));
+                    match kept {
+                        Some(text) => out.push_str(text),
+                        None => {
+                            let message = self.to_arc.apply_literals(&self.received[*index]);
+                            out.push_str(&sorted(&json!({ "agent": message })).to_string());
+                        }
+                    }
                     out.push('\n');
                 }
             }

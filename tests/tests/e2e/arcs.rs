@@ -154,6 +154,15 @@ fn replay_shows_drift_as_a_diff_and_bless_repairs_it() {
     assert!(stdout.contains("1 arcs: 0 passed, 0 failed, 1 blessed"), "{stdout}");
     let blessed = std::fs::read_to_string(&arc).unwrap();
     assert!(blessed.contains("How can I help?") && !blessed.contains("halp"), "{blessed}");
+    // Only what drifted was rewritten: every other line is the arc's own.
+    let (was, now): (Vec<&str>, Vec<&str>) =
+        (original.lines().collect(), blessed.lines().collect());
+    assert_eq!(was.len(), now.len(), "{blessed}");
+    let rewritten: Vec<usize> = (0..was.len()).filter(|&i| was[i] != now[i]).collect();
+    assert!(
+        rewritten.len() <= 1 && rewritten.iter().all(|&i| now[i].contains("How can I help?")),
+        "lines {rewritten:?} were rewritten: {blessed}"
+    );
 
     let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
     assert!(ok && stdout.contains("1 arcs: 1 passed, 0 failed, 0 blessed"), "{stdout}");
@@ -445,4 +454,34 @@ fn a_session_with_an_mcp_server_replays_without_the_server() {
     std::fs::write(&arc, altered).unwrap();
     let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
     assert!(!ok && stdout.contains("kept says: other"), "{stdout}");
+}
+
+#[test]
+#[allow(clippy::disallowed_methods, reason = "runs hotsh replay")]
+fn a_reload_of_a_plugin_no_directory_holds_fails_at_once_naming_it() {
+    let scratch = tempfile::tempdir().unwrap();
+    let arc = copy_arc(scratch.path(), "reload.arc");
+    // The plugins of the README's build: no `hello` example.
+    let dir = scratch.path().join("without-hello");
+    std::fs::create_dir_all(&dir).unwrap();
+    for plugin in [tool_bash_plugin(), tool_fs_plugin()] {
+        std::os::unix::fs::symlink(&plugin, dir.join(plugin.file_name().unwrap())).unwrap();
+    }
+    let output = Command::new(hotsh_binary())
+        .args(["replay", "--no-default-plugins", "--timeout", "120", "--plugin-dir"])
+        .arg(&dir)
+        .arg(&arc)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(!output.status.success(), "{stdout}");
+    assert!(
+        stdout.contains(
+            "the arc reloads libhotsh_plugin_hello.so, which none of the plugin directories holds"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("libhotsh_tool_bash.so"), "the plugins it has are named: {stdout}");
+    // It did not wait for what the reload would have sent.
+    assert!(!stdout.contains("timed out"), "{stdout}");
 }
