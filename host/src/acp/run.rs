@@ -38,7 +38,92 @@ pub(crate) async fn run_prompt(
     }
     let screen = Arc::new(Mutex::new(Screen::new(crate::term::color_stdout())));
     let for_updates = Arc::clone(&screen);
-    let stop = Client
+    // Recording: the client and the agent talk through a pair of line channels the recorder
+    // reads, as `hotsh acp --record` records the lines of stdio; otherwise they are connected
+    // directly.
+    let recorder = host.recorder.clone();
+    let agent = super::agent(host, None);
+    let (client_side, served) = match recorder {
+        Some(recorder) => {
+            let (client_side, agent_side) = recorded_pair(recorder);
+            let served = tokio::spawn(async move {
+                use agent_client_protocol::ConnectTo as _;
+                if let Err(error) = agent.connect_to(agent_side).await {
+                    tracing::warn!(%error, "the recorded agent connection ended with an error");
+                }
+            });
+            (Peer::Recorded(client_side), Some(served))
+        }
+        None => (Peer::Direct(agent), None),
+    };
+    let stop = match client_side {
+        Peer::Direct(agent) => converse(agent, for_updates, cwd, resume, sandbox, prompt).await,
+        Peer::Recorded(lines) => converse(lines, for_updates, cwd, resume, sandbox, prompt).await,
+    };
+    if let Some(served) = served {
+        // The agent's side ends when the client's closes; what it sent is recorded by then.
+        let _ = served.await;
+    }
+    let stop = stop?;
+    let mut screen = crate::sync::lock(&screen);
+    let stop = match stop {
+        Ok(stop) => stop,
+        Err(message) => {
+            screen.finish(None);
+            anyhow::bail!("{message}");
+        }
+    };
+    screen.finish(Some(stop));
+    Ok(match stop {
+        StopReason::Cancelled => ExitCode::from(130),
+        _ => ExitCode::SUCCESS,
+    })
+}
+
+/// Who the client talks to.
+enum Peer<A> {
+    Direct(A),
+    Recorded(RecordedLines),
+}
+
+/// One side of a recorded in-process connection.
+type RecordedLines = agent_client_protocol::Lines<
+    std::pin::Pin<Box<dyn futures::Sink<String, Error = std::io::Error> + Send>>,
+    std::pin::Pin<Box<dyn futures::Stream<Item = std::io::Result<String>> + Send>>,
+>;
+
+/// Two line transports joined to each other, every line handed to `recorder` as it passes:
+/// (the client's side, the agent's side).
+fn recorded_pair(recorder: Arc<crate::arc::Recorder>) -> (RecordedLines, RecordedLines) {
+    use futures::{SinkExt as _, StreamExt as _};
+    let (to_agent, from_client) = futures::channel::mpsc::unbounded::<String>();
+    let (to_client, from_agent) = futures::channel::mpsc::unbounded::<String>();
+    let side = |sink: futures::channel::mpsc::UnboundedSender<String>,
+                stream: futures::channel::mpsc::UnboundedReceiver<String>,
+                tap: Box<dyn Fn(&str) + Send + Sync>|
+     -> RecordedLines {
+        let sink = sink.sink_map_err(std::io::Error::other).with(move |line: String| {
+            tap(&line);
+            futures::future::ready(Ok::<_, std::io::Error>(line))
+        });
+        agent_client_protocol::Lines::new(Box::pin(sink), Box::pin(stream.map(Ok)))
+    };
+    let client_tap = Arc::clone(&recorder);
+    let client = side(to_agent, from_agent, Box::new(move |line| client_tap.client(line)));
+    let agent = side(to_client, from_client, Box::new(move |line| recorder.agent(line)));
+    (client, agent)
+}
+
+/// Initialises, opens or resumes the session, and sends the prompt, printing what comes.
+async fn converse(
+    peer: impl agent_client_protocol::ConnectTo<Client> + 'static,
+    for_updates: Arc<Mutex<Screen>>,
+    cwd: PathBuf,
+    resume: Option<String>,
+    sandbox: Option<String>,
+    prompt: String,
+) -> anyhow::Result<Result<StopReason, String>> {
+    Client
         .v1()
         .name("hotsh-run")
         .on_receive_notification(
@@ -48,7 +133,7 @@ pub(crate) async fn run_prompt(
             },
             agent_client_protocol::on_receive_notification!(),
         )
-        .connect_with(super::agent(host, None), async |cx| {
+        .connect_with(peer, async |cx| {
             let mut meta = Meta::new();
             meta.insert("terminal_output".into(), true.into());
             cx.send_request(
@@ -99,20 +184,7 @@ pub(crate) async fn run_prompt(
             Ok(response.map(|r| r.stop_reason).map_err(|e| e.message))
         })
         .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut screen = crate::sync::lock(&screen);
-    let stop = match stop {
-        Ok(stop) => stop,
-        Err(message) => {
-            screen.finish(None);
-            anyhow::bail!("{message}");
-        }
-    };
-    screen.finish(Some(stop));
-    Ok(match stop {
-        StopReason::Cancelled => ExitCode::from(130),
-        _ => ExitCode::SUCCESS,
-    })
+        .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// What a card looks like on screen so far.

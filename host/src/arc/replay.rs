@@ -247,6 +247,21 @@ fn replay_one(
     options: &ReplayOptions,
 ) -> anyhow::Result<Outcome> {
     let arc = ArcFile::read(path)?;
+    let has = |side: fn(&Entry) -> bool| arc.entries.iter().any(|(_, entry, _)| side(entry));
+    let lacks =
+        match (has(|e| matches!(e, Entry::Client(_))), has(|e| matches!(e, Entry::Agent(_)))) {
+            (false, _) => Some("no client messages, so there is nothing to replay"),
+            (true, false) => Some("no agent messages, so there is nothing to compare"),
+            (true, true) => None,
+        };
+    if let Some(lacks) = lacks {
+        anyhow::bail!(
+            "{}: the arc holds {lacks}; an arc needs both sides of the conversation (record one \
+             with `hotsh acp --record` or `hotsh run --record`, or export a session with \
+             `hotsh sessions export`)",
+            path.display()
+        );
+    }
     let mut replay = Replay::start(&arc, plugins, options)?;
     let stop = replay.play(plugins);
     replay.finish();

@@ -128,3 +128,56 @@ fn run_takes_the_sessions_sandbox_mode_from_the_command_line() {
     assert!(stderr.contains("invalid value 'wide-open' for '--sandbox <MODE>'"), "{stderr}");
     assert!(!cwd.join("made.txt").exists());
 }
+
+#[test]
+#[allow(clippy::disallowed_methods, reason = "runs hotsh replay")]
+fn run_record_writes_an_arc_that_replays_and_replay_says_what_an_arc_lacks() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cwd, tmp) = (dir.path().join("work"), dir.path().join("tmp"));
+    std::fs::create_dir_all(&cwd).unwrap();
+    std::fs::create_dir_all(&tmp).unwrap();
+    let script = dir.path().join("script.json");
+    let responses = serde_json::json!({"responses": [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "echo recorded"}}]},
+        {"text": "done"}
+    ]});
+    std::fs::write(&script, responses.to_string()).unwrap();
+    let arc = dir.path().join("run.arc");
+    let output = run_with(&["--record", arc.to_str().unwrap()], &script, &cwd, &tmp, "record it");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let text = std::fs::read_to_string(&arc).unwrap();
+    for side in ["\"client\"", "\"agent\"", "\"model\""] {
+        assert!(
+            text.lines().any(|l| l.starts_with(&format!("{{{side}"))),
+            "no {side} line: {text}"
+        );
+    }
+    let replay = |arc: &Path| {
+        std::process::Command::new(hotsh_binary())
+            .arg("replay")
+            .arg(arc)
+            .env("TMPDIR", &tmp)
+            .output()
+            .unwrap()
+    };
+    let replayed = replay(&arc);
+    let stdout = String::from_utf8_lossy(&replayed.stdout);
+    assert!(replayed.status.success(), "{stdout}");
+    assert!(stdout.contains("1 arcs: 1 passed"), "{stdout}");
+
+    // An arc with the model's side only is refused, saying so.
+    let models: String = text
+        .lines()
+        .filter(|l| l.starts_with("{\"arc\"") || l.starts_with("{\"model\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let half = dir.path().join("models-only.arc");
+    std::fs::write(&half, models).unwrap();
+    let refused = replay(&half);
+    let stdout = String::from_utf8_lossy(&refused.stdout);
+    assert!(!refused.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("the arc holds no client messages, so there is nothing to replay"),
+        "{stdout}"
+    );
+}
