@@ -13,10 +13,13 @@
 //!
 //! - `arc`: the format version ([`FORMAT`]).
 //! - `fixture` (optional): a directory next to the arc, copied fresh for each replay as the
-//!   working directory of the arc's first session (others get an empty directory).
+//!   working directory of the arc's first session (others get an empty directory); inside
+//!   the arc's folder, holding only files, folders and links.
 //! - `any` (optional): keys whose values are not compared (output that is legitimately not
-//!   reproducible). Always ignored besides: `duration_ms`, `configOptions` and `agentInfo`
-//!   (they depend on the machine's models and on hotsh's version).
+//!   reproducible). Always ignored besides: `duration_ms`, `configOptions`, `agentInfo`,
+//!   `backend`, `enforcement` (they depend on the machine's models, its sandbox and hotsh's
+//!   version) and the token counts `used`, `tokensBefore`, `tokensAfter` (estimates depend on
+//!   the paths in the prompt).
 //! - `timeout_s` (optional, default 60): the longest the whole replay may take.
 //! - `plugin_dirs` (written by the recorder): where the recording agent's plugins were; those
 //!   paths read as `<plugins>`, as the replay's plugin directory does.

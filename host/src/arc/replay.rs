@@ -306,7 +306,9 @@ impl<'a> Replay<'a> {
             let work = root.join(format!("work-{}", position + 1));
             match (&arc.header.fixture, position) {
                 (Some(fixture), 0) => {
-                    let from = arc.path.parent().unwrap_or(Path::new(".")).join(fixture);
+                    let from = fixture_dir(&arc.path, fixture).map_err(|why| {
+                        anyhow::anyhow!("{name}:1: the fixture `{fixture}` {why}")
+                    })?;
                     copy_tree(&from, &work).with_context(|| {
                         format!("{name}:1: cannot copy the fixture {}", from.display())
                     })?;
@@ -937,6 +939,27 @@ fn diff_report(
 }
 
 /// Copies a directory tree (files, directories, symbolic links).
+/// The folder an arc's `fixture` names: inside the arc's own folder (a relative path without
+/// `..`, and no link leading out of it), or why not.
+fn fixture_dir(arc: &Path, fixture: &str) -> Result<PathBuf, String> {
+    use std::path::Component;
+    let relative = Path::new(fixture);
+    if !relative.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir)) {
+        return Err("must be a folder inside the arc's own folder (a relative path without `..`)"
+            .to_owned());
+    }
+    let base = arc.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let base = std::fs::canonicalize(base).map_err(|e| format!("cannot be found: {e}"))?;
+    let dir =
+        std::fs::canonicalize(base.join(relative)).map_err(|e| format!("cannot be found: {e}"))?;
+    if !dir.starts_with(&base) || !dir.is_dir() {
+        return Err("must be a folder inside the arc's own folder".to_owned());
+    }
+    Ok(dir)
+}
+
+/// Copies a fixture: folders, regular files and links (as links); anything else (a FIFO, a
+/// socket, a device) is refused rather than opened, which could wait forever.
 fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir(to)?;
     for entry in std::fs::read_dir(from)? {
@@ -947,8 +970,13 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
             copy_tree(&entry.path(), &target)?;
         } else if kind.is_symlink() {
             std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &target)?;
-        } else {
+        } else if kind.is_file() {
             std::fs::copy(entry.path(), &target)?;
+        } else {
+            return Err(std::io::Error::other(format!(
+                "{} is not a file, a folder or a link",
+                entry.path().display()
+            )));
         }
     }
     Ok(())

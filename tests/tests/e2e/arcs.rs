@@ -485,3 +485,32 @@ fn a_reload_of_a_plugin_no_directory_holds_fails_at_once_naming_it() {
     // It did not wait for what the reload would have sent.
     assert!(!stdout.contains("timed out"), "{stdout}");
 }
+
+#[test]
+#[allow(clippy::disallowed_methods, reason = "runs mkfifo")]
+fn a_fixture_outside_the_arcs_folder_or_holding_a_fifo_is_refused() {
+    let scratch = tempfile::tempdir().unwrap();
+    let arc = copy_arc(scratch.path(), "exit-status.arc");
+    let original = std::fs::read_to_string(&arc).unwrap();
+    for fixture in ["../project", "/etc"] {
+        let outside =
+            original.replacen("\"fixture\":\"project\"", &format!("\"fixture\":\"{fixture}\""), 1);
+        assert_ne!(outside, original);
+        std::fs::write(&arc, outside).unwrap();
+        let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
+        assert!(!ok, "{stdout}");
+        assert!(
+            stdout.contains(&format!(
+                "the fixture `{fixture}` must be a folder inside the arc's own folder"
+            )),
+            "{stdout}"
+        );
+    }
+    // A FIFO in the fixture: refused, not opened (opening one waits for a writer).
+    std::fs::write(&arc, &original).unwrap();
+    let fifo = scratch.path().join("project").join("pipe");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc), "--timeout", "120"]);
+    assert!(!ok, "{stdout}");
+    assert!(stdout.contains("is not a file, a folder or a link"), "{stdout}");
+}
