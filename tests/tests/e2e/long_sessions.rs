@@ -685,3 +685,36 @@ fn an_answer_that_does_not_end_is_stopped_at_its_bound_and_long_lines_parse_in_o
         .sum();
     assert_eq!(text, 4 << 20);
 }
+
+#[test]
+fn the_prompt_names_the_day_the_session_began_not_today() {
+    let data = tempfile::tempdir().unwrap();
+    let sharing = |responses: Vec<Value>| {
+        let mut options = AgentOptions::script(responses);
+        options.env = vec![("HOTSH_DATA_DIR".into(), data.path().to_string_lossy().into_owned())];
+        options
+    };
+    let mut agent = Agent::start(sharing(vec![say("one")]));
+    agent.initialize(true);
+    let session = agent.new_session();
+    assert_eq!(agent.prompt(&session, "a")["result"]["stopReason"], "end_turn");
+    agent.kill9();
+    // The session began on another day (its first record says when).
+    let log = data.path().join("sessions").join(format!("{session}.jsonl"));
+    let text = std::fs::read_to_string(&log).unwrap();
+    let (first, rest) = text.split_once('\n').unwrap();
+    let mut record: Value = serde_json::from_str(first).unwrap();
+    record["data"]["created_at"] = json!("2020-01-02T03:04:05.000Z");
+    std::fs::write(&log, format!("{record}\n{rest}")).unwrap();
+    let mut second = Agent::start(sharing(vec![say("two")]));
+    second.initialize(true);
+    second.wait_for_stderr("initial plugin scan done");
+    let load = second.call(
+        "session/load",
+        json!({"sessionId": session, "cwd": agent.workdir, "mcpServers": []}),
+    );
+    assert!(load.get("result").is_some(), "{load}");
+    assert_eq!(second.prompt(&session, "b")["result"]["stopReason"], "end_turn");
+    let system = second.model_requests()[0]["system"].as_str().unwrap().to_owned();
+    assert!(system.contains("- Date (UTC): 2020-01-02\n"), "{system}");
+}
