@@ -91,6 +91,10 @@ enum Command {
         /// The longest one arc may take (default: the arc's `timeout_s`, else 60).
         #[arg(long, value_name = "SECONDS")]
         timeout: Option<u64>,
+        /// The widest sandbox mode a replayed command may run under, whatever the arc asks for
+        /// (read-only, workspace-write, danger-full-access).
+        #[arg(long, value_name = "MODE", default_value = "workspace-write")]
+        sandbox: String,
     },
     /// Work with plugin files.
     Plugin {
@@ -298,8 +302,21 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             };
         }
-        Some(Command::Replay { arcs, plugin_dirs, no_default_plugins, bless, junit, timeout }) => {
+        Some(Command::Replay {
+            arcs,
+            plugin_dirs,
+            no_default_plugins,
+            bless,
+            junit,
+            timeout,
+            sandbox,
+        }) => {
             init_logging("warn");
+            let max_mode = crate::sandbox::Mode::parse(&sandbox).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "unknown sandbox mode `{sandbox}`: expected read-only, workspace-write or danger-full-access"
+                )
+            })?;
             let agent = AgentArgs { plugin_dirs, no_default_plugins, ..AgentArgs::default() };
             let options = crate::arc::ReplayOptions {
                 arcs: crate::arc::expand(&arcs)?,
@@ -307,6 +324,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 bless,
                 junit,
                 timeout: timeout.map(std::time::Duration::from_secs),
+                max_mode,
             };
             return crate::arc::replay(&options);
         }

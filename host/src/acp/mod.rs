@@ -569,9 +569,12 @@ fn config_options(host: &Host, session: &crate::session::Session) -> Vec<Session
         );
     }
     if host.sandbox.offered() {
-        let current = session.sandbox_choice().unwrap_or(host.sandbox.default_mode);
+        // What commands run under: the agent's cap narrows a choice logged elsewhere.
+        let chosen = session.sandbox_choice().unwrap_or(host.sandbox.default_mode);
+        let current = host.sandbox.max_mode.map_or(chosen, |max| chosen.min(max));
         let modes = Mode::ALL
             .into_iter()
+            .filter(|mode| host.sandbox.max_mode.is_none_or(|max| *mode <= max))
             .map(|mode| {
                 SessionConfigSelectOption::new(mode.as_str(), mode.as_str())
                     .description(mode.describe().to_owned())
@@ -662,6 +665,11 @@ async fn set_config_option(
                 value.0
             )));
         };
+        if let Some(max) = host.sandbox.max_mode.filter(|max| mode > *max) {
+            return Err(invalid_params(format!(
+                "sandbox mode `{mode}` is not allowed here: this agent allows {max} at most (its `[sandbox] max_mode`)"
+            )));
+        }
         session.choose_sandbox_mode(mode).await;
         flushed(&session).await?;
         return Ok(SetSessionConfigOptionResponse::new(config_options(host, &session)));

@@ -35,6 +35,8 @@ pub(crate) struct ReplayOptions {
     pub(crate) junit: Option<PathBuf>,
     /// Overrides every arc's timeout.
     pub(crate) timeout: Option<Duration>,
+    /// The widest sandbox mode a replayed command may run under, whatever the arc chooses.
+    pub(crate) max_mode: crate::sandbox::Mode,
 }
 
 /// How one arc's replay ended.
@@ -147,6 +149,8 @@ pub(crate) fn fill(path: &Path, plugin_dirs: &[PathBuf]) -> anyhow::Result<()> {
         bless: true,
         junit: None,
         timeout: None,
+        // The user's own session, replayed to fill in its expectations: as it ran.
+        max_mode: crate::sandbox::Mode::DangerFullAccess,
     };
     match replay_one(path, &plugin_files(plugin_dirs)?, &options)? {
         Outcome::Passed | Outcome::Blessed => Ok(()),
@@ -286,6 +290,13 @@ impl<'a> Replay<'a> {
         for sub in ["plugins", "data", "config", "tmp"] {
             std::fs::create_dir(root.join(sub))?;
         }
+        // The agent's configuration (found through XDG_CONFIG_HOME): commands never wider
+        // than the replay allows, whatever the arc's session chooses.
+        std::fs::create_dir(root.join("config/hotsh"))?;
+        std::fs::write(
+            root.join("config/hotsh/config.toml"),
+            format!("[sandbox]\nmax_mode = \"{}\"\n", options.max_mode.as_str()),
+        )?;
         for plugin in plugins {
             let file_name = plugin.file_name().unwrap_or_default();
             std::fs::copy(plugin, root.join("plugins").join(file_name))

@@ -72,6 +72,11 @@ impl CallSandbox {
             Some(session) => (session.sandbox_choice(), session.sandbox_cap()),
             None => (None, None),
         };
+        // The agent's own cap narrows the session's.
+        let cap = match (cap, self.sandbox.max_mode) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         (crate::sandbox::standing(self.sandbox.default_mode, choice, cap), cap)
     }
 
@@ -143,6 +148,12 @@ impl CallSandbox {
         let Some(session) = &self.session else {
             return Err(refusal(EscalationAnswer::Unavailable, wanted, action));
         };
+        if let Some(max) = self.sandbox.max_mode.filter(|max| wanted > *max) {
+            session.record_escalation(&ask, "refused").await;
+            return Err(format!(
+                "escalation refused: this agent allows {max} access at most (its `[sandbox] max_mode`; for `hotsh replay`, its --sandbox); {nothing}"
+            ));
+        }
         if let Some(cap) = cap.filter(|cap| wanted > *cap) {
             session.record_escalation(&ask, "refused").await;
             return Err(format!(

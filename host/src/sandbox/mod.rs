@@ -70,6 +70,9 @@ pub(crate) struct SandboxConfig {
     pub(crate) backend: BackendChoice,
     /// Whether `workspace-write` commands reach the network (`read-only` never does).
     pub(crate) network: bool,
+    /// The widest mode any command may run under here, whatever a session chooses or a user
+    /// allows (`hotsh replay --sandbox` sets it for the agent it replays against).
+    pub(crate) max_mode: Option<Mode>,
 }
 
 /// The enforcing backend picked at start.
@@ -148,6 +151,8 @@ pub(crate) struct Policy {
 pub(crate) struct Sandbox {
     pub(crate) backend: Backend,
     pub(crate) default_mode: Mode,
+    /// The widest mode any command may run under (`[sandbox] max_mode`).
+    pub(crate) max_mode: Option<Mode>,
     network: bool,
     tmpdir: PathBuf,
     /// What hotsh itself trusts: read-only to every confined command.
@@ -192,15 +197,27 @@ impl Sandbox {
             }
             (backend, _) => backend,
         };
+        let max_mode = config.max_mode.filter(|max| *max < Mode::DangerFullAccess);
+        // A cap below full access cannot hold with the sandbox off: nothing runs instead.
+        let backend = match (backend, max_mode) {
+            (Backend::Off, Some(max)) => Backend::Missing {
+                what: format!(
+                    "the configuration caps commands at {max} (`[sandbox] max_mode`) but switches the sandbox off"
+                ),
+            },
+            (backend, _) => backend,
+        };
         let tmpdir = std::env::temp_dir();
         let tmpdir = std::fs::canonicalize(&tmpdir).unwrap_or(tmpdir);
         let default_mode = match backend {
             Backend::Off => Mode::DangerFullAccess,
             _ => config.mode.unwrap_or(Mode::WorkspaceWrite),
         };
+        let default_mode = max_mode.map_or(default_mode, |max| default_mode.min(max));
         Self {
             backend,
             default_mode,
+            max_mode,
             network: config.network,
             tmpdir,
             trusted,
@@ -454,6 +471,7 @@ mod tests {
         let sandbox = |mount_namespaces| Sandbox {
             backend: Backend::Landlock { abi: 7, mount_namespaces },
             default_mode: Mode::WorkspaceWrite,
+            max_mode: None,
             network: false,
             tmpdir: std::fs::canonicalize(tmp.path()).expect("canonical"),
             trusted: Vec::new(),
@@ -477,6 +495,7 @@ mod tests {
         let sandbox = Sandbox {
             backend: Backend::Missing { what: "nothing here".to_owned() },
             default_mode: Mode::WorkspaceWrite,
+            max_mode: None,
             network: false,
             tmpdir: PathBuf::from("/tmp"),
             trusted: Vec::new(),

@@ -181,3 +181,55 @@ fn run_record_writes_an_arc_that_replays_and_replay_says_what_an_arc_lacks() {
         "{stdout}"
     );
 }
+
+#[test]
+#[allow(clippy::disallowed_methods, reason = "runs hotsh replay")]
+fn replayed_commands_get_at_most_the_sandbox_mode_replay_was_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cwd, tmp, outside) =
+        (dir.path().join("work"), dir.path().join("tmp"), dir.path().join("outside"));
+    for d in [&cwd, &tmp, &outside] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let marker = outside.join("escaped");
+    let script = dir.path().join("script.json");
+    let command = format!("touch {}", marker.display());
+    let responses = serde_json::json!({"responses": [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]},
+        {"text": "done"}
+    ]});
+    std::fs::write(&script, responses.to_string()).unwrap();
+    // Recorded by a session that chose full access: the command wrote outside its folder.
+    let arc = dir.path().join("wide.arc");
+    let output = run_with(
+        &["--record", arc.to_str().unwrap(), "--sandbox", "danger-full-access"],
+        &script,
+        &cwd,
+        &tmp,
+        "write outside",
+    );
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(marker.exists(), "the recorded session wrote outside its folder");
+    std::fs::remove_file(&marker).unwrap();
+    let replay = |extra: &[&str]| {
+        std::process::Command::new(hotsh_binary())
+            .arg("replay")
+            .args(extra)
+            .arg(&arc)
+            .env("TMPDIR", &tmp)
+            .output()
+            .unwrap()
+    };
+    // Replayed as given by default (workspace-write at most): the arc's choice is refused and
+    // the command cannot write outside; the replay fails, showing it.
+    let capped = replay(&[]);
+    let stdout = String::from_utf8_lossy(&capped.stdout);
+    assert!(!capped.status.success(), "{stdout}");
+    assert!(!marker.exists(), "a replayed command wrote outside its folder");
+    assert!(stdout.contains("this agent allows workspace-write at most"), "{stdout}");
+    // Allowed on the command line: it replays as recorded.
+    let wide = replay(&["--sandbox", "danger-full-access"]);
+    let stdout = String::from_utf8_lossy(&wide.stdout);
+    assert!(wide.status.success(), "{stdout}");
+    assert!(marker.exists());
+}
