@@ -104,7 +104,7 @@ enum Command {
     /// Install this hotsh and the plugins beside it for the current user: the executable to
     /// `~/.local/bin`, the plugins to `<data dir>/plugins`, where every hotsh looks for them.
     Install {
-        /// Where the executable goes.
+        /// Where the executable goes (default: `~/.local/bin`).
         #[arg(long, value_name = "DIR")]
         bin_dir: Option<PathBuf>,
         /// The data directory (default: `$HOTSH_DATA_DIR`, `$XDG_DATA_HOME/hotsh` or
