@@ -185,12 +185,39 @@ impl Groups {
 
 /// A message as indented JSON, keys sorted, with every string of several lines as a list of its lines (a change in a system prompt or a
 /// command's output shows as one changed line).
+///
+/// Bounded, for a drift report: a line longer than 4 KiB shows its start and the size and hash
+/// of the rest, and a string of more than 2,000 lines its first 2,000 and the same of the rest
+/// (two strings that differ only there still render differently).
 pub(crate) fn pretty(message: &Value) -> String {
+    const SHOWN_BYTES: usize = 4 << 10;
+    const SHOWN_LINES: usize = 2000;
+    fn hidden(rest: &str) -> String {
+        let digest = ring::digest::digest(&ring::digest::SHA256, rest.as_bytes());
+        let hex: String = digest.as_ref()[..6].iter().map(|b| format!("{b:02x}")).collect();
+        format!("[… {} more bytes not shown, sha256 {hex}… …]", rest.len())
+    }
+    fn bounded(line: &str) -> Value {
+        if line.len() <= SHOWN_BYTES {
+            return Value::String(line.to_owned());
+        }
+        let mut cut = SHOWN_BYTES;
+        while !line.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        Value::String(format!("{}{}", &line[..cut], hidden(&line[cut..])))
+    }
     fn split(value: &Value) -> Value {
         match value {
             Value::String(text) if text.contains('\n') => {
-                Value::Array(text.split('\n').map(|l| Value::String(l.to_owned())).collect())
+                let mut lines: Vec<Value> =
+                    text.split('\n').take(SHOWN_LINES).map(bounded).collect();
+                if let Some((at, _)) = text.match_indices('\n').nth(SHOWN_LINES - 1) {
+                    lines.push(Value::String(hidden(&text[at + 1..])));
+                }
+                Value::Array(lines)
             }
+            Value::String(text) => bounded(text),
             Value::Array(items) => Value::Array(items.iter().map(split).collect()),
             Value::Object(map) => {
                 Value::Object(map.iter().map(|(k, v)| (k.clone(), split(v))).collect())
@@ -299,6 +326,18 @@ mod tests {
         assert_eq!(one.get("card s c1").len(), 1);
         let different = Groups::of([output("c1", "abd")].map(|m| (m, None)));
         assert_ne!(one, different);
+    }
+
+    #[test]
+    fn a_drift_report_shows_long_text_bounded_and_still_tells_it_apart() {
+        let long = |last: char| json!({"text": format!("{}{last}", "x".repeat(1 << 20))});
+        let (a, b) = (pretty(&long('a')), pretty(&long('b')));
+        assert!(a.len() < 10_000, "{} bytes", a.len());
+        assert_ne!(a, b, "they differ only in the part not shown");
+        let lines: String = (0..5000).map(|i| format!("{i}\n")).collect();
+        let shown = pretty(&json!({ "output": lines }));
+        assert!(shown.lines().count() < 2010, "{} lines", shown.lines().count());
+        assert!(shown.contains("more bytes not shown"), "{shown}");
     }
 
     #[test]
