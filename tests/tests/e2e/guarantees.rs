@@ -76,9 +76,17 @@ fn commands_never_see_the_hosts_secrets() {
         ("SLACK_WEBHOOK_URL".into(), "https://hooks.example/webhook-0517".into()),
         ("GH_PAT".into(), "pat-0517".into()),
         ("AUTH_HEADER".into(), "Bearer sk-secret-0517".into()),
+        ("SESSION_COOKIE".into(), "cookie-0517".into()),
+        ("LDAP_PASSWD".into(), "passwd-0517".into()),
+        ("CLOUD_CREDENTIALS".into(), "cred-0517".into()),
+        // Named by a model profile as holding its key: a secret whatever its name.
+        ("LOCALAI".into(), "localai-0517".into()),
         ("PLAIN_SETTING".into(), "visible-0517".into()),
     ];
-    options.config = Some("[env]\nkeep = [\"SSH_KEY_PATH\"]\n".to_owned());
+    options.config = Some(
+        "[env]\nkeep = [\"SSH_KEY_PATH\"]\n[models.local]\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\napi_key_env = \"LOCALAI\"\n"
+            .to_owned(),
+    );
     let mut agent = Agent::start(options);
     agent.initialize(true);
     let session = agent.new_session();
@@ -99,6 +107,10 @@ fn commands_never_see_the_hosts_secrets() {
             "dsn-0517",
             "webhook-0517",
             "pat-0517",
+            "cookie-0517",
+            "passwd-0517",
+            "cred-0517",
+            "localai-0517",
         ] {
             assert!(!text.contains(secret), "{secret} leaked into:\n{text}");
         }

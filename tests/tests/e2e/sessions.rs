@@ -681,3 +681,18 @@ fn a_fifo_or_a_symlink_among_the_logs_is_reported_and_skipped_never_followed_or_
     assert_eq!(std::fs::read(log_path(data.path(), &real)).unwrap(), before);
     assert!(agent.stderr().contains("skipping a session log"), "the list says what it skipped");
 }
+
+#[test]
+fn session_logs_are_private_to_their_user() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let data = tempfile::tempdir().unwrap();
+    let mut agent = Agent::start(sharing(data.path(), vec![say("hi")]));
+    agent.initialize(true);
+    let session = agent.new_session();
+    assert_eq!(agent.prompt(&session, "hello")["result"]["stopReason"], "end_turn");
+    let sessions = data.path().join("sessions");
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&sessions), 0o700, "the sessions directory");
+    assert_eq!(mode(&sessions.join(format!("{session}.jsonl"))), 0o600, "the log");
+}
