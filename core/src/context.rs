@@ -6,6 +6,7 @@
 //! at four bytes a token (the usual rule for English text and code), and marked as estimates.
 
 use crate::model::{Message, ModelRequest, Usage};
+use crate::text::{cut_middle, floor_char_boundary};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -97,11 +98,6 @@ fn message_bytes(message: &Message) -> usize {
 /// Estimated tokens of some messages.
 pub fn messages_tokens(messages: &[Arc<Message>]) -> u64 {
     tokens_of(messages.iter().map(|m| message_bytes(m)).sum())
-}
-
-/// Estimated tokens of everything a request carries.
-pub fn request_tokens(request: &ModelRequest) -> u64 {
-    fixed_tokens(request) + messages_tokens(&request.messages)
 }
 
 fn tools_bytes(request: &ModelRequest) -> usize {
@@ -352,14 +348,6 @@ pub fn recent_prompts(history: &[Arc<Message>], budget: u64) -> Vec<String> {
     kept
 }
 
-fn floor_char_boundary(text: &str, at: usize) -> usize {
-    let mut cut = at.min(text.len());
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    cut
-}
-
 /// What the summary request asks for: what a coding session needs to go on.
 pub fn summary_instruction(focus: Option<&str>, plan: Option<&str>) -> String {
     let mut text = String::from(
@@ -391,20 +379,7 @@ pub fn summary_instruction(focus: Option<&str>, plan: Option<&str>) -> String {
 pub fn shrunk_for_summary(messages: &[Arc<Message>], room: u64) -> Vec<Arc<Message>> {
     let cap = (room as usize).max(256);
     let shrink = |text: &String| -> String {
-        if text.len() <= cap {
-            return text.clone();
-        }
-        let head = floor_char_boundary(text, cap / 2);
-        let mut tail = text.len() - cap / 4;
-        while !text.is_char_boundary(tail) {
-            tail += 1;
-        }
-        format!(
-            "{}\n[… {} bytes cut for the summary …]\n{}",
-            &text[..head],
-            tail - head,
-            &text[tail..]
-        )
+        cut_middle(text, cap, cap / 2, cap / 4, |n| format!("[… {n} bytes cut for the summary …]"))
     };
     messages
         .iter()

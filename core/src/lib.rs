@@ -11,5 +11,6 @@ pub mod plan;
 pub mod sandbox;
 pub mod session;
 pub mod sync;
+pub mod text;
 pub mod tools;
 pub mod turn;

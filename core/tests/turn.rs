@@ -456,7 +456,9 @@ async fn past_the_threshold_the_history_is_compacted_before_the_next_request_and
     assert!(
         matches!(&*after[1], hotsh_core::model::Message::User { text, .. } if text.ends_with("SUMMARY: echoed a big value"))
     );
-    assert!(hotsh_core::context::request_tokens(&requests[2]) < 1000);
+    let tokens = hotsh_core::context::fixed_tokens(&requests[2])
+        + hotsh_core::context::messages_tokens(&requests[2].messages);
+    assert!(tokens < 1000);
     // The log holds the full thread and the compaction; its fold is the live history.
     let kinds = types(&f.log.lock().unwrap());
     for kind in [

@@ -201,10 +201,7 @@ pub(crate) fn pretty(message: &Value) -> String {
         if line.len() <= SHOWN_BYTES {
             return Value::String(line.to_owned());
         }
-        let mut cut = SHOWN_BYTES;
-        while !line.is_char_boundary(cut) {
-            cut -= 1;
-        }
+        let cut = hotsh_core::text::floor_char_boundary(line, SHOWN_BYTES);
         Value::String(format!("{}{}", &line[..cut], hidden(&line[cut..])))
     }
     fn split(value: &Value) -> Value {

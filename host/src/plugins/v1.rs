@@ -158,23 +158,9 @@ const MAX_CARD_TEXT: usize = 64 << 10;
 /// `text` cut to about `cap` bytes: its head and tail around a marker naming what was left
 /// out.
 pub(crate) fn bounded(text: &str, cap: usize) -> String {
-    if text.len() <= cap {
-        return text.to_owned();
-    }
-    let mut head = cap / 2;
-    while !text.is_char_boundary(head) {
-        head -= 1;
-    }
-    let mut tail = text.len() - cap / 2;
-    while !text.is_char_boundary(tail) {
-        tail += 1;
-    }
-    format!(
-        "{}\n[… {} bytes of the plugin's result omitted …]\n{}",
-        &text[..head],
-        tail - head,
-        &text[tail..]
-    )
+    hotsh_core::text::cut_middle(text, cap, cap / 2, cap / 2, |n| {
+        format!("[… {n} bytes of the plugin's result omitted …]")
+    })
 }
 
 fn to_abi(call: &PluginCall) -> abi::ToolCall {
