@@ -911,6 +911,21 @@ impl Agent {
             .collect()
     }
 
+    /// Sends `session/load` for `session` (begun in `cwd`) and waits for its answer: the
+    /// `session/update` payloads of that session that came before the answer, and the answer.
+    pub fn load(&mut self, session: &str, cwd: &Path) -> (Vec<Value>, Value) {
+        let before = self.received.len();
+        let id = self
+            .request("session/load", json!({"sessionId": session, "cwd": cwd, "mcpServers": []}));
+        let at = self.wait_for_from(before, |m| m["id"] == id && m.get("method").is_none());
+        let updates = self.received[before..at]
+            .iter()
+            .filter(|m| m["method"] == "session/update" && m["params"]["sessionId"] == session)
+            .map(|m| m["params"]["update"].clone())
+            .collect();
+        (updates, self.received[at].clone())
+    }
+
     /// The `session/update` payloads of `session`'s thread received so far: everything but
     /// what describes the session's state (context use, the slash commands, the title; see
     /// [`Agent::all_updates`]).

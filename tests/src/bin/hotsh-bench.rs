@@ -1150,15 +1150,12 @@ fn long(turns: usize) {
     replies.push(text("SUMMARY: printed 4 KiB a turn."));
     let provider = FakeProvider::start_unparsed(replies);
     let dir = tempfile::tempdir().expect("temp dir");
-    let config = dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "model = \"bench\"\n[sandbox]\nbackend = \"none\"\n[models.bench]\nbase_url = \"{}\"\nmodel = \"bench\"\ncontext_window = 1000000000\n",
-            provider.base_url
-        ),
-    )
-    .expect("config");
+    let config = bench_profile(
+        dir.path(),
+        &provider.base_url,
+        "[sandbox]\nbackend = \"none\"\n",
+        "context_window = 1000000000\n",
+    );
     let data = dir.path().join("data");
     let mut agent = Agent::launch(dir, &hotsh, vec!["--config".into(), config.into()]);
     let session = agent.session.as_str().unwrap_or_default().to_owned();
@@ -1241,16 +1238,8 @@ fn long_line(mib: usize, runs: usize) {
             "data: [DONE]\n\n".into(),
         ])]);
         let dir = tempfile::tempdir().expect("temp dir");
-        let config = dir.path().join("config.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "model = \"bench\"\n[session]\nmax_answer_tokens = {}\n[models.bench]\nbase_url = \"{}\"\nmodel = \"bench\"\n",
-                (mib << 20) / 2,
-                provider.base_url
-            ),
-        )
-        .expect("config");
+        let session = format!("[session]\nmax_answer_tokens = {}\n", (mib << 20) / 2);
+        let config = bench_profile(dir.path(), &provider.base_url, &session, "");
         let mut agent = Agent::launch(dir, &hotsh, vec!["--config".into(), config.into()]);
         let started = Instant::now();
         let response = agent.prompt("one long line");
@@ -1261,4 +1250,15 @@ fn long_line(mib: usize, runs: usize) {
         agent.finish();
     }
     println!("one {mib} MiB line, prompt to answer: median {:.0} ms", median(each));
+}
+
+/// Writes `dir/config.toml` choosing the profile `bench` at `base_url` (with `profile` lines),
+/// after the `sections` given; returns its path.
+fn bench_profile(dir: &std::path::Path, base_url: &str, sections: &str, profile: &str) -> PathBuf {
+    let config = dir.join("config.toml");
+    let text = format!(
+        "model = \"bench\"\n{sections}[models.bench]\nbase_url = \"{base_url}\"\nmodel = \"bench\"\n{profile}"
+    );
+    std::fs::write(&config, text).expect("config");
+    config
 }

@@ -145,17 +145,8 @@ fn past_the_threshold_the_session_compacts_and_after_a_restart_sends_the_same_re
     let mut second = Agent::start(options(&second_provider, Some(data.path()), ""));
     second.initialize(true);
     second.wait_for_stderr("initial plugin scan done");
-    let before = second.received.len();
-    let load = second.call(
-        "session/load",
-        json!({"sessionId": session, "cwd": agent.workdir, "mcpServers": []}),
-    );
+    let (replayed, load) = second.load(&session, &agent.workdir);
     assert!(load.get("result").is_some(), "{load}");
-    let replayed: Vec<Value> = second.received[before..]
-        .iter()
-        .filter(|m| m["method"] == "session/update")
-        .map(|m| m["params"]["update"].clone())
-        .collect();
     // The whole thread is replayed (the command's card and output included); the context use
     // is shown again.
     assert!(replayed.iter().any(|u| u["title"] == "seq 100000 104000"));
@@ -295,17 +286,8 @@ fn slash_commands_are_listed_compact_takes_a_focus_and_the_title_is_shown() {
     let mut second = Agent::start(options(&FakeProvider::start(vec![]), Some(data.path()), ""));
     second.initialize(true);
     second.wait_for_stderr("initial plugin scan done");
-    let before = second.received.len();
-    let load = second.call(
-        "session/load",
-        json!({"sessionId": session, "cwd": agent.workdir, "mcpServers": []}),
-    );
+    let (replayed, load) = second.load(&session, &agent.workdir);
     assert!(load.get("result").is_some(), "{load}");
-    let replayed: Vec<Value> = second.received[before..]
-        .iter()
-        .filter(|m| m["method"] == "session/update")
-        .map(|m| m["params"]["update"].clone())
-        .collect();
     let prompts: Vec<&str> = of_kind(&replayed, "user_message_chunk")
         .iter()
         .map(|u| u["content"]["text"].as_str().unwrap())
@@ -485,17 +467,8 @@ fn a_plan_is_shown_logged_replayed_and_kept_in_the_summary() {
     let mut second = Agent::start(options(&FakeProvider::start(vec![]), Some(data.path()), ""));
     second.initialize(true);
     second.wait_for_stderr("initial plugin scan done");
-    let before = second.received.len();
-    let load = second.call(
-        "session/load",
-        json!({"sessionId": session, "cwd": agent.workdir, "mcpServers": []}),
-    );
+    let (replayed, load) = second.load(&session, &agent.workdir);
     assert!(load.get("result").is_some(), "{load}");
-    let replayed: Vec<Value> = second.received[before..]
-        .iter()
-        .filter(|m| m["method"] == "session/update")
-        .map(|m| m["params"]["update"].clone())
-        .collect();
     assert_eq!(of_kind(&replayed, "plan"), plans);
 }
 
@@ -559,10 +532,7 @@ fn reasoning_effort_is_a_session_option_that_reaches_the_request_and_survives_a_
     let mut second = Agent::start(with_effort(&provider));
     second.initialize(true);
     second.wait_for_stderr("initial plugin scan done");
-    let load = second.call(
-        "session/load",
-        json!({"sessionId": session, "cwd": agent.workdir, "mcpServers": []}),
-    );
+    let (_, load) = second.load(&session, &agent.workdir);
     let current = load["result"]["configOptions"]
         .as_array()
         .unwrap()
@@ -709,10 +679,7 @@ fn the_prompt_names_the_day_the_session_began_not_today() {
     let mut second = Agent::start(sharing(vec![say("two")]));
     second.initialize(true);
     second.wait_for_stderr("initial plugin scan done");
-    let load = second.call(
-        "session/load",
-        json!({"sessionId": session, "cwd": agent.workdir, "mcpServers": []}),
-    );
+    let (_, load) = second.load(&session, &agent.workdir);
     assert!(load.get("result").is_some(), "{load}");
     assert_eq!(second.prompt(&session, "b")["result"]["stopReason"], "end_turn");
     let system = second.model_requests()[0]["system"].as_str().unwrap().to_owned();

@@ -129,8 +129,19 @@ fn run_takes_the_sessions_sandbox_mode_from_the_command_line() {
     assert!(!cwd.join("made.txt").exists());
 }
 
-#[test]
+/// `hotsh replay EXTRA… ARC`, its temp dir `tmp`.
 #[allow(clippy::disallowed_methods, reason = "runs hotsh replay")]
+fn replay(arc: &Path, tmp: &Path, extra: &[&str]) -> std::process::Output {
+    std::process::Command::new(hotsh_binary())
+        .arg("replay")
+        .args(extra)
+        .arg(arc)
+        .env("TMPDIR", tmp)
+        .output()
+        .unwrap()
+}
+
+#[test]
 fn run_record_writes_an_arc_that_replays_and_replay_says_what_an_arc_lacks() {
     let dir = tempfile::tempdir().unwrap();
     let (cwd, tmp) = (dir.path().join("work"), dir.path().join("tmp"));
@@ -152,15 +163,7 @@ fn run_record_writes_an_arc_that_replays_and_replay_says_what_an_arc_lacks() {
             "no {side} line: {text}"
         );
     }
-    let replay = |arc: &Path| {
-        std::process::Command::new(hotsh_binary())
-            .arg("replay")
-            .arg(arc)
-            .env("TMPDIR", &tmp)
-            .output()
-            .unwrap()
-    };
-    let replayed = replay(&arc);
+    let replayed = replay(&arc, &tmp, &[]);
     let stdout = String::from_utf8_lossy(&replayed.stdout);
     assert!(replayed.status.success(), "{stdout}");
     assert!(stdout.contains("1 arcs: 1 passed"), "{stdout}");
@@ -173,7 +176,7 @@ fn run_record_writes_an_arc_that_replays_and_replay_says_what_an_arc_lacks() {
         .collect();
     let half = dir.path().join("models-only.arc");
     std::fs::write(&half, models).unwrap();
-    let refused = replay(&half);
+    let refused = replay(&half, &tmp, &[]);
     let stdout = String::from_utf8_lossy(&refused.stdout);
     assert!(!refused.status.success(), "{stdout}");
     assert!(
@@ -183,7 +186,6 @@ fn run_record_writes_an_arc_that_replays_and_replay_says_what_an_arc_lacks() {
 }
 
 #[test]
-#[allow(clippy::disallowed_methods, reason = "runs hotsh replay")]
 fn replayed_commands_get_at_most_the_sandbox_mode_replay_was_given() {
     let dir = tempfile::tempdir().unwrap();
     let (cwd, tmp, outside) =
@@ -211,24 +213,15 @@ fn replayed_commands_get_at_most_the_sandbox_mode_replay_was_given() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(marker.exists(), "the recorded session wrote outside its folder");
     std::fs::remove_file(&marker).unwrap();
-    let replay = |extra: &[&str]| {
-        std::process::Command::new(hotsh_binary())
-            .arg("replay")
-            .args(extra)
-            .arg(&arc)
-            .env("TMPDIR", &tmp)
-            .output()
-            .unwrap()
-    };
     // Replayed as given by default (workspace-write at most): the arc's choice is refused and
     // the command cannot write outside; the replay fails, showing it.
-    let capped = replay(&[]);
+    let capped = replay(&arc, &tmp, &[]);
     let stdout = String::from_utf8_lossy(&capped.stdout);
     assert!(!capped.status.success(), "{stdout}");
     assert!(!marker.exists(), "a replayed command wrote outside its folder");
     assert!(stdout.contains("this agent allows workspace-write at most"), "{stdout}");
     // Allowed on the command line: it replays as recorded.
-    let wide = replay(&["--sandbox", "danger-full-access"]);
+    let wide = replay(&arc, &tmp, &["--sandbox", "danger-full-access"]);
     let stdout = String::from_utf8_lossy(&wide.stdout);
     assert!(wide.status.success(), "{stdout}");
     assert!(marker.exists());

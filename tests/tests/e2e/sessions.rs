@@ -17,17 +17,8 @@ fn sharing(data_dir: &std::path::Path, responses: Vec<Value>) -> AgentOptions {
 /// Loads `session` (cwd `cwd`) and returns the updates that came before the answer, and the
 /// answer.
 fn load(agent: &mut Agent, session: &str, cwd: &std::path::Path) -> (Vec<Value>, Value) {
-    let before = agent.received.len();
-    let id =
-        agent.request("session/load", json!({"sessionId": session, "cwd": cwd, "mcpServers": []}));
-    let at = agent.wait_for_from(before, |m| m["id"] == id && m.get("method").is_none());
-    let updates = agent.received[before..at]
-        .iter()
-        .filter(|m| m["method"] == "session/update" && m["params"]["sessionId"] == session)
-        .map(|m| m["params"]["update"].clone())
-        .filter(|u| !is_state_update(u))
-        .collect();
-    (updates, agent.received[at].clone())
+    let (updates, answer) = agent.load(session, cwd);
+    (updates.into_iter().filter(|u| !is_state_update(u)).collect(), answer)
 }
 
 /// One line per update: what a reader of a thread cares about, ids and paths normalised.
