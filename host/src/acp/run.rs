@@ -92,14 +92,18 @@ type RecordedLines = agent_client_protocol::Lines<
     std::pin::Pin<Box<dyn futures::Stream<Item = std::io::Result<String>> + Send>>,
 >;
 
+/// Lines on their way from one side of a recorded connection to the other, at most.
+const LINES_IN_FLIGHT: usize = 64;
+
 /// Two line transports joined to each other, every line handed to `recorder` as it passes:
 /// (the client's side, the agent's side).
 fn recorded_pair(recorder: Arc<crate::arc::Recorder>) -> (RecordedLines, RecordedLines) {
     use futures::{SinkExt as _, StreamExt as _};
-    let (to_agent, from_client) = futures::channel::mpsc::unbounded::<String>();
-    let (to_client, from_agent) = futures::channel::mpsc::unbounded::<String>();
-    let side = |sink: futures::channel::mpsc::UnboundedSender<String>,
-                stream: futures::channel::mpsc::UnboundedReceiver<String>,
+    // Bounded both ways, as the pipes of stdio are: a side that falls behind holds the other.
+    let (to_agent, from_client) = futures::channel::mpsc::channel::<String>(LINES_IN_FLIGHT);
+    let (to_client, from_agent) = futures::channel::mpsc::channel::<String>(LINES_IN_FLIGHT);
+    let side = |sink: futures::channel::mpsc::Sender<String>,
+                stream: futures::channel::mpsc::Receiver<String>,
                 tap: Box<dyn Fn(&str) + Send + Sync>|
      -> RecordedLines {
         let sink = sink.sink_map_err(std::io::Error::other).with(move |line: String| {
