@@ -279,6 +279,7 @@ impl Host {
         let open = self.store.create(&meta)?;
         let session = Arc::new(Session::new(&meta, Box::new(LogWriter::start(open)), None));
         lock(&self.sessions).insert(session.id.clone(), Arc::clone(&session));
+        self.prepare_sandbox(&session);
         Ok(session)
     }
 
@@ -308,6 +309,7 @@ impl Host {
             Arc::new(Session::new(&folded.meta, Box::new(LogWriter::start(open)), Some(&folded)));
         session.attach_for_replay(sink, async { Ok::<_, StoreError>(()) }).await?;
         lock(&self.sessions).insert(session.id.clone(), Arc::clone(&session));
+        self.prepare_sandbox(&session);
         Ok((session, folded))
     }
 
@@ -481,6 +483,24 @@ impl Host {
             .effort_choice()
             .filter(|chosen| offered.efforts.contains(chosen))
             .or_else(|| offered.default_effort.clone())
+    }
+
+    /// Starts `session`'s sandbox environment for its mode in the background, so that its
+    /// first command does not wait for bubblewrap (`executor/environment.rs`).
+    pub(crate) fn prepare_sandbox(&self, session: &Arc<Session>) {
+        let call = crate::plugins::gate::CallSandbox {
+            sandbox: Arc::clone(&self.sandbox),
+            session: Some(Arc::clone(session)),
+            call_id: String::new(),
+            cwd: session.cwd.clone(),
+            temp_dir: Some(self.output_root.session_temp_dir(&session.id.0)),
+        };
+        let (executor, owner) = (Arc::clone(&self.executor), session.id.0.clone());
+        tokio::task::spawn_blocking(move || {
+            if let Some(policy) = call.standing_policy() {
+                executor.prepare_environment(&owner, &policy);
+            }
+        });
     }
 
     pub(crate) fn turn(&self, session: &Session) -> crate::turn::Turn {

@@ -671,6 +671,7 @@ async fn set_config_option(
             )));
         }
         session.choose_sandbox_mode(mode).await;
+        host.prepare_sandbox(&session);
         flushed(&session).await?;
         return Ok(SetSessionConfigOptionResponse::new(config_options(host, &session)));
     }

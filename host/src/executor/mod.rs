@@ -14,6 +14,7 @@
 
 mod capture;
 mod env;
+mod environment;
 mod helper;
 mod live;
 mod output_root;
@@ -87,6 +88,9 @@ pub(crate) struct ExecutorConfig {
     pub(crate) unread_cap: usize,
     /// Background tasks one owner (session) may have running at once.
     pub(crate) max_tasks_per_owner: usize,
+    /// How long a session's idle bubblewrap environment is kept (`environment.rs`); zero:
+    /// every bwrap command gets a sandbox of its own.
+    pub(crate) keep_environment: Duration,
 }
 
 impl Default for ExecutorConfig {
@@ -101,6 +105,7 @@ impl Default for ExecutorConfig {
             live_cap: 256 << 10,
             unread_cap: 30_000,
             max_tasks_per_owner: 16,
+            keep_environment: Duration::from_secs(600),
         }
     }
 }
@@ -115,6 +120,9 @@ pub(crate) struct RunRequest {
     pub(crate) spill_path: PathBuf,
     /// The confinement the shim applies; `None` runs unconfined.
     pub(crate) policy: Option<Policy>,
+    /// The session whose sandbox environment the command may run in (`environment.rs`);
+    /// `None`: a sandbox of its own (a call under an escalation granted for it alone).
+    pub(crate) environment: Option<String>,
     /// The command's `$TMPDIR` (the session's private temp dir), if not the host's.
     pub(crate) temp_dir: Option<PathBuf>,
 }
@@ -150,6 +158,8 @@ pub(crate) struct StartRequest {
     pub(crate) policy: Option<Policy>,
     /// The sandbox mode's name, recorded with the task for its end (never interpreted here).
     pub(crate) mode: String,
+    /// As [`RunRequest::environment`].
+    pub(crate) environment: Option<String>,
     /// The task's `$TMPDIR` (the session's private temp dir), if not the host's.
     pub(crate) temp_dir: Option<PathBuf>,
     /// What started it (the tool's name): its id is `<kind>-N`.
@@ -212,8 +222,10 @@ pub(crate) struct Executor {
     config: ExecutorConfig,
     /// The environment every command gets, computed once from the host's.
     env: Vec<(OsString, OsString)>,
-    /// Forks the shim of every command.
+    /// Forks the shim of every command but those in a sandbox environment.
     supervisor: Arc<supervisor::Supervisor>,
+    /// Sessions' bubblewrap environments, each with a supervisor of its own.
+    environments: Arc<environment::Environments>,
     /// Read end of the lifeline, inherited by every shim (its number is an argument). The write end is only ever
     /// held by this process (close-on-exec), so its death is every shim's end of file.
     _lifeline_read: OwnedFd,
@@ -275,9 +287,10 @@ impl Executor {
         process::raise_open_file_limit();
         let (completions, receiver) = mpsc::unbounded_channel();
         let executor = Self {
-            config,
+            config: config.clone(),
             env,
             supervisor: Arc::new(supervisor::Supervisor::new(lifeline_read.as_raw_fd())),
+            environments: Arc::new(environment::Environments::new(config.keep_environment)),
             _lifeline_read: lifeline_read,
             _lifeline_write: lifeline_write,
             tasks: Mutex::default(),
@@ -292,6 +305,18 @@ impl Executor {
         // Started beside the rest of the host's start-up, so that no command waits for it.
         let warm = Arc::clone(&executor);
         tokio::task::spawn_blocking(move || warm.supervisor.warm_up());
+        if let Some(every) = executor.environments.check_every() {
+            let environments = Arc::downgrade(&executor.environments);
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    let Some(environments) = environments.upgrade() else { break };
+                    let _ = tokio::task::spawn_blocking(move || environments.retire_idle()).await;
+                }
+            });
+        }
         Ok((executor, receiver))
     }
 
@@ -305,7 +330,7 @@ impl Executor {
         &self,
         command: &str,
         workdir: &Path,
-        policy: Option<&Policy>,
+        confinement: Confinement<'_>,
         temp_dir: Option<&Path>,
         output: Output,
     ) -> Result<Spawned, RunError> {
@@ -313,7 +338,7 @@ impl Executor {
             .map(|dir| ("TMPDIR".to_owned(), dir.to_string_lossy().into_owned()))
             .into_iter()
             .collect();
-        self.spawn_shim(command, &[], &temp, workdir, policy, output)
+        self.spawn_shim(command, &[], &temp, workdir, confinement, output)
     }
 
     /// [`Self::spawn`] with positional arguments for the command (`$0`, `$1`, …) and
@@ -325,9 +350,10 @@ impl Executor {
         positional: &[OsString],
         extra_env: &[(String, String)],
         workdir: &Path,
-        policy: Option<&Policy>,
+        confinement: Confinement<'_>,
         output: Output,
     ) -> Result<Spawned, RunError> {
+        let Confinement { policy, environment } = confinement;
         if self.disposed.load(Ordering::SeqCst) {
             return Err(RunError::Disposed);
         }
@@ -373,10 +399,23 @@ impl Executor {
                 .collect(),
             workdir: workdir.as_os_str().to_owned(),
         };
-        let started = self
-            .supervisor
-            .start(&job, [stdin.as_fd(), stdout.as_fd(), stderr.as_fd(), status.as_fd()])
-            .map_err(spawn_error)?;
+        let pipes = [stdin.as_fd(), stdout.as_fd(), stderr.as_fd(), status.as_fd()];
+        let started = match (policy, environment) {
+            (Some(policy), Some(owner)) if self.environments.serve(policy) => {
+                let env = self.environments.get(&self.supervisor, owner, policy);
+                match env.supervisor.try_start(&job, pipes) {
+                    Ok(started) => Ok(started),
+                    Err(supervisor::StartError::Launch(error)) => {
+                        tracing::warn!(%error, "no sandbox environment; the command gets a bubblewrap of its own");
+                        self.environments.discard(&env);
+                        self.supervisor.start(&job, pipes)
+                    }
+                    Err(supervisor::StartError::Job(error)) => Err(error),
+                }
+            }
+            _ => self.supervisor.start(&job, pipes),
+        }
+        .map_err(spawn_error)?;
         // The host's copies of the shim's ends close here, so each pipe ends with the shim.
         drop((stdin, stdout, stderr, status));
         Ok(Spawned {
@@ -403,10 +442,11 @@ impl Executor {
             request.timeout.unwrap_or(self.config.default_timeout).min(self.config.max_timeout);
         let started_at = Instant::now();
         let (_confined, gate) = ConfinedRun::start(self, request.policy.as_ref()).await;
+        let confinement = Confinement::of(request.policy.as_ref(), request.environment.as_deref());
         let Spawned { mut exit, process, pipes, .. } = self.spawn(
             &request.command,
             &request.workdir,
-            request.policy.as_ref(),
+            confinement,
             request.temp_dir.as_deref(),
             Output::Separate,
         )?;
@@ -493,10 +533,11 @@ impl Executor {
         if running >= limit {
             return Err(RunError::TooManyTasks { running, limit });
         }
+        let confinement = Confinement::of(request.policy.as_ref(), request.environment.as_deref());
         let Spawned { mut exit, process, pipes, .. } = self.spawn(
             &request.command,
             &request.workdir,
-            request.policy.as_ref(),
+            confinement,
             request.temp_dir.as_deref(),
             Output::Merged,
         )?;
@@ -662,8 +703,18 @@ impl Executor {
         running
     }
 
-    /// Kills every running task of `owner` (a session that closes) and waits for them to end.
+    /// Starts `owner`'s sandbox environment for `policy` now, so that its first command does
+    /// not wait for bubblewrap (a session that starts or changes mode). Blocking.
+    pub(crate) fn prepare_environment(&self, owner: &str, policy: &Policy) {
+        if !self.disposed.load(Ordering::SeqCst) && self.environments.serve(policy) {
+            self.environments.get(&self.supervisor, owner, policy).supervisor.warm_up();
+        }
+    }
+
+    /// Kills every running task of `owner` (a session that closes) and waits for them to end;
+    /// its sandbox environments take no more jobs.
     pub(crate) async fn kill_owned_by(&self, owner: &str) {
+        self.environments.retire_owner(owner);
         let ids: Vec<String> = lock(&self.tasks)
             .values()
             .filter(|t| t.owner.as_deref() == Some(owner) && t.status().is_running())
@@ -700,12 +751,28 @@ impl Executor {
         // before the host goes.
         let _ = tokio::task::spawn_blocking({
             let supervisor = Arc::clone(&self.supervisor);
+            let environments = Arc::clone(&self.environments);
             move || {
+                environments.close_all(Duration::from_secs(1));
                 supervisor.close(Duration::from_secs(1));
                 process::sweep_until_clear(Duration::from_secs(1));
             }
         })
         .await;
+    }
+}
+
+/// How a command is confined: its policy (`None`: unconfined) and the session whose sandbox
+/// environment it may run in.
+#[derive(Debug, Clone, Copy, Default)]
+struct Confinement<'a> {
+    policy: Option<&'a Policy>,
+    environment: Option<&'a str>,
+}
+
+impl<'a> Confinement<'a> {
+    fn of(policy: Option<&'a Policy>, environment: Option<&'a str>) -> Self {
+        Self { policy, environment }
     }
 }
 

@@ -212,6 +212,16 @@ impl Pidfd {
         Ok(Self(unsafe { OwnedFd::from_raw_fd(fd as i32) }))
     }
 
+    /// The process's pid in this process's pid namespace, from the pidfd's `fdinfo` (for a
+    /// pidfd opened inside another namespace, whose pid numbers mean nothing here); `None`
+    /// once it has been reaped or when the kernel does not say.
+    pub(crate) fn host_pid(&self) -> Option<u32> {
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", self.0.as_raw_fd()));
+        let info = info.ok()?;
+        let pid = info.lines().find_map(|line| line.strip_prefix("Pid:"))?.trim();
+        pid.parse::<i64>().ok().filter(|&pid| pid > 0).map(|pid| pid as u32)
+    }
+
     /// True once the process has ended (without waiting).
     pub(crate) fn has_exited(&self) -> bool {
         let mut fds = [libc::pollfd { fd: self.0.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
@@ -274,8 +284,8 @@ struct Reach {
 impl ProcessHandle {
     /// A shim the supervisor started, with the pidfd it opened for it (none on kernels
     /// without pidfds).
-    pub(crate) fn supervised(pid: u32, pidfd: Option<Pidfd>) -> Self {
-        Self { reach: std::sync::Mutex::new(Some(Reach { pid: Some(pid), pidfd })) }
+    pub(crate) fn supervised(pid: Option<u32>, pidfd: Option<Pidfd>) -> Self {
+        Self { reach: std::sync::Mutex::new(Some(Reach { pid, pidfd })) }
     }
 
     /// A handle that reaches nothing (for tests).

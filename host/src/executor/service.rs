@@ -115,7 +115,7 @@ impl Executor {
             &positional,
             &request.env,
             &request.workdir,
-            None,
+            super::Confinement::default(),
             Output::Service,
         )?;
         let (Some(stdin), Some(stdout)) = (stdin, pipes.first) else {

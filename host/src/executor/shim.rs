@@ -116,17 +116,46 @@ impl Shim {
 
     /// Runs `job` in this process (its descriptors 0 to 2 the command's) until the command has
     /// ended; never returns.
-    pub(crate) fn run(self, job: Job, lifeline: i32, report: StatusPipe) -> ! {
-        run(self.signals, job, lifeline, report)
+    ///
+    /// `environment` is the policy of the bubblewrap environment this shim runs in (its
+    /// supervisor's, see `supervisor.rs`), `None` outside one: inside, the mounts, network and
+    /// capabilities are already the policy's, and a job under any other policy is refused.
+    pub(crate) fn run(
+        self,
+        job: Job,
+        lifeline: i32,
+        report: StatusPipe,
+        environment: Option<&Policy>,
+    ) -> ! {
+        run(self.signals, job, lifeline, report, environment)
     }
 }
 
-fn run(signals: SignalFd, job: Job, lifeline: i32, report: StatusPipe) -> ! {
+fn run(
+    signals: SignalFd,
+    job: Job,
+    lifeline: i32,
+    report: StatusPipe,
+    environment: Option<&Policy>,
+) -> ! {
     if let Err(error) = std::env::set_current_dir(&job.workdir) {
         let workdir = std::path::Path::new(&job.workdir).display();
         report.fail(&format!("cannot enter {workdir}: {error}"));
     }
-    if let Some(policy) = job.policy.as_ref().filter(|p| p.bwrap.is_none())
+    if let Some(environment) = environment {
+        // Never a command under a policy this environment was not made for.
+        if job.policy.as_ref() != Some(environment) {
+            report.fail(
+                "the sandbox cannot be enforced, so the command was not run: it came to a \
+                 sandbox environment made for another policy",
+            );
+        }
+        if let Err(error) = confine::scope_to_command() {
+            report.fail(&format!(
+                "the sandbox cannot be enforced, so the command was not run: {error}"
+            ));
+        }
+    } else if let Some(policy) = job.policy.as_ref().filter(|p| p.bwrap.is_none())
         && let Err(error) = confine::restrict_self(policy)
     {
         // Fail closed: the command asked for confinement it would not get.
@@ -146,7 +175,8 @@ fn run(signals: SignalFd, job: Job, lifeline: i32, report: StatusPipe) -> ! {
     let shell = std::path::Path::new(&job.shell);
     // Under bwrap the gate runs inside it: this very program, reached through a descriptor
     // bwrap passes on (what is on disk may be a newer build by now).
-    let under_bwrap = job.policy.as_ref().is_some_and(|policy| policy.bwrap.is_some());
+    let under_bwrap =
+        environment.is_none() && job.policy.as_ref().is_some_and(|policy| policy.bwrap.is_some());
     let helper = if under_bwrap {
         match inheritable_self() {
             Ok(fd) => Some(std::path::PathBuf::from(format!("/proc/self/fd/{fd}"))),
@@ -157,7 +187,8 @@ fn run(signals: SignalFd, job: Job, lifeline: i32, report: StatusPipe) -> ! {
     } else {
         None
     };
-    let mut argv = confine::shell_argv(job.policy.as_ref(), shell, &job.command, helper.as_deref());
+    let bwrap_policy = job.policy.as_ref().filter(|_| under_bwrap);
+    let mut argv = confine::shell_argv(bwrap_policy, shell, &job.command, helper.as_deref());
     argv.extend(job.positional.iter().cloned());
     // Some of a confined command's calls come to this shim to be made (`sandbox/notify.rs`),
     // which needs a fork of its own to install the filter in; under bwrap the gate inside

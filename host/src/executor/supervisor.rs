@@ -143,10 +143,22 @@ impl Fields<'_> {
 
 /// Entry point of `__supervisor`; never returns.
 pub(crate) fn main(args: &[OsString]) -> ! {
-    let [build, lifeline, control] = args else {
-        eprintln!("hotsh __supervisor: usage: hotsh __supervisor BUILD LIFELINE_FD CONTROL_FD");
-        std::process::exit(2);
+    let (build, lifeline, control, environment) = match args {
+        [build, lifeline, control] => (build, lifeline, control, None),
+        [build, lifeline, control, policy] => (build, lifeline, control, Some(policy)),
+        _ => {
+            eprintln!(
+                "hotsh __supervisor: usage: hotsh __supervisor BUILD LIFELINE_FD CONTROL_FD [POLICY]"
+            );
+            std::process::exit(2);
+        }
     };
+    // Inside a session's bubblewrap environment: the policy it was made for.
+    let environment: Option<Policy> =
+        environment.map(|policy| match policy.to_str().map(serde_json::from_str) {
+            Some(Ok(policy)) => policy,
+            _ => fail("the sandbox environment's policy is not valid"),
+        });
     if build != BUILD {
         fail(&format!(
             "this supervisor is from hotsh {BUILD}, but the agent is hotsh {}; no command will \
@@ -181,6 +193,9 @@ pub(crate) fn main(args: &[OsString]) -> ! {
     }
     // SAFETY: the host passed this descriptor for the supervisor to own.
     let control = unsafe { OwnedFd::from_raw_fd(control) };
+    if environment.is_some() {
+        greet_host(control.as_fd());
+    }
     // Ignored for itself, blocked and read: only the host's socket and lifeline end it.
     // SIGCONT (the host's nudge when no answer comes) is read too, to pass on to the spare: a
     // command may have stopped either.
@@ -201,7 +216,7 @@ pub(crate) fn main(args: &[OsString]) -> ! {
     let mut taking_jobs = true;
     loop {
         if taking_jobs && spare.is_none() && spare_due.is_some_and(|due| due <= Instant::now()) {
-            spare = fork_spare(lifeline, &control, &signals).ok();
+            spare = fork_spare(lifeline, &control, &signals, environment.as_ref()).ok();
             shims.extend(spare.as_ref().map(|s| s.pid));
             spare_due = None;
         }
@@ -258,7 +273,7 @@ pub(crate) fn main(args: &[OsString]) -> ! {
                 }
             } else if fds[2].revents & libc::POLLIN != 0 {
                 // A job and no spare (the last one is being used, or a fork failed): fork now.
-                spare = fork_spare(lifeline, &control, &signals)
+                spare = fork_spare(lifeline, &control, &signals, environment.as_ref())
                     .inspect_err(|&errno| refuse_job(control.as_fd(), errno))
                     .ok();
                 shims.extend(spare.as_ref().map(|s| s.pid));
@@ -368,6 +383,21 @@ fn answer_host(control: BorrowedFd<'_>, answer: Result<libc::pid_t, i32>) {
     let _ = send_with_fds(control, &bytes, &fds);
 }
 
+/// Inside an environment, tells the host it is up (the host sends no job before): a pidfd for
+/// this supervisor, to nudge it and see it end, and one for the namespace's init (bubblewrap,
+/// this process's parent), the one process whose death ends everything in the namespace: the
+/// host kills it to end the environment. Pids mean nothing outside the namespace; pidfds do.
+fn greet_host(control: BorrowedFd<'_>) {
+    let own = Pidfd::open(std::process::id());
+    let init = Pidfd::open(1);
+    let (Ok(own), Ok(init)) = (own, init) else {
+        fail("cannot open pidfds for the host; the sandbox environment is not used");
+    };
+    if let Err(error) = send_with_fds(control, b"ready", &[own.as_fd(), init.as_fd()]) {
+        fail(&format!("cannot greet the host: {error}"));
+    }
+}
+
 /// Sends `bytes` as one message with `fds` attached (`SCM_RIGHTS`; at most a job's five).
 pub(super) fn send_with_fds(
     socket: BorrowedFd<'_>,
@@ -431,7 +461,12 @@ impl Spare {
 }
 
 /// Forks a spare shim. The answer is the error of `fork` if it fails.
-fn fork_spare(lifeline: RawFd, control: &OwnedFd, signals: &SignalFd) -> Result<Spare, i32> {
+fn fork_spare(
+    lifeline: RawFd,
+    control: &OwnedFd,
+    signals: &SignalFd,
+    environment: Option<&Policy>,
+) -> Result<Spare, i32> {
     let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
     let (channel, theirs) = UnixStream::pair().map_err(errno)?;
     // SAFETY: this process is single-threaded, so the fork may run any code.
@@ -486,7 +521,7 @@ fn fork_spare(lifeline: RawFd, control: &OwnedFd, signals: &SignalFd) -> Result<
     drop((stdin, stdout, stderr));
     let report = StatusPipe::new(status);
     match (prepared, decode(&frame[4..])) {
-        (Ok(shim), Ok(job)) => shim.run(job, lifeline, report),
+        (Ok(shim), Ok(job)) => shim.run(job, lifeline, report, environment),
         (Err(error), _) => report.fail(&error),
         (_, Err(error)) => report.fail(&format!("the command could not be read: {error}")),
     }
@@ -495,26 +530,35 @@ fn fork_spare(lifeline: RawFd, control: &OwnedFd, signals: &SignalFd) -> Result<
 // ---------------------------------------------------------------------------------------------
 // The host's side.
 
-/// A shim the supervisor started.
+/// A shim the supervisor started: its pid as the host sees it (`None` when it is not known,
+/// inside an environment without a pidfd for it) and a pidfd for it.
 #[derive(Debug)]
 pub(crate) struct Started {
-    pub(crate) pid: u32,
+    pub(crate) pid: Option<u32>,
     pub(crate) pidfd: Option<Pidfd>,
 }
 
-/// The host's handle on its supervisor: started on first use (or ahead of it, by
-/// [`Supervisor::warm_up`]), started again when it died.
+/// The host's handle on a supervisor: started on first use (or ahead of it, by
+/// [`Supervisor::warm_up`]), started again when it died. The host's own runs unconfined;
+/// one for a session's bubblewrap environment ([`Supervisor::in_environment`]) runs inside
+/// a bwrap started for it, and forks shims already confined.
 #[derive(Debug)]
 pub(crate) struct Supervisor {
-    program: shim::Program,
+    program: std::sync::Arc<shim::Program>,
     lifeline: RawFd,
+    /// The policy of the environment it runs in; `None` for the host's own.
+    environment: Option<Policy>,
     running: Mutex<Option<Running>>,
 }
 
 #[derive(Debug)]
 struct Running {
+    /// The supervisor, or for an environment, bubblewrap (which started it).
     child: std::process::Child,
+    /// The supervisor's.
     pidfd: Option<Pidfd>,
+    /// The environment's init: killing it ends every process in the environment.
+    init: Option<Pidfd>,
     /// A `SOCK_SEQPACKET` pair's end: one message per job, read whole by one spare.
     socket: OwnedFd,
 }
@@ -532,7 +576,23 @@ enum Failure {
 
 impl Supervisor {
     pub(crate) fn new(lifeline: RawFd) -> Self {
-        Self { program: shim::Program::find(), lifeline, running: Mutex::new(None) }
+        Self {
+            program: std::sync::Arc::new(shim::Program::find()),
+            lifeline,
+            environment: None,
+            running: Mutex::new(None),
+        }
+    }
+
+    /// A supervisor for a bubblewrap environment under `policy` (its `bwrap` set), from the
+    /// same program as this one; started on first use or by [`Supervisor::warm_up`].
+    pub(crate) fn in_environment(&self, policy: Policy) -> Self {
+        Self {
+            program: std::sync::Arc::clone(&self.program),
+            lifeline: self.lifeline,
+            environment: Some(policy),
+            running: Mutex::new(None),
+        }
     }
 
     /// Starts the supervisor now, if it is not running, so that the first command does not
@@ -554,13 +614,25 @@ impl Supervisor {
         job: &Job,
         pipes: [BorrowedFd<'_>; JOB_FDS],
     ) -> std::io::Result<Started> {
+        self.try_start(job, pipes).map_err(|error| match error {
+            StartError::Launch(error) | StartError::Job(error) => error,
+        })
+    }
+
+    /// [`Self::start`], telling a supervisor that could not be started (nothing was sent)
+    /// from a job that failed.
+    pub(crate) fn try_start(
+        &self,
+        job: &Job,
+        pipes: [BorrowedFd<'_>; JOB_FDS],
+    ) -> Result<Started, StartError> {
         let frame = encode(job);
         if frame.len() > MAX_FRAME {
-            return Err(std::io::Error::other(format!(
+            return Err(StartError::Job(std::io::Error::other(format!(
                 "the command, its arguments and environment take {} bytes; the limit is {} MiB",
                 frame.len(),
                 MAX_FRAME >> 20
-            )));
+            ))));
         }
         let mut running = lock(&self.running);
         // A supervisor that has died is replaced before the job is sent.
@@ -571,18 +643,18 @@ impl Supervisor {
         let mut last_error = None;
         for _ in 0..2 {
             if running.is_none() {
-                *running = Some(self.launch()?);
+                *running = Some(self.launch().map_err(StartError::Launch)?);
             }
             let Some(current) = running.as_ref() else { continue };
             match current.send(&frame, pipes) {
-                Ok(started) => return Ok(started),
-                Err(Failure::Refused(error)) => return Err(error),
+                Ok(started) => return Ok(self.seen_from_host(started)),
+                Err(Failure::Refused(error)) => return Err(StartError::Job(error)),
                 Err(Failure::Unknown(error)) => {
                     end(running.take());
-                    return Err(std::io::Error::other(format!(
+                    return Err(StartError::Job(std::io::Error::other(format!(
                         "the command supervisor did not answer ({error}); it was replaced, and \
                          the command, if it had started, was stopped with it"
-                    )));
+                    ))));
                 }
                 Err(Failure::NotSent(error)) => {
                     tracing::warn!(%error, "the command supervisor is gone; starting a new one");
@@ -592,11 +664,41 @@ impl Supervisor {
             }
         }
         let error = last_error.unwrap_or_else(|| std::io::Error::other("no supervisor"));
-        Err(std::io::Error::other(format!(
+        Err(StartError::Launch(std::io::Error::other(format!(
             "the command supervisor ({} beside hotsh, or hotsh itself) ends as soon as it starts \
              ({error}); its reason is in the agent's log",
             shim::PROGRAM
-        )))
+        ))))
+    }
+
+    /// `started` with its pid as the host sees it: inside an environment the supervisor
+    /// answers with the namespace's pid, which the pidfd translates.
+    fn seen_from_host(&self, started: Started) -> Started {
+        if self.environment.is_none() {
+            return started;
+        }
+        let pid = started.pidfd.as_ref().and_then(Pidfd::host_pid);
+        Started { pid, pidfd: started.pidfd }
+    }
+
+    /// Whether it has been started and has ended since (what it ran ended with it, for an
+    /// environment): it is reaped.
+    pub(crate) fn ended(&self) -> bool {
+        let mut running = lock(&self.running);
+        let gone =
+            running.as_ref().is_some_and(|r| r.pidfd.as_ref().is_some_and(Pidfd::has_exited));
+        if gone {
+            end(running.take());
+        }
+        gone
+    }
+
+    /// Stops taking jobs without waiting: the supervisor exits once its shims have ended
+    /// (see [`Self::ended`]); what is running goes on to its end.
+    pub(crate) fn stop_taking_jobs(&self) {
+        if let Some(running) = lock(&self.running).as_ref() {
+            let _ = rustix::net::shutdown(&running.socket, rustix::net::Shutdown::Both);
+        }
     }
 
     /// Closes the socket (the supervisor stops taking jobs and exits once its shims are gone)
@@ -606,7 +708,7 @@ impl Supervisor {
         let _ = rustix::net::shutdown(&running.socket, rustix::net::Shutdown::Both);
         let ended = running.pidfd.as_ref().is_none_or(|p| p.wait_exit(within));
         if !ended {
-            let _ = running.child.kill();
+            running.kill();
         }
         let _ = running.child.wait();
         process::reaped(Some(running.child.id()));
@@ -620,39 +722,132 @@ impl Supervisor {
             None,
         )?;
         let theirs_fd = theirs.as_raw_fd();
-        let mut command = std::process::Command::new(&self.program.path);
-        command
-            .arg0(&self.program.name)
-            .args([
-                OsString::from(SUBCOMMAND),
-                BUILD.into(),
-                self.lifeline.to_string().into(),
-                theirs_fd.to_string().into(),
-            ])
-            .env_clear()
-            .current_dir("/")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null());
-        // SAFETY: fcntl is async-signal-safe; it makes the socket's end inheritable in this
-        // child only (a fork, once per supervisor, rather than a posix_spawn).
+        let args = [
+            OsString::from(SUBCOMMAND),
+            BUILD.into(),
+            self.lifeline.to_string().into(),
+            theirs_fd.to_string().into(),
+        ];
+        // For an environment: bwrap, then the program through a descriptor it passes on.
+        let (mut command, program) = match &self.environment {
+            None => {
+                let mut command = std::process::Command::new(&self.program.path);
+                command.arg0(&self.program.name).args(args);
+                (command, None)
+            }
+            Some(policy) => {
+                use crate::sandbox::confine::{Lifetime, bwrap_argv};
+                let bwrap = bwrap_argv(policy, Lifetime::Environment)
+                    .ok_or_else(|| std::io::Error::other("the policy names no bubblewrap"))?;
+                let program = std::fs::File::open(&self.program.path)?;
+                let mut command = std::process::Command::new(&bwrap[0]);
+                command
+                    .args(&bwrap[1..])
+                    .arg(format!("/proc/self/fd/{}", program.as_raw_fd()))
+                    .args(args)
+                    .arg(serde_json::to_string(policy).map_err(std::io::Error::other)?);
+                (command, Some(program))
+            }
+        };
+        let program_fd = program.as_ref().map_or(-1, |file| file.as_raw_fd());
+        command.env_clear().current_dir("/").stdin(Stdio::null()).stdout(Stdio::null());
+        // SAFETY: fcntl is async-signal-safe; it makes the socket's end (and the program, for
+        // bwrap to pass on) inheritable in this child only (a fork, once per supervisor,
+        // rather than a posix_spawn).
         unsafe {
             command.pre_exec(move || {
-                if libc::fcntl(theirs_fd, libc::F_SETFD, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
+                for fd in [theirs_fd, program_fd] {
+                    if fd >= 0 && libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             });
         }
         #[expect(clippy::disallowed_methods, reason = "the executor is where processes start")]
-        let child = process::spawn_own(|| command.spawn(), |c| Some(c.id()))?;
-        drop(theirs);
-        let pidfd = Pidfd::open(child.id()).ok();
-        tracing::debug!(pid = child.id(), program = %self.program.path.display(), "command supervisor started");
-        Ok(Running { child, pidfd, socket })
+        let mut child = process::spawn_own(|| command.spawn(), |c| Some(c.id()))?;
+        drop((theirs, program));
+        if self.environment.is_none() {
+            let pidfd = Pidfd::open(child.id()).ok();
+            tracing::debug!(pid = child.id(), program = %self.program.path.display(), "command supervisor started");
+            return Ok(Running { child, pidfd, init: None, socket });
+        }
+        match greeting(&socket, &child) {
+            Ok((pidfd, init)) => {
+                tracing::debug!(bwrap = child.id(), "sandbox environment started");
+                Ok(Running { child, pidfd: Some(pidfd), init: Some(init), socket })
+            }
+            Err(error) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                process::reaped(Some(child.id()));
+                Err(std::io::Error::other(format!(
+                    "bubblewrap did not start the sandbox environment ({error}); its reason is in \
+                     the agent's log"
+                )))
+            }
+        }
+    }
+}
+
+/// Why [`Supervisor::try_start`] failed.
+#[derive(Debug)]
+pub(crate) enum StartError {
+    /// The supervisor (or its environment) could not be started: no job was sent.
+    Launch(std::io::Error),
+    /// The job was refused, or may have started and was stopped.
+    Job(std::io::Error),
+}
+
+/// Waits for an environment's supervisor to say it is up (see `greet_host`): its pidfd and
+/// the namespace init's. Fails if bubblewrap ends first or nothing comes in
+/// [`GIVE_UP_AFTER`].
+fn greeting(socket: &OwnedFd, bwrap: &std::process::Child) -> std::io::Result<(Pidfd, Pidfd)> {
+    let bwrap = Pidfd::open(bwrap.id())?;
+    let deadline = Instant::now() + GIVE_UP_AFTER;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer"));
+        }
+        let mut fds = [
+            libc::pollfd { fd: socket.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: bwrap.as_fd().as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        ];
+        // SAFETY: two valid pollfd.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, left.as_millis() as i32) };
+        if ready < 0 {
+            let error = std::io::Error::last_os_error();
+            if error.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(error);
+        }
+        if fds[0].revents & libc::POLLIN != 0 {
+            let mut bytes = [0u8; 8];
+            let (received, fds) = recv_with_fds(socket.as_fd(), &mut bytes)?;
+            let mut fds = fds.into_iter().map(Pidfd::from);
+            return match (&bytes[..received.bytes], fds.next(), fds.next()) {
+                (b"ready", Some(own), Some(init)) => Ok((own, init)),
+                _ => Err(std::io::Error::other("it answered something else")),
+            };
+        }
+        if fds[0].revents != 0 || fds[1].revents != 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "it ended"));
+        }
     }
 }
 
 impl Running {
+    /// Ends it at once: for an environment its init, which takes every process in it along
+    /// (bubblewrap's own end would leave them running); the child either way.
+    fn kill(&mut self) {
+        if let Some(init) = &self.init {
+            init.signal(libc::SIGKILL);
+        }
+        let _ = self.child.kill();
+    }
+
     fn send(&self, frame: &[u8], pipes: [BorrowedFd<'_>; JOB_FDS]) -> Result<Started, Failure> {
         // A large job goes in a memory file (the socket's buffer bounds one message).
         let file = if frame.len() > INLINE_MAX {
@@ -710,7 +905,7 @@ impl Running {
         let pid = i32::from_le_bytes(bytes[..4].try_into().unwrap_or_default());
         let errno = i32::from_le_bytes(bytes[4..].try_into().unwrap_or_default());
         Ok(if pid > 0 {
-            Ok(Started { pid: pid as u32, pidfd })
+            Ok(Started { pid: Some(pid as u32), pidfd })
         } else {
             Err(Failure::Refused(std::io::Error::from_raw_os_error(errno)))
         })
@@ -735,7 +930,7 @@ fn frame_file(frame: &[u8]) -> std::io::Result<std::fs::File> {
 /// kills them as strangers.
 fn end(running: Option<Running>) {
     if let Some(mut running) = running {
-        let _ = running.child.kill();
+        running.kill();
         let _ = running.child.wait();
         process::reaped(Some(running.child.id()));
     }

@@ -59,6 +59,9 @@ impl Action {
 pub(crate) struct Gate {
     pub(crate) mode: Mode,
     pub(crate) policy: Option<Policy>,
+    /// The mode was widened for this call alone (the user allowed it): its command gets a
+    /// sandbox of its own, not the session's environment.
+    pub(crate) escalated: bool,
     enforcement: Enforcement,
     /// A wider mode may still be asked for.
     widenable: bool,
@@ -78,6 +81,14 @@ impl CallSandbox {
             (a, b) => a.or(b),
         };
         (crate::sandbox::standing(self.sandbox.default_mode, choice, cap), cap)
+    }
+
+    /// The policy of this session's commands when no call widens it (for preparing its
+    /// sandbox environment ahead); `None` when they run unconfined or cannot run.
+    pub(crate) fn standing_policy(&self) -> Option<Policy> {
+        let (mode, _) = self.standing();
+        let temp = self.temp_dir.as_deref();
+        self.sandbox.policy(mode, &self.cwd, temp).ok().and_then(|(policy, _)| policy)
     }
 
     /// Decides how `action` runs; asks the user first when it wants a wider mode. An error is
@@ -108,7 +119,8 @@ impl CallSandbox {
             && mode < Mode::DangerFullAccess
             && cap.is_none_or(|cap| cap > mode);
         let backend = if action.writes_file { "host" } else { self.sandbox.backend.name() };
-        Ok(Gate { mode, policy, enforcement, widenable, backend })
+        let escalated = action.request.is_some();
+        Ok(Gate { mode, policy, escalated, enforcement, widenable, backend })
     }
 
     async fn escalate(

@@ -6,7 +6,7 @@
 
 mod check;
 mod files;
-mod gate;
+pub(crate) mod gate;
 mod loader;
 mod services;
 mod v1;

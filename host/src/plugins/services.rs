@@ -153,6 +153,7 @@ impl CallServices {
             timeout: spec.timeout_ms.into_option().map(Duration::from_millis),
             spill_path: spill_path.into(),
             policy: gate.policy.clone(),
+            environment: (!gate.escalated).then(|| self.session_id.clone()),
             temp_dir: self.temp_dir(),
         };
         let executor = Arc::clone(&self.executor);
@@ -191,6 +192,7 @@ impl CallServices {
             workdir: PathBuf::from(spec.workdir.as_str()),
             owner: Some(self.session_id.clone()),
             output_dir: self.task_output_dir.clone(),
+            environment: (!gate.escalated).then(|| self.session_id.clone()),
             policy: gate.policy,
             mode: gate.mode.as_str().to_owned(),
             temp_dir: self.temp_dir(),

@@ -52,27 +52,10 @@ pub(crate) fn shell_argv(
     helper: Option<&Path>,
 ) -> Vec<OsString> {
     let mut argv: Vec<OsString> = Vec::new();
-    if let Some(policy @ Policy { bwrap: Some(program), .. }) = policy {
-        let bind = |flag: &str, path: &std::path::PathBuf| {
-            [flag.into(), path.into(), path.into()] as [OsString; 3]
-        };
-        argv.push(program.into());
-        argv.extend(
-            ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"].map(OsString::from),
-        );
-        argv.extend(policy.writable.iter().flat_map(|dir| bind("--bind", dir)));
-        argv.extend(policy.pinned.iter().flat_map(|dir| bind("--bind", dir)));
-        argv.extend(policy.read_only.iter().flat_map(|path| bind("--ro-bind", path)));
-        if !policy.network {
-            argv.push("--unshare-net".into());
-        }
-        // No capabilities, in a user namespace of its own where the kernel allows one: root
-        // inside can do no more than the user it is (no remount, no raw sockets, no ptrace of
-        // the agent).
-        argv.extend(
-            ["--unshare-user-try", "--cap-drop", "ALL", "--unshare-pid", "--die-with-parent", "--"]
-                .map(OsString::from),
-        );
+    if let Some(policy) = policy
+        && let Some(bwrap) = bwrap_argv(policy, Lifetime::OneCommand)
+    {
+        argv.extend(bwrap);
         if let Some(helper) = helper {
             argv.push(helper.into());
             argv.push(SANDBOXED.into());
@@ -83,6 +66,66 @@ pub(crate) fn shell_argv(
     argv.push("-c".into());
     argv.push(command.clone());
     argv
+}
+
+/// How long a bubblewrap sandbox lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lifetime {
+    /// One command's, started by its shim: it dies with the shim (`--die-with-parent`).
+    OneCommand,
+    /// A session's environment, started by the host and ended by the host's lifeline (the
+    /// supervisor inside watches it): not `--die-with-parent`, which would tie it to the host
+    /// *thread* that started it.
+    Environment,
+}
+
+/// `bwrap` and its options for `policy`, up to and including `--`; `None` for the Landlock
+/// backend. Everything but the program after `--` is the same for one command and for an
+/// environment: the same mounts, no network, no capabilities, a pid namespace of its own.
+pub(crate) fn bwrap_argv(policy: &Policy, lifetime: Lifetime) -> Option<Vec<OsString>> {
+    let program = policy.bwrap.as_ref()?;
+    let bind = |flag: &str, path: &std::path::PathBuf| {
+        [flag.into(), path.into(), path.into()] as [OsString; 3]
+    };
+    let mut argv: Vec<OsString> = vec![program.into()];
+    argv.extend(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"].map(OsString::from));
+    argv.extend(policy.writable.iter().flat_map(|dir| bind("--bind", dir)));
+    argv.extend(policy.pinned.iter().flat_map(|dir| bind("--bind", dir)));
+    argv.extend(policy.read_only.iter().flat_map(|path| bind("--ro-bind", path)));
+    if !policy.network {
+        argv.push("--unshare-net".into());
+    }
+    // No capabilities, in a user namespace of its own where the kernel allows one: root
+    // inside can do no more than the user it is (no remount, no raw sockets, no ptrace of
+    // the agent).
+    argv.extend(["--unshare-user-try", "--cap-drop", "ALL", "--unshare-pid"].map(OsString::from));
+    if lifetime == Lifetime::OneCommand {
+        argv.push("--die-with-parent".into());
+    }
+    argv.push("--".into());
+    Some(argv)
+}
+
+/// Inside a session's bubblewrap environment (`executor/supervisor.rs`), where the mounts,
+/// the network and the capabilities are already as the policy says: puts this shim, and so
+/// its command, in a Landlock domain of its own that may signal no process outside it and
+/// reach no abstract socket outside it. The commands of one environment share its pid and
+/// network namespaces; this keeps each from stopping another's shim or the environment's
+/// supervisor, as separate sandboxes would. A kernel without Landlock scopes (before 6.12)
+/// enforces nothing of it, and the environment still holds: a command that kills what it
+/// shares ends only its own session's environment, which the agent replaces.
+pub(crate) fn scope_to_command() -> Result<(), String> {
+    use landlock::{CompatLevel, Compatible, Ruleset, RulesetAttr, Scope};
+    let error = |e: landlock::RulesetError| format!("Landlock refused the scope: {e}");
+    Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .scope(Scope::Signal | Scope::AbstractUnixSocket)
+        .map_err(error)?
+        .create()
+        .map_err(error)?
+        .restrict_self()
+        .map_err(error)?;
+    Ok(())
 }
 
 /// Restricts this process (and so every process it starts) to `policy`, for the landlock

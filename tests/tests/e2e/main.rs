@@ -21,6 +21,7 @@ mod plugins;
 mod reload;
 mod run_cli;
 mod sandbox;
+mod sandbox_env;
 mod sandbox_real;
 mod sessions;
 mod slow_client;
