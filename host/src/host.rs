@@ -73,6 +73,13 @@ impl HostConfig {
             );
             executor.capture.spill_cap = mib << 20;
         }
+        if let Some(seconds) = file.sandbox.keep_environment_s {
+            anyhow::ensure!(
+                seconds <= MAX_KEEP_ENVIRONMENT_S,
+                "config: sandbox.keep_environment_s must be between 0 and {MAX_KEEP_ENVIRONMENT_S} (a day), got {seconds}"
+            );
+            executor.keep_environment = std::time::Duration::from_secs(seconds);
+        }
         Ok(Self {
             models,
             key_variables,
@@ -106,6 +113,9 @@ impl HostConfig {
         }
     }
 }
+
+/// The longest `sandbox.keep_environment_s` accepted.
+const MAX_KEEP_ENVIRONMENT_S: u64 = 86_400;
 
 /// The highest `executor.max_background_tasks` accepted.
 const MAX_TASKS_LIMIT: usize = 4096;

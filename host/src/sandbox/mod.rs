@@ -73,6 +73,9 @@ pub(crate) struct SandboxConfig {
     /// The widest mode any command may run under here, whatever a session chooses or a user
     /// allows (`hotsh replay --sandbox` sets it for the agent it replays against).
     pub(crate) max_mode: Option<Mode>,
+    /// Seconds a session's idle bubblewrap environment is kept (default 600); 0: every
+    /// command gets a bubblewrap of its own.
+    pub(crate) keep_environment_s: Option<u64>,
 }
 
 /// The enforcing backend picked at start.

@@ -363,6 +363,7 @@ fn overhead(calls: usize, runs: usize) {
     for (name, config) in setups {
         let mut through_tool = Vec::new();
         let mut direct = Vec::new();
+        let mut first = Vec::new();
         for run in 1..=runs {
             let tool_calls: Vec<Value> = (0..calls)
                 .map(|_| json!({"name": "bash", "arguments": {"command": "true"}}))
@@ -376,7 +377,9 @@ fn overhead(calls: usize, runs: usize) {
                 json!({"text": "done"}),
             ];
             let mut agent = Agent::start(&hotsh, responses, config);
+            let started = Instant::now();
             agent.prompt("warm up");
+            let first_prompt = ms(started.elapsed());
             let started = Instant::now();
             agent.prompt("go");
             let per_call = ms(started.elapsed()) / calls as f64;
@@ -392,14 +395,15 @@ fn overhead(calls: usize, runs: usize) {
             }
             let per_spawn = ms(started.elapsed()) / calls as f64;
             println!(
-                "{name} run {run}: {per_call:.2} ms per `true` through the tool path, {per_spawn:.2} ms per `bash -c true` spawned directly"
+                "{name} run {run}: {per_call:.2} ms per `true` through the tool path, {per_spawn:.2} ms per `bash -c true` spawned directly; the session's first prompt (one `true`, and the plugin scan) {first_prompt:.2} ms"
             );
+            first.push(first_prompt);
             through_tool.push(per_call);
             direct.push(per_spawn);
         }
-        let (tool, bash) = (median(through_tool), median(direct));
+        let (tool, bash, first) = (median(through_tool), median(direct), median(first));
         summary.push(format!(
-            "{name}: median of {runs} runs: {tool:.2} ms through the tool path vs {bash:.2} ms direct: {:.2} ms of overhead per command",
+            "{name}: median of {runs} runs: {tool:.2} ms through the tool path vs {bash:.2} ms direct: {:.2} ms of overhead per command; first prompt of a session {first:.2} ms",
             tool - bash
         ));
     }
