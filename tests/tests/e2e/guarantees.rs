@@ -341,6 +341,10 @@ fn config_values_out_of_range_are_refused_at_start_up() {
             "[executor]\nmax_background_tasks = 0\n",
             "error: config: executor.max_background_tasks must be between 1 and 4096, got 0",
         ),
+        (
+            "[sandbox]\nkeep_environment_s = 86401\n",
+            "error: config: sandbox.keep_environment_s must be between 0 and 86400 (a day), got 86401",
+        ),
     ] {
         let path = dir.path().join("config.toml");
         std::fs::write(&path, config).unwrap();

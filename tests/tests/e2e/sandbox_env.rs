@@ -18,7 +18,7 @@ fn bwrap_installed() -> bool {
 
 /// An agent on the bwrap backend, as `nobody` when the tests run as root (an ordinary user's
 /// user namespaces are where bubblewrap holds least).
-fn agent(extra: &str, per_session: Vec<Vec<Value>>) -> Agent {
+fn bwrap_agent(extra: &str, per_session: Vec<Vec<Value>>) -> Agent {
     let mut options: AgentOptions = options("bwrap", extra, Vec::new());
     options.per_session = per_session;
     if hotsh_tests::running_as_root() {
@@ -46,7 +46,7 @@ fn a_sessions_commands_share_one_sandbox_and_another_sessions_get_their_own() {
         say("done"),
     ];
     let second = vec![bash_call(NAMESPACE), bash_call(listing), say("done")];
-    let mut agent = agent("", vec![first, second]);
+    let mut agent = bwrap_agent("", vec![first, second]);
     agent.initialize(true);
     let a = agent.new_session();
     agent.prompt(&a, "go");
@@ -94,7 +94,7 @@ fn a_mode_change_or_an_escalation_never_runs_a_command_in_another_modes_sandbox(
         bash_call(NAMESPACE),
         say("three"),
     ];
-    let mut agent = agent("", vec![script]);
+    let mut agent = bwrap_agent("", vec![script]);
     agent.initialize(true);
     let session = agent.new_session();
     agent.prompt(&session, "go");
@@ -160,19 +160,24 @@ fn descendants(root: u32) -> Vec<(u32, u32, String)> {
     all.into_iter().filter(|(pid, _, _)| *pid != root && found.contains(pid)).collect()
 }
 
-/// The pid of the supervisor inside the agent's one sandbox environment (its parent is
+/// The pids of the supervisors inside the agent's sandbox environments (each one's parent is
 /// bubblewrap's init).
-fn environment_supervisor(agent: &Agent) -> u32 {
+fn environment_supervisors(agent: &Agent) -> Vec<u32> {
     let processes = descendants(agent.pid());
-    let supervisors: Vec<u32> = processes
+    processes
         .iter()
         .filter(|(_, parent, name)| {
             name == "hotsh-supervise"
                 && processes.iter().any(|(p, _, n)| p == parent && n == "bwrap")
         })
         .map(|(pid, _, _)| *pid)
-        .collect();
-    assert_eq!(supervisors.len(), 1, "one environment: {processes:?}");
+        .collect()
+}
+
+/// The pid of the supervisor inside the agent's one sandbox environment.
+fn environment_supervisor(agent: &Agent) -> u32 {
+    let supervisors = environment_supervisors(agent);
+    assert_eq!(supervisors.len(), 1, "one environment: {:?}", descendants(agent.pid()));
     supervisors[0]
 }
 
@@ -207,7 +212,7 @@ fn a_command_cannot_end_its_sandbox_and_a_dead_or_stopped_one_leaves_nothing_and
         bash_call("echo c"),
         say("three"),
     ];
-    let mut agent = agent("", vec![script]);
+    let mut agent = bwrap_agent("", vec![script]);
     agent.initialize(true);
     let session = agent.new_session();
     agent.prompt(&session, "go");
@@ -238,4 +243,31 @@ fn a_command_cannot_end_its_sandbox_and_a_dead_or_stopped_one_leaves_nothing_and
     let results = agent.tool_results();
     let last: Vec<&str> = results[4..].iter().map(|(text, _)| text.as_str()).collect();
     assert_eq!(last, ["a", "b", "c"], "{results:?}");
+}
+
+#[test]
+fn keep_environment_0_gives_each_command_its_own_sandbox_and_an_idle_one_is_closed() {
+    if !bwrap_installed() {
+        eprintln!("bubblewrap is not installed: nothing to test");
+        return;
+    }
+    let script = vec![bash_call(NAMESPACE), bash_call(NAMESPACE), say("done")];
+    let mut agent = bwrap_agent("keep_environment_s = 0\n", vec![script]);
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "go");
+    let texts = agent.tool_results();
+    assert!(texts[0].0.starts_with("pid:["), "{texts:?}");
+    assert_ne!(texts[0].0, texts[1].0, "a bubblewrap per command: {texts:?}");
+    assert!(environment_supervisors(&agent).is_empty());
+
+    let script = vec![bash_call("echo one"), say("one"), bash_call("echo two"), say("two")];
+    let mut agent = bwrap_agent("keep_environment_s = 1\n", vec![script]);
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "go");
+    assert_eq!(environment_supervisors(&agent).len(), 1, "the session's environment is up");
+    wait_until("the idle environment closing", || environment_supervisors(&agent).is_empty());
+    agent.prompt(&session, "go");
+    assert_eq!(agent.last_tool_result(), ("two".to_owned(), false), "a fresh one serves");
 }
