@@ -1,19 +1,22 @@
-//! Sessions' bubblewrap environments: one long-lived sandbox per (session, policy), with a
-//! command supervisor of its own inside (`supervisor.rs`), so that a confined command costs a
-//! fork and its shim's work instead of a bwrap start (issue "sandbox-fast"; ARCHITECTURE.md,
-//! "Sandbox environments").
+//! Sessions' sandbox environments: one long-lived sandbox per (session, policy) with a
+//! command supervisor of its own (`supervisor.rs`), so that a confined command costs a fork
+//! and its shim's work instead of setting its sandbox up (issue "sandbox-fast";
+//! ARCHITECTURE.md, "Sandbox environments"). Under bwrap the supervisor runs inside a bwrap
+//! started for it; under Landlock it confines itself (mount namespace, read-only paths,
+//! Landlock, the socket filter, no capabilities) and every shim it forks inherits that.
 //!
-//! An environment is made for exactly one policy: the mounts bwrap made at its start. It is
+//! An environment is made for exactly one policy: the mounts made at its start. It is
 //! used again only while the policy a command gets is the same (a `.git` made since, or a
 //! mode change, gives another policy) and every path the policy mounts is still the
 //! directory it was then (same device and inode: a folder renamed away and made again is
 //! another folder). Otherwise the command gets a fresh environment, and the old one takes no
 //! more jobs; what it still runs (a background task) goes on to its end, then it exits. A
-//! call run under an escalation the user granted for it gets a bwrap of its own, as before.
+//! call run under an escalation the user granted for it gets a sandbox of its own, as before.
 //!
 //! An environment takes no more jobs once it has been idle for `keep` (the host checks now
 //! and then, and whenever a command starts), when its session closes, and when the host
-//! ends. One whose supervisor died (a command may kill it) is ended whole, init first, so
+//! ends. One whose supervisor died (a command may kill it) is ended whole (bwrap's init
+//! killed; under Landlock its shims come to the host, which kills them as strangers), so
 //! nothing of it survives; the next command gets a fresh one.
 
 use super::supervisor::Supervisor;
@@ -66,9 +69,9 @@ impl Environments {
         Self { keep, open: Mutex::default(), draining: Mutex::default() }
     }
 
-    /// Whether commands under `policy` run in environments here.
-    pub(super) fn serve(&self, policy: &Policy) -> bool {
-        !self.keep.is_zero() && policy.bwrap.is_some()
+    /// Whether confined commands run in environments here.
+    pub(super) fn serve(&self) -> bool {
+        !self.keep.is_zero()
     }
 
     /// The environment for `owner`'s commands under `policy`: the open one if it still holds

@@ -401,12 +401,12 @@ impl Executor {
         };
         let pipes = [stdin.as_fd(), stdout.as_fd(), stderr.as_fd(), status.as_fd()];
         let started = match (policy, environment) {
-            (Some(policy), Some(owner)) if self.environments.serve(policy) => {
+            (Some(policy), Some(owner)) if self.environments.serve() => {
                 let env = self.environments.get(&self.supervisor, owner, policy);
                 match env.supervisor.try_start(&job, pipes) {
                     Ok(started) => Ok(started),
                     Err(supervisor::StartError::Launch(error)) => {
-                        tracing::warn!(%error, "no sandbox environment; the command gets a bubblewrap of its own");
+                        tracing::warn!(%error, "no sandbox environment; the command gets a sandbox of its own");
                         self.environments.discard(&env);
                         self.supervisor.start(&job, pipes)
                     }
@@ -706,7 +706,7 @@ impl Executor {
     /// Starts `owner`'s sandbox environment for `policy` now, so that its first command does
     /// not wait for bubblewrap (a session that starts or changes mode). Blocking.
     pub(crate) fn prepare_environment(&self, owner: &str, policy: &Policy) {
-        if !self.disposed.load(Ordering::SeqCst) && self.environments.serve(policy) {
+        if !self.disposed.load(Ordering::SeqCst) && self.environments.serve() {
             self.environments.get(&self.supervisor, owner, policy).supervisor.warm_up();
         }
     }

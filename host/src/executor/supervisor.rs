@@ -193,8 +193,15 @@ pub(crate) fn main(args: &[OsString]) -> ! {
     }
     // SAFETY: the host passed this descriptor for the supervisor to own.
     let control = unsafe { OwnedFd::from_raw_fd(control) };
-    if environment.is_some() {
-        greet_host(control.as_fd());
+    if let Some(policy) = &environment {
+        // Under Landlock the environment is this process: confined once, here, and every
+        // shim it forks inherits it (bwrap did the same before starting it).
+        if policy.bwrap.is_none()
+            && let Err(error) = crate::sandbox::confine::restrict_self(policy)
+        {
+            fail(&format!("the sandbox cannot be enforced: {error}"));
+        }
+        greet_host(control.as_fd(), policy.bwrap.is_some());
     }
     // Ignored for itself, blocked and read: only the host's socket and lifeline end it.
     // SIGCONT (the host's nudge when no answer comes) is read too, to pass on to the spare: a
@@ -383,17 +390,20 @@ fn answer_host(control: BorrowedFd<'_>, answer: Result<libc::pid_t, i32>) {
     let _ = send_with_fds(control, &bytes, &fds);
 }
 
-/// Inside an environment, tells the host it is up (the host sends no job before): a pidfd for
-/// this supervisor, to nudge it and see it end, and one for the namespace's init (bubblewrap,
-/// this process's parent), the one process whose death ends everything in the namespace: the
-/// host kills it to end the environment. Pids mean nothing outside the namespace; pidfds do.
-fn greet_host(control: BorrowedFd<'_>) {
+/// In an environment, tells the host it is up and confined (the host sends no job before): a
+/// pidfd for this supervisor, to nudge it and see it end, and inside bwrap one for the
+/// namespace's init (this process's parent), the one process whose death ends everything in
+/// the namespace: the host kills it to end the environment. Pids mean nothing outside the
+/// namespace; pidfds do.
+fn greet_host(control: BorrowedFd<'_>, in_bwrap: bool) {
     let own = Pidfd::open(std::process::id());
-    let init = Pidfd::open(1);
+    let init = if in_bwrap { Pidfd::open(1).map(Some) } else { Ok(None) };
     let (Ok(own), Ok(init)) = (own, init) else {
         fail("cannot open pidfds for the host; the sandbox environment is not used");
     };
-    if let Err(error) = send_with_fds(control, b"ready", &[own.as_fd(), init.as_fd()]) {
+    let fds: Vec<BorrowedFd<'_>> =
+        [Some(own.as_fd()), init.as_ref().map(|i| i.as_fd())].into_iter().flatten().collect();
+    if let Err(error) = send_with_fds(control, b"ready", &fds) {
         fail(&format!("cannot greet the host: {error}"));
     }
 }
@@ -735,6 +745,14 @@ impl Supervisor {
                 command.arg0(&self.program.name).args(args);
                 (command, None)
             }
+            Some(policy) if policy.bwrap.is_none() => {
+                let mut command = std::process::Command::new(&self.program.path);
+                command
+                    .arg0(&self.program.name)
+                    .args(args)
+                    .arg(serde_json::to_string(policy).map_err(std::io::Error::other)?);
+                (command, None)
+            }
             Some(policy) => {
                 use crate::sandbox::confine::{Lifetime, bwrap_argv};
                 let bwrap = bwrap_argv(policy, Lifetime::Environment)
@@ -772,18 +790,19 @@ impl Supervisor {
             tracing::debug!(pid = child.id(), program = %self.program.path.display(), "command supervisor started");
             return Ok(Running { child, pidfd, init: None, socket });
         }
-        match greeting(&socket, &child) {
+        let in_bwrap = self.environment.as_ref().is_some_and(|p| p.bwrap.is_some());
+        match greeting(&socket, &child, in_bwrap) {
             Ok((pidfd, init)) => {
-                tracing::debug!(bwrap = child.id(), "sandbox environment started");
-                Ok(Running { child, pidfd: Some(pidfd), init: Some(init), socket })
+                tracing::debug!(child = child.id(), in_bwrap, "sandbox environment started");
+                Ok(Running { child, pidfd: Some(pidfd), init, socket })
             }
             Err(error) => {
                 let _ = child.kill();
                 let _ = child.wait();
                 process::reaped(Some(child.id()));
                 Err(std::io::Error::other(format!(
-                    "bubblewrap did not start the sandbox environment ({error}); its reason is in \
-                     the agent's log"
+                    "the sandbox environment did not start ({error}); its reason is in the \
+                     agent's log"
                 )))
             }
         }
@@ -799,11 +818,15 @@ pub(crate) enum StartError {
     Job(std::io::Error),
 }
 
-/// Waits for an environment's supervisor to say it is up (see `greet_host`): its pidfd and
-/// the namespace init's. Fails if bubblewrap ends first or nothing comes in
-/// [`GIVE_UP_AFTER`].
-fn greeting(socket: &OwnedFd, bwrap: &std::process::Child) -> std::io::Result<(Pidfd, Pidfd)> {
-    let bwrap = Pidfd::open(bwrap.id())?;
+/// Waits for an environment's supervisor to say it is up (see `greet_host`): its pidfd and,
+/// inside bwrap, the namespace init's. Fails if the child (bwrap, or the supervisor itself)
+/// ends first or nothing comes in [`GIVE_UP_AFTER`].
+fn greeting(
+    socket: &OwnedFd,
+    child: &std::process::Child,
+    in_bwrap: bool,
+) -> std::io::Result<(Pidfd, Option<Pidfd>)> {
+    let bwrap = Pidfd::open(child.id())?;
     let deadline = Instant::now() + GIVE_UP_AFTER;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -828,7 +851,8 @@ fn greeting(socket: &OwnedFd, bwrap: &std::process::Child) -> std::io::Result<(P
             let (received, fds) = recv_with_fds(socket.as_fd(), &mut bytes)?;
             let mut fds = fds.into_iter().map(Pidfd::from);
             return match (&bytes[..received.bytes], fds.next(), fds.next()) {
-                (b"ready", Some(own), Some(init)) => Ok((own, init)),
+                (b"ready", Some(own), Some(init)) if in_bwrap => Ok((own, Some(init))),
+                (b"ready", Some(own), None) if !in_bwrap => Ok((own, None)),
                 _ => Err(std::io::Error::other("it answered something else")),
             };
         }

@@ -1,134 +1,131 @@
-//! Sessions' bubblewrap environments (issue "sandbox-fast"): a session's confined commands
-//! share one sandbox set up once, another session's do not, a mode change or an escalation
-//! never runs a command in the wrong one, and a command that kills or stops what runs the
-//! environment does not stop the next. Each test needs bubblewrap; `as_nobody` runs them as
-//! an ordinary user too.
+//! Sessions' sandbox environments (issue "sandbox-fast"): a session's confined commands share
+//! one sandbox set up once (a bwrap, or under Landlock a confined supervisor), another
+//! session's do not, a mode change or an escalation never runs a command in the wrong one,
+//! and a command that kills or stops what runs the environment does not stop the next. Each
+//! test runs on every backend this machine has; `as_nobody` runs them as an ordinary user too.
 
-use crate::sandbox::options;
+use crate::sandbox::{backends, options};
 use hotsh_tests::{Agent, AgentOptions, bash_call, call_with, say};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-/// Prints the command's pid namespace: the same for commands of one environment.
-const NAMESPACE: &str = "readlink /proc/self/ns/pid";
+/// Prints what tells one environment from another on both backends: the command's pid
+/// namespace (bwrap makes one per environment), then the pid of its shim's parent (the
+/// supervisor that forked it: one per Landlock environment).
+const SANDBOX_ID: &str = "readlink /proc/self/ns/pid; awk '{print $4}' /proc/$PPID/stat";
 
-fn bwrap_installed() -> bool {
-    crate::sandbox::backends().contains(&"bwrap")
-}
-
-/// An agent on the bwrap backend, as `nobody` when the tests run as root (an ordinary user's
-/// user namespaces are where bubblewrap holds least).
-fn bwrap_agent(extra: &str, per_session: Vec<Vec<Value>>) -> Agent {
-    let mut options: AgentOptions = options("bwrap", extra, Vec::new());
+fn agent_on(backend: &str, extra: &str, per_session: Vec<Vec<Value>>) -> Agent {
+    let mut options: AgentOptions = options(backend, extra, Vec::new());
     options.per_session = per_session;
-    if hotsh_tests::running_as_root() {
-        options.run_as = Some((65534, 65534));
-    }
-    let agent = Agent::start(options);
-    if hotsh_tests::running_as_root() {
-        hotsh_tests::chown_tree(agent.dir.path(), 65534, 65534);
-    }
-    agent
+    Agent::start(options)
 }
 
 #[test]
 fn a_sessions_commands_share_one_sandbox_and_another_sessions_get_their_own() {
-    if !bwrap_installed() {
-        eprintln!("bubblewrap is not installed: nothing to test");
-        return;
+    for backend in backends() {
+        let listing = "pgrep -c -x sleep || true";
+        let first = vec![
+            call_with("bash", json!({"command": "exec sleep 300", "run_in_background": true})),
+            bash_call(SANDBOX_ID),
+            bash_call(SANDBOX_ID),
+            bash_call(listing),
+            say("done"),
+        ];
+        let second = vec![bash_call(SANDBOX_ID), bash_call(listing), say("done")];
+        let mut agent = agent_on(backend, "", vec![first, second]);
+        agent.initialize(true);
+        let a = agent.new_session();
+        agent.prompt(&a, "go");
+        let mut texts = agent.tool_results();
+        let b = agent.new_session();
+        agent.prompt(&b, "go");
+        texts.extend(agent.tool_results());
+        let (a_id, a_again, a_list) = (&texts[1].0, &texts[2].0, &texts[3].0);
+        let (b_id, b_list) = (&texts[4].0, &texts[5].0);
+        assert!(a_id.starts_with("pid:["), "{backend}: {texts:?}");
+        assert_eq!(a_id, a_again, "{backend}: two commands of a session, one sandbox: {texts:?}");
+        assert_ne!(a_id, b_id, "{backend}: another session, another sandbox: {texts:?}");
+        assert_eq!(environment_supervisors(&agent).len(), 2, "{backend}: one per session");
+        if backend == "bwrap" {
+            // Session a's background task is in its sandbox; nothing of a's is in b's.
+            assert_eq!(a_list, "1", "a sees its own task: {texts:?}");
+            assert_eq!(b_list, "0", "b sees nothing of a's: {texts:?}");
+        }
     }
-    let listing = "ls /proc | grep -c '^[0-9]'; pgrep -c -x sleep || true";
-    let first = vec![
-        call_with("bash", json!({"command": "exec sleep 300", "run_in_background": true})),
-        bash_call(NAMESPACE),
-        bash_call(NAMESPACE),
-        bash_call(listing),
-        say("done"),
-    ];
-    let second = vec![bash_call(NAMESPACE), bash_call(listing), say("done")];
-    let mut agent = bwrap_agent("", vec![first, second]);
-    agent.initialize(true);
-    let a = agent.new_session();
-    agent.prompt(&a, "go");
-    let mut texts = agent.tool_results();
-    let b = agent.new_session();
-    agent.prompt(&b, "go");
-    texts.extend(agent.tool_results());
-    let (a_ns, a_again, a_list) = (&texts[1].0, &texts[2].0, &texts[3].0);
-    let (b_ns, b_list) = (&texts[4].0, &texts[5].0);
-    assert!(a_ns.starts_with("pid:["), "{texts:?}");
-    assert_eq!(a_ns, a_again, "two commands of a session, one sandbox: {texts:?}");
-    assert_ne!(a_ns, b_ns, "another session, another sandbox: {texts:?}");
-    let own = std::fs::read_link("/proc/self/ns/pid").expect("this test's pid namespace");
-    assert_ne!(a_ns.as_str(), own.to_string_lossy(), "the command ran in a sandbox");
-    // Session a's background task is in its sandbox; nothing of a's is in b's.
-    assert!(a_list.ends_with("\n1"), "a sees its own task: {a_list}");
-    assert!(b_list.ends_with("\n0"), "b sees nothing of a's: {b_list}");
+}
+
+/// The two lines [`SANDBOX_ID`] printed, wherever they are in a result.
+fn sandbox_id(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines.iter().position(|line| line.starts_with("pid:[")).unwrap_or_else(|| {
+        panic!("no sandbox id in {text:?}");
+    });
+    lines[at..(at + 2).min(lines.len())].join(" ")
 }
 
 #[test]
 fn a_mode_change_or_an_escalation_never_runs_a_command_in_another_modes_sandbox() {
-    if !bwrap_installed() {
-        eprintln!("bubblewrap is not installed: nothing to test");
-        return;
+    for backend in backends() {
+        let outside = tempfile::tempdir().expect("a folder outside the session");
+        let target = outside.path().join("granted.txt");
+        let write = |name: &str| format!("{SANDBOX_ID}; echo x > {name} && echo wrote");
+        let script = vec![
+            bash_call(&write("first")),
+            say("one"),
+            bash_call(&write("second")),
+            say("two"),
+            bash_call(&write("third")),
+            call_with(
+                "bash",
+                json!({
+                    "command": format!("{SANDBOX_ID}; echo granted > {}", target.display()),
+                    "sandbox_permissions": "danger-full-access",
+                    "justification": "The user asked for this file outside the project."
+                }),
+            ),
+            bash_call(SANDBOX_ID),
+            say("three"),
+        ];
+        let mut agent = agent_on(backend, "", vec![script]);
+        agent.initialize(true);
+        let session = agent.new_session();
+        agent.prompt(&session, "go");
+        let set = |agent: &mut Agent, mode: &str| {
+            agent.call(
+                "session/set_config_option",
+                json!({"sessionId": session, "configId": "sandbox_mode", "value": mode}),
+            )
+        };
+        set(&mut agent, "read-only");
+        agent.prompt(&session, "go");
+        set(&mut agent, "workspace-write");
+        agent.prompt_answering_permission(
+            &session,
+            json!({"result": {"outcome": {"outcome": "selected", "optionId": "allow-once"}}}),
+        );
+        let texts: Vec<String> = agent.tool_results().into_iter().map(|(text, _)| text).collect();
+        let (write_id, read_id, again_id) =
+            (sandbox_id(&texts[0]), sandbox_id(&texts[1]), sandbox_id(&texts[2]));
+        assert!(texts[0].ends_with("wrote"), "{backend}: {texts:?}");
+        assert!(
+            texts[1].contains("[sandbox: file access denied under read-only mode]"),
+            "{backend}: read-only holds in its own sandbox: {texts:?}"
+        );
+        assert!(!agent.workdir.join("second").exists(), "{backend}");
+        assert!(texts[2].ends_with("wrote"), "{backend}: {texts:?}");
+        assert_ne!(write_id, read_id, "{backend}: {texts:?}");
+        assert_eq!(
+            write_id, again_id,
+            "{backend}: back to workspace-write, its sandbox: {texts:?}"
+        );
+        // The escalated call ran outside every sandbox, and the next is back in the session's.
+        let own = std::fs::read_link("/proc/self/ns/pid").expect("this test's pid namespace");
+        let escalated = sandbox_id(&texts[3]);
+        assert!(escalated.starts_with(&*own.to_string_lossy()), "{backend}: {texts:?}");
+        assert_ne!(escalated, write_id, "{backend}: {texts:?}");
+        assert_eq!(std::fs::read_to_string(&target).expect("the granted write"), "granted\n");
+        assert_eq!(sandbox_id(&texts[4]), write_id, "{backend}: {texts:?}");
     }
-    let outside = tempfile::tempdir().expect("a folder outside the session");
-    std::fs::set_permissions(outside.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777))
-        .expect("writable to nobody");
-    let target = outside.path().join("granted.txt");
-    let write = |name: &str| format!("{NAMESPACE}; echo x > {name} && echo wrote");
-    let script = vec![
-        bash_call(&write("first")),
-        say("one"),
-        bash_call(&write("second")),
-        say("two"),
-        bash_call(&write("third")),
-        call_with(
-            "bash",
-            json!({
-                "command": format!("{NAMESPACE}; echo granted > {}", target.display()),
-                "sandbox_permissions": "danger-full-access",
-                "justification": "The user asked for this file outside the project."
-            }),
-        ),
-        bash_call(NAMESPACE),
-        say("three"),
-    ];
-    let mut agent = bwrap_agent("", vec![script]);
-    agent.initialize(true);
-    let session = agent.new_session();
-    agent.prompt(&session, "go");
-    let set = |agent: &mut Agent, mode: &str| {
-        agent.call(
-            "session/set_config_option",
-            json!({"sessionId": session, "configId": "sandbox_mode", "value": mode}),
-        )
-    };
-    set(&mut agent, "read-only");
-    agent.prompt(&session, "go");
-    set(&mut agent, "workspace-write");
-    agent.prompt_answering_permission(
-        &session,
-        json!({"result": {"outcome": {"outcome": "selected", "optionId": "allow-once"}}}),
-    );
-    let texts: Vec<String> = agent.tool_results().into_iter().map(|(text, _)| text).collect();
-    let namespace = |text: &str| text.lines().next().unwrap_or_default().to_owned();
-    let (write_ns, read_ns, again_ns) =
-        (namespace(&texts[0]), namespace(&texts[1]), namespace(&texts[2]));
-    assert!(texts[0].ends_with("wrote"), "{texts:?}");
-    assert!(
-        texts[1].contains("[sandbox: file access denied under read-only mode]"),
-        "read-only holds in its own sandbox: {texts:?}"
-    );
-    assert!(!agent.workdir.join("second").exists());
-    assert!(texts[2].ends_with("wrote"), "{texts:?}");
-    assert_ne!(write_ns, read_ns, "{texts:?}");
-    assert_eq!(write_ns, again_ns, "back to workspace-write: its sandbox again: {texts:?}");
-    // The escalated call ran outside every sandbox, and the next one is back in the session's.
-    let own = std::fs::read_link("/proc/self/ns/pid").expect("this test's pid namespace");
-    assert_eq!(namespace(&texts[3]), own.to_string_lossy(), "{texts:?}");
-    assert_eq!(std::fs::read_to_string(&target).expect("the granted write"), "granted\n");
-    assert_eq!(namespace(&texts[4]), write_ns, "{texts:?}");
 }
 
 /// The processes descending from `root`: (pid, parent, name).
@@ -160,17 +157,18 @@ fn descendants(root: u32) -> Vec<(u32, u32, String)> {
     all.into_iter().filter(|(pid, _, _)| *pid != root && found.contains(pid)).collect()
 }
 
-/// The pids of the supervisors inside the agent's sandbox environments (each one's parent is
-/// bubblewrap's init).
+/// The pids of the agent's sandbox environments' supervisors: those started with a policy
+/// (`__supervisor BUILD LIFELINE CONTROL POLICY`; the agent's own has no policy).
 fn environment_supervisors(agent: &Agent) -> Vec<u32> {
-    let processes = descendants(agent.pid());
-    processes
-        .iter()
-        .filter(|(_, parent, name)| {
+    descendants(agent.pid())
+        .into_iter()
+        .filter(|(pid, _, name)| {
             name == "hotsh-supervise"
-                && processes.iter().any(|(p, _, n)| p == parent && n == "bwrap")
+                && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|line| {
+                    line.split(|&b| b == 0).filter(|a| !a.is_empty()).count() == 6
+                })
         })
-        .map(|(pid, _, _)| *pid)
+        .map(|(pid, _, _)| pid)
         .collect()
 }
 
@@ -191,18 +189,25 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 
 #[test]
 fn a_command_cannot_end_its_sandbox_and_a_dead_or_stopped_one_leaves_nothing_and_stops_nothing() {
-    if !bwrap_installed() {
-        eprintln!("bubblewrap is not installed: nothing to test");
-        return;
+    for backend in backends() {
+        a_dead_or_stopped_environment_stops_nothing(backend);
     }
+}
+
+fn a_dead_or_stopped_environment_stops_nothing(backend: &str) {
+    // From inside: the shim's parent is the environment's supervisor; under bwrap, pid 1 is
+    // the namespace's init.
+    let init = if backend == "bwrap" { " 1" } else { "" };
+    let attack = format!(
+        "s=$(awk '{{print $4}}' /proc/$PPID/stat); kill -KILL $s{init} 2>&1; kill -STOP $s 2>&1; echo after"
+    );
     let marker = "hotsh-environment-marker";
     let script = vec![
         call_with(
             "bash",
             json!({"command": format!("exec -a {marker} sleep 300"), "run_in_background": true}),
         ),
-        // From inside: the supervisor is pid 2 of the namespace, bubblewrap's init pid 1.
-        bash_call("kill -KILL 2 1 2>&1; kill -STOP 2 2>&1; echo after"),
+        bash_call(&attack),
         bash_call("echo still"),
         say("one"),
         bash_call("echo fresh"),
@@ -212,27 +217,27 @@ fn a_command_cannot_end_its_sandbox_and_a_dead_or_stopped_one_leaves_nothing_and
         bash_call("echo c"),
         say("three"),
     ];
-    let mut agent = bwrap_agent("", vec![script]);
+    let mut agent = agent_on(backend, "", vec![script]);
     agent.initialize(true);
     let session = agent.new_session();
     agent.prompt(&session, "go");
     let results = agent.tool_results();
-    assert!(results[1].0.ends_with("after"), "{results:?}");
-    assert_eq!(results[2], ("still".to_owned(), false), "a command cannot end its sandbox");
+    assert!(results[1].0.ends_with("after"), "{backend}: {results:?}");
+    assert_eq!(results[2], ("still".to_owned(), false), "{backend}: a command cannot end it");
     let has_marker = |agent: &Agent| {
         descendants(agent.pid()).iter().any(|(pid, _, _)| {
             std::fs::read(format!("/proc/{pid}/cmdline"))
                 .is_ok_and(|line| line.starts_with(marker.as_bytes()))
         })
     };
-    assert!(has_marker(&agent), "the background task runs in the sandbox");
+    assert!(has_marker(&agent), "{backend}: the background task runs in the sandbox");
 
     // What no command may do, done from outside: the environment's supervisor killed.
     let supervisor = environment_supervisor(&agent);
     // SAFETY: a signal to a process this test found by its name and parent.
     unsafe { libc::kill(supervisor as i32, libc::SIGKILL) };
     agent.prompt(&session, "go");
-    assert_eq!(agent.tool_results()[3], ("fresh".to_owned(), false));
+    assert_eq!(agent.tool_results()[3], ("fresh".to_owned(), false), "{backend}");
     wait_until("the dead environment's task ending", || !has_marker(&agent));
 
     // Stopped: the next commands still run (the host wakes it).
@@ -242,32 +247,31 @@ fn a_command_cannot_end_its_sandbox_and_a_dead_or_stopped_one_leaves_nothing_and
     agent.prompt(&session, "go");
     let results = agent.tool_results();
     let last: Vec<&str> = results[4..].iter().map(|(text, _)| text.as_str()).collect();
-    assert_eq!(last, ["a", "b", "c"], "{results:?}");
+    assert_eq!(last, ["a", "b", "c"], "{backend}: {results:?}");
 }
 
 #[test]
 fn keep_environment_0_gives_each_command_its_own_sandbox_and_an_idle_one_is_closed() {
-    if !bwrap_installed() {
-        eprintln!("bubblewrap is not installed: nothing to test");
-        return;
-    }
-    let script = vec![bash_call(NAMESPACE), bash_call(NAMESPACE), say("done")];
-    let mut agent = bwrap_agent("keep_environment_s = 0\n", vec![script]);
-    agent.initialize(true);
-    let session = agent.new_session();
-    agent.prompt(&session, "go");
-    let texts = agent.tool_results();
-    assert!(texts[0].0.starts_with("pid:["), "{texts:?}");
-    assert_ne!(texts[0].0, texts[1].0, "a bubblewrap per command: {texts:?}");
-    assert!(environment_supervisors(&agent).is_empty());
+    for backend in backends() {
+        let script = vec![bash_call(SANDBOX_ID), bash_call(SANDBOX_ID), say("done")];
+        let mut agent = agent_on(backend, "keep_environment_s = 0\n", vec![script]);
+        agent.initialize(true);
+        let session = agent.new_session();
+        agent.prompt(&session, "go");
+        let texts = agent.tool_results();
+        assert!(environment_supervisors(&agent).is_empty(), "{backend}: no environment");
+        if backend == "bwrap" {
+            assert_ne!(texts[0].0, texts[1].0, "a bubblewrap per command: {texts:?}");
+        }
 
-    let script = vec![bash_call("echo one"), say("one"), bash_call("echo two"), say("two")];
-    let mut agent = bwrap_agent("keep_environment_s = 1\n", vec![script]);
-    agent.initialize(true);
-    let session = agent.new_session();
-    agent.prompt(&session, "go");
-    assert_eq!(environment_supervisors(&agent).len(), 1, "the session's environment is up");
-    wait_until("the idle environment closing", || environment_supervisors(&agent).is_empty());
-    agent.prompt(&session, "go");
-    assert_eq!(agent.last_tool_result(), ("two".to_owned(), false), "a fresh one serves");
+        let script = vec![bash_call("echo one"), say("one"), bash_call("echo two"), say("two")];
+        let mut agent = agent_on(backend, "keep_environment_s = 1\n", vec![script]);
+        agent.initialize(true);
+        let session = agent.new_session();
+        agent.prompt(&session, "go");
+        assert_eq!(environment_supervisors(&agent).len(), 1, "{backend}: the environment is up");
+        wait_until("the idle environment closing", || environment_supervisors(&agent).is_empty());
+        agent.prompt(&session, "go");
+        assert_eq!(agent.last_tool_result(), ("two".to_owned(), false), "{backend}: a fresh one");
+    }
 }
