@@ -253,15 +253,26 @@ fn a_dead_or_stopped_environment_stops_nothing(backend: &str) {
 #[test]
 fn keep_environment_0_gives_each_command_its_own_sandbox_and_an_idle_one_is_closed() {
     for backend in backends() {
-        let script = vec![bash_call(SANDBOX_ID), bash_call(SANDBOX_ID), say("done")];
+        // The first command's namespace is kept alive by its task while the second looks
+        // (a namespace's number is reused once it is gone).
+        let keep_alive = "readlink /proc/self/ns/pid > first-ns; exec sleep 60";
+        let script = vec![
+            call_with("bash", json!({"command": keep_alive, "run_in_background": true})),
+            bash_call(
+                "while [ ! -s first-ns ]; do sleep 0.01; done; cat first-ns; readlink /proc/self/ns/pid",
+            ),
+            say("done"),
+        ];
         let mut agent = agent_on(backend, "keep_environment_s = 0\n", vec![script]);
         agent.initialize(true);
         let session = agent.new_session();
         agent.prompt(&session, "go");
         let texts = agent.tool_results();
         assert!(environment_supervisors(&agent).is_empty(), "{backend}: no environment");
+        let namespaces: Vec<&str> = texts[1].0.lines().collect();
+        assert_eq!(namespaces.len(), 2, "{backend}: {texts:?}");
         if backend == "bwrap" {
-            assert_ne!(texts[0].0, texts[1].0, "a bubblewrap per command: {texts:?}");
+            assert_ne!(namespaces[0], namespaces[1], "a bubblewrap per command: {texts:?}");
         }
 
         let script = vec![bash_call("echo one"), say("one"), bash_call("echo two"), say("two")];
