@@ -496,7 +496,7 @@ impl Host {
     }
 
     /// Starts `session`'s sandbox environment for its mode in the background, so that its
-    /// first command does not wait for bubblewrap (`executor/environment.rs`).
+    /// first command does not wait for it (`executor/environment.rs`).
     pub(crate) fn prepare_sandbox(&self, session: &Arc<Session>) {
         let call = crate::plugins::gate::CallSandbox {
             sandbox: Arc::clone(&self.sandbox),

@@ -57,7 +57,7 @@ pub(super) struct Environment {
 /// Every open environment of the host, and those winding down.
 #[derive(Debug)]
 pub(super) struct Environments {
-    /// How long an idle environment stays; zero: none is kept (a bwrap per command).
+    /// How long an idle environment stays; zero: none is kept (a sandbox per command).
     keep: Duration,
     open: Mutex<Vec<Arc<Environment>>>,
     /// Taking no more jobs; reaped once their supervisor has exited.
@@ -84,7 +84,9 @@ impl Environments {
         let mine = |env: &Arc<Environment>| env.owner == owner && env.policy == *policy;
         if let Some(at) = open.iter().position(mine) {
             let env = &open[at];
-            if env.identity == now && !env.supervisor.ended() {
+            // A supervisor that died is replaced by its next job (`Supervisor::try_start` ends
+            // what is left of it first).
+            if env.identity == now {
                 *lock(&env.last_used) = Instant::now();
                 return Arc::clone(env);
             }

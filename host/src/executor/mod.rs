@@ -88,8 +88,8 @@ pub(crate) struct ExecutorConfig {
     pub(crate) unread_cap: usize,
     /// Background tasks one owner (session) may have running at once.
     pub(crate) max_tasks_per_owner: usize,
-    /// How long a session's idle bubblewrap environment is kept (`environment.rs`); zero:
-    /// every bwrap command gets a sandbox of its own.
+    /// How long a session's idle sandbox environment is kept (`environment.rs`); zero:
+    /// every confined command gets a sandbox of its own.
     pub(crate) keep_environment: Duration,
 }
 
@@ -224,7 +224,7 @@ pub(crate) struct Executor {
     env: Vec<(OsString, OsString)>,
     /// Forks the shim of every command but those in a sandbox environment.
     supervisor: Arc<supervisor::Supervisor>,
-    /// Sessions' bubblewrap environments, each with a supervisor of its own.
+    /// Sessions' sandbox environments, each with a supervisor of its own.
     environments: Arc<environment::Environments>,
     /// Read end of the lifeline, inherited by every shim (its number is an argument). The write end is only ever
     /// held by this process (close-on-exec), so its death is every shim's end of file.
@@ -704,7 +704,7 @@ impl Executor {
     }
 
     /// Starts `owner`'s sandbox environment for `policy` now, so that its first command does
-    /// not wait for bubblewrap (a session that starts or changes mode). Blocking.
+    /// not wait for it (a session that starts or changes mode). Blocking.
     pub(crate) fn prepare_environment(&self, owner: &str, policy: &Policy) {
         if !self.disposed.load(Ordering::SeqCst) && self.environments.serve() {
             self.environments.get(&self.supervisor, owner, policy).supervisor.warm_up();

@@ -117,9 +117,10 @@ impl Shim {
     /// Runs `job` in this process (its descriptors 0 to 2 the command's) until the command has
     /// ended; never returns.
     ///
-    /// `environment` is the policy of the bubblewrap environment this shim runs in (its
-    /// supervisor's, see `supervisor.rs`), `None` outside one: inside, the mounts, network and
-    /// capabilities are already the policy's, and a job under any other policy is refused.
+    /// `environment` is the policy of the sandbox environment this shim runs in (its
+    /// supervisor's, see `supervisor.rs`), `None` outside one: inside, the mounts, network,
+    /// Landlock rules and capabilities are already the policy's, and a job under any other
+    /// policy is refused.
     pub(crate) fn run(
         self,
         job: Job,

@@ -153,7 +153,7 @@ pub(crate) fn main(args: &[OsString]) -> ! {
             std::process::exit(2);
         }
     };
-    // Inside a session's bubblewrap environment: the policy it was made for.
+    // For a session's sandbox environment: the policy it was made for.
     let environment: Option<Policy> =
         environment.map(|policy| match policy.to_str().map(serde_json::from_str) {
             Some(Ok(policy)) => policy,
@@ -550,8 +550,8 @@ pub(crate) struct Started {
 
 /// The host's handle on a supervisor: started on first use (or ahead of it, by
 /// [`Supervisor::warm_up`]), started again when it died. The host's own runs unconfined;
-/// one for a session's bubblewrap environment ([`Supervisor::in_environment`]) runs inside
-/// a bwrap started for it, and forks shims already confined.
+/// one for a session's sandbox environment ([`Supervisor::in_environment`]) runs inside a
+/// bwrap started for it or confines itself (Landlock), and forks shims already confined.
 #[derive(Debug)]
 pub(crate) struct Supervisor {
     program: std::sync::Arc<shim::Program>,
@@ -594,8 +594,8 @@ impl Supervisor {
         }
     }
 
-    /// A supervisor for a bubblewrap environment under `policy` (its `bwrap` set), from the
-    /// same program as this one; started on first use or by [`Supervisor::warm_up`].
+    /// A supervisor for a sandbox environment under `policy`, from the same program as this
+    /// one; started on first use or by [`Supervisor::warm_up`].
     pub(crate) fn in_environment(&self, policy: Policy) -> Self {
         Self {
             program: std::sync::Arc::clone(&self.program),
@@ -681,10 +681,10 @@ impl Supervisor {
         ))))
     }
 
-    /// `started` with its pid as the host sees it: inside an environment the supervisor
+    /// `started` with its pid as the host sees it: inside a bwrap environment the supervisor
     /// answers with the namespace's pid, which the pidfd translates.
     fn seen_from_host(&self, started: Started) -> Started {
-        if self.environment.is_none() {
+        if self.environment.as_ref().is_none_or(|policy| policy.bwrap.is_none()) {
             return started;
         }
         let pid = started.pidfd.as_ref().and_then(Pidfd::host_pid);
@@ -738,35 +738,32 @@ impl Supervisor {
             self.lifeline.to_string().into(),
             theirs_fd.to_string().into(),
         ];
-        // For an environment: bwrap, then the program through a descriptor it passes on.
-        let (mut command, program) = match &self.environment {
+        let policy = match &self.environment {
+            Some(policy) => Some(serde_json::to_string(policy).map_err(std::io::Error::other)?),
+            None => None,
+        };
+        // The program itself, or for a bwrap environment, bwrap running the program through
+        // a descriptor it passes on.
+        let bwrap = self.environment.as_ref().and_then(|policy| {
+            crate::sandbox::confine::bwrap_argv(
+                policy,
+                crate::sandbox::confine::Lifetime::Environment,
+            )
+        });
+        let (mut command, program) = match bwrap {
             None => {
                 let mut command = std::process::Command::new(&self.program.path);
-                command.arg0(&self.program.name).args(args);
+                command.arg0(&self.program.name);
                 (command, None)
             }
-            Some(policy) if policy.bwrap.is_none() => {
-                let mut command = std::process::Command::new(&self.program.path);
-                command
-                    .arg0(&self.program.name)
-                    .args(args)
-                    .arg(serde_json::to_string(policy).map_err(std::io::Error::other)?);
-                (command, None)
-            }
-            Some(policy) => {
-                use crate::sandbox::confine::{Lifetime, bwrap_argv};
-                let bwrap = bwrap_argv(policy, Lifetime::Environment)
-                    .ok_or_else(|| std::io::Error::other("the policy names no bubblewrap"))?;
+            Some(bwrap) => {
                 let program = std::fs::File::open(&self.program.path)?;
                 let mut command = std::process::Command::new(&bwrap[0]);
-                command
-                    .args(&bwrap[1..])
-                    .arg(format!("/proc/self/fd/{}", program.as_raw_fd()))
-                    .args(args)
-                    .arg(serde_json::to_string(policy).map_err(std::io::Error::other)?);
+                command.args(&bwrap[1..]).arg(format!("/proc/self/fd/{}", program.as_raw_fd()));
                 (command, Some(program))
             }
         };
+        command.args(args).args(policy);
         let program_fd = program.as_ref().map_or(-1, |file| file.as_raw_fd());
         command.env_clear().current_dir("/").stdin(Stdio::null()).stdout(Stdio::null());
         // SAFETY: fcntl is async-signal-safe; it makes the socket's end (and the program, for

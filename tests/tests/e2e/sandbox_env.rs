@@ -20,6 +20,14 @@ fn agent_on(backend: &str, extra: &str, per_session: Vec<Vec<Value>>) -> Agent {
     Agent::start(options)
 }
 
+/// An agent on `backend` with one session scripted with `script`, initialized.
+fn one_session(backend: &str, extra: &str, script: Vec<Value>) -> (Agent, String) {
+    let mut agent = agent_on(backend, extra, vec![script]);
+    agent.initialize(true);
+    let session = agent.new_session();
+    (agent, session)
+}
+
 #[test]
 fn a_sessions_commands_share_one_sandbox_and_another_sessions_get_their_own() {
     for backend in backends() {
@@ -86,9 +94,7 @@ fn a_mode_change_or_an_escalation_never_runs_a_command_in_another_modes_sandbox(
             bash_call(SANDBOX_ID),
             say("three"),
         ];
-        let mut agent = agent_on(backend, "", vec![script]);
-        agent.initialize(true);
-        let session = agent.new_session();
+        let (mut agent, session) = one_session(backend, "", script);
         agent.prompt(&session, "go");
         let set = |agent: &mut Agent, mode: &str| {
             agent.call(
@@ -217,9 +223,7 @@ fn a_dead_or_stopped_environment_stops_nothing(backend: &str) {
         bash_call("echo c"),
         say("three"),
     ];
-    let mut agent = agent_on(backend, "", vec![script]);
-    agent.initialize(true);
-    let session = agent.new_session();
+    let (mut agent, session) = one_session(backend, "", script);
     agent.prompt(&session, "go");
     let results = agent.tool_results();
     assert!(results[1].0.ends_with("after"), "{backend}: {results:?}");
@@ -234,7 +238,8 @@ fn a_dead_or_stopped_environment_stops_nothing(backend: &str) {
 
     // What no command may do, done from outside: the environment's supervisor killed.
     let supervisor = environment_supervisor(&agent);
-    // SAFETY: a signal to a process this test found by its name and parent.
+    // SAFETY: a signal to a process this test found among the agent's, by its name and
+    // arguments.
     unsafe { libc::kill(supervisor as i32, libc::SIGKILL) };
     agent.prompt(&session, "go");
     assert_eq!(agent.tool_results()[3], ("fresh".to_owned(), false), "{backend}");
@@ -263,9 +268,7 @@ fn keep_environment_0_gives_each_command_its_own_sandbox_and_an_idle_one_is_clos
             ),
             say("done"),
         ];
-        let mut agent = agent_on(backend, "keep_environment_s = 0\n", vec![script]);
-        agent.initialize(true);
-        let session = agent.new_session();
+        let (mut agent, session) = one_session(backend, "keep_environment_s = 0\n", script);
         agent.prompt(&session, "go");
         let texts = agent.tool_results();
         assert!(environment_supervisors(&agent).is_empty(), "{backend}: no environment");
@@ -276,9 +279,7 @@ fn keep_environment_0_gives_each_command_its_own_sandbox_and_an_idle_one_is_clos
         }
 
         let script = vec![bash_call("echo one"), say("one"), bash_call("echo two"), say("two")];
-        let mut agent = agent_on(backend, "keep_environment_s = 1\n", vec![script]);
-        agent.initialize(true);
-        let session = agent.new_session();
+        let (mut agent, session) = one_session(backend, "keep_environment_s = 1\n", script);
         agent.prompt(&session, "go");
         assert_eq!(environment_supervisors(&agent).len(), 1, "{backend}: the environment is up");
         wait_until("the idle environment closing", || environment_supervisors(&agent).is_empty());
