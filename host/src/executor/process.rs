@@ -245,23 +245,33 @@ impl Pidfd {
 
     /// Waits until the process has ended (not reaped), at most `timeout`. True if it ended.
     pub(crate) fn wait_exit(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let mut fds =
-                [libc::pollfd { fd: self.0.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
-            let ms = left.as_millis().min(i32::MAX as u128) as i32;
-            // SAFETY: one valid pollfd.
-            let ready = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
-            if ready > 0 {
-                return true;
+        wait_readable(self.0.as_raw_fd(), Instant::now() + timeout).unwrap_or(false)
+    }
+}
+
+/// Waits until `fd` is readable (or hung up) or `deadline` passes: true if it is. A signal
+/// that interrupts the wait does not end it (the host gets SIGCHLD whenever a stranger is
+/// re-parented to it), nor does it shorten it.
+pub(crate) fn wait_readable(fd: std::os::fd::RawFd, deadline: Instant) -> std::io::Result<bool> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut fds = [libc::pollfd { fd, events: libc::POLLIN, revents: 0 }];
+        // Rounded up: a wait of less than a millisecond is not a busy loop.
+        let ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
+        if ready > 0 {
+            return Ok(true);
+        }
+        if ready == 0 {
+            if left.is_zero() {
+                return Ok(false);
             }
-            if ready == 0 {
-                return false;
-            }
-            if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-                return false;
-            }
+            continue;
+        }
+        let error = std::io::Error::last_os_error();
+        if error.kind() != std::io::ErrorKind::Interrupted {
+            return Err(error);
         }
     }
 }

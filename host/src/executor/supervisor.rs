@@ -887,25 +887,14 @@ impl Running {
     /// Waits for the supervisor's answer: a nudge (SIGCONT) if it is slow, an error if it never
     /// comes.
     fn answer(&self) -> std::io::Result<Result<Started, Failure>> {
-        let mut waited = Duration::ZERO;
+        let start = Instant::now();
         for limit in [NUDGE_AFTER, GIVE_UP_AFTER] {
-            let mut fds =
-                [libc::pollfd { fd: self.socket.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
-            let ms = (limit - waited).as_millis() as i32;
-            // SAFETY: one valid pollfd.
-            let ready = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
-            if ready > 0 {
+            if process::wait_readable(self.socket.as_raw_fd(), start + limit)? {
                 return self.read_answer();
-            }
-            if ready < 0
-                && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
-            {
-                return Err(std::io::Error::last_os_error());
             }
             if let Some(pidfd) = &self.pidfd {
                 pidfd.signal(libc::SIGCONT);
             }
-            waited = limit;
         }
         Err(std::io::Error::new(
             std::io::ErrorKind::TimedOut,

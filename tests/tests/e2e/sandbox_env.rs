@@ -164,17 +164,23 @@ fn descendants(root: u32) -> Vec<(u32, u32, String)> {
 }
 
 /// The pids of the agent's sandbox environments' supervisors: those started with a policy
-/// (`__supervisor BUILD LIFELINE CONTROL POLICY`; the agent's own has no policy).
+/// (`__supervisor BUILD LIFELINE CONTROL POLICY`; the agent's own has no policy). A spare
+/// shim just forked has its supervisor's name and arguments until it renames itself: a
+/// supervisor's child is not one.
 fn environment_supervisors(agent: &Agent) -> Vec<u32> {
-    descendants(agent.pid())
-        .into_iter()
-        .filter(|(pid, _, name)| {
+    let processes = descendants(agent.pid());
+    let supervisor =
+        |pid: u32| processes.iter().any(|(p, _, n)| *p == pid && n == "hotsh-supervise");
+    processes
+        .iter()
+        .filter(|(pid, parent, name)| {
             name == "hotsh-supervise"
+                && !supervisor(*parent)
                 && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|line| {
                     line.split(|&b| b == 0).filter(|a| !a.is_empty()).count() == 6
                 })
         })
-        .map(|(pid, _, _)| pid)
+        .map(|(pid, _, _)| *pid)
         .collect()
 }
 
@@ -252,7 +258,7 @@ fn a_dead_or_stopped_environment_stops_nothing(backend: &str) {
     agent.prompt(&session, "go");
     let results = agent.tool_results();
     let last: Vec<&str> = results[4..].iter().map(|(text, _)| text.as_str()).collect();
-    assert_eq!(last, ["a", "b", "c"], "{backend}: {results:?}");
+    assert_eq!(last, ["a", "b", "c"], "{backend}: {results:?}\n{}", agent.stderr());
 }
 
 #[test]
