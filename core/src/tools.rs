@@ -54,6 +54,10 @@ pub trait ToolProvider: Send + Sync {
     /// Runs `call` when the tool is one of its own (drawing, running and closing its card):
     /// `None` when it is not.
     fn call<'a>(&'a self, call: Call<'a>) -> Option<BoxFuture<'a, CallResult>>;
+
+    /// Stops what it runs (a session's own provider, when the session closes or gets new
+    /// ones). Returns at once.
+    fn close(&self) {}
 }
 
 /// A turn's providers, in order: tools are listed in this order, and a call goes to the first

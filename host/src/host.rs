@@ -7,14 +7,11 @@ use crate::model::setup::ModelChoices;
 use crate::model::{self, Model, Transcript};
 use crate::plugins::{PluginChange, Registry, watch_plugin_dirs};
 use crate::sandbox::Sandbox;
-use crate::session::fold::{Folded, OpenTask};
+use crate::session::fold::Folded;
 use crate::session::store::{SessionStore, StoreError};
-use crate::session::{
-    CallStatus, Card, EventSink, Fact, GenericCard, LogWriter, Session, SessionEvent, SessionId,
-    SessionMeta, TaskEnd, ToolKind,
-};
+use crate::session::{EventSink, LogWriter, Session, SessionEvent, SessionId, SessionMeta};
 use crate::sync::lock;
-use crate::task_cards::TaskCards;
+use hotsh_core::executor::Executor as _;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -135,13 +132,9 @@ pub(crate) struct Host {
     runtime: tokio::runtime::Handle,
     sessions: Mutex<HashMap<SessionId, Arc<Session>>>,
     store: SessionStore,
-    /// The cards background tasks left open.
-    task_cards: Arc<TaskCards>,
     /// Records an arc, when asked to.
     pub(crate) recorder: Option<Arc<crate::arc::Recorder>>,
     mcp_setup: crate::mcp::McpSetup,
-    /// Each open session's MCP servers.
-    mcp: Mutex<HashMap<SessionId, Arc<crate::mcp::Servers>>>,
 }
 
 /// A model a session can use.
@@ -198,7 +191,6 @@ impl Host {
             .command_env
             .clone()
             .unwrap_or_else(|| config.env_policy().scrub(std::env::vars_os()));
-        let (executor, mut completions) = Executor::new(config.executor.clone(), command_env)?;
         let trusted = config
             .plugin_dirs
             .iter()
@@ -210,6 +202,8 @@ impl Host {
             .collect();
         let sandbox = Arc::new(Sandbox::detect(&config.sandbox, trusted));
         tracing::info!("{}", sandbox.describe());
+        let executor_config = ExecutorConfig { bwrap: sandbox.backend.bwrap(), ..config.executor };
+        let (executor, mut completions) = Executor::new(executor_config, command_env)?;
         let context = hotsh_abi::ToolsContext { sandboxed: sandbox.offered() };
         let registry = Arc::new(Registry::new(config.plugin_dirs.clone(), context));
         let runtime = tokio::runtime::Handle::current();
@@ -234,7 +228,6 @@ impl Host {
             );
             OutputRoot::unavailable()
         });
-        let task_cards = Arc::new(TaskCards::new(Arc::clone(&executor)));
         let recorder = config
             .record
             .as_deref()
@@ -252,10 +245,8 @@ impl Host {
             runtime,
             sessions: Mutex::default(),
             store: SessionStore::new(config.data_dir.clone()),
-            task_cards,
             recorder,
             mcp_setup: config.mcp.clone(),
-            mcp: Mutex::default(),
         });
         let weak = Arc::downgrade(&host);
         host.runtime.spawn(async move {
@@ -263,7 +254,16 @@ impl Host {
                 let Some(host) = weak.upgrade() else { return };
                 let session =
                     ended.owner.as_ref().and_then(|owner| host.session(&SessionId(owner.clone())));
-                host.task_cards.task_ended(ended, session).await;
+                match session {
+                    Some(session) => {
+                        let reported = host.executor.end_reported(&ended.id.0);
+                        session.task_ended(ended, reported).await;
+                    }
+                    None => tracing::debug!(
+                        task = %ended.id,
+                        "task ended for a session that is gone; notice dropped"
+                    ),
+                }
             }
         });
         let weak = Arc::downgrade(&host);
@@ -323,60 +323,6 @@ impl Host {
         Ok((session, folded))
     }
 
-    /// Background tasks a log shows running belonged to an agent that is gone: each is
-    /// recorded as ended with it, its card is closed, and the model is told with its next
-    /// request.
-    pub(crate) async fn settle_tasks_of_gone_agent(&self, session: &Session, tasks: &[OpenTask]) {
-        for task in tasks {
-            self.end_task_of_a_gone_agent(session, task).await;
-        }
-        if let Err(failure) = session.flush().await {
-            tracing::warn!(session = %session.id, "{failure}");
-        }
-    }
-
-    /// Records that a task of a previous agent ended with it, closes its card, and queues the
-    /// notice for the model.
-    async fn end_task_of_a_gone_agent(&self, session: &Session, task: &OpenTask) {
-        let end = TaskEnd {
-            task_id: task.task_id.clone(),
-            state: "killed".to_owned(),
-            exit_code: None,
-            signal: None,
-            with_agent: true,
-            sandbox: None,
-        };
-        session.record(Fact::TaskEnded(end.clone())).await;
-        let notice =
-            crate::session::task_notice(&task.task_id, &task.command, &end, &task.output_path);
-        let title = task.card.as_ref().map_or_else(
-            || format!("Background task {}: {}", task.task_id, task.command),
-            |card| card.title().to_owned(),
-        );
-        session
-            .emit(SessionEvent::ToolCallFinished {
-                call_id: task.call_id.clone(),
-                card: Card::Generic(GenericCard::new(
-                    title,
-                    ToolKind::Execute,
-                    Some(format!("{} ended when the agent that ran it went away.", task.task_id)),
-                )),
-                status: CallStatus::Failed,
-                raw_output: serde_json::json!({
-                    "task_id": task.task_id,
-                    "state": "killed",
-                    "exit_code": null,
-                    "signal": null,
-                    "ended_with_agent": true,
-                }),
-                error: None,
-                output_text: None,
-                output_in_result: false,
-            })
-            .await;
-        session.add_notice(notice);
-    }
-
     /// Connects `session` to its MCP servers (the configured ones and the client's), in the
     /// background; servers it had before are closed first.
     pub(crate) fn connect_mcp(
@@ -394,28 +340,19 @@ impl Host {
                 specs,
             )
         });
-        let previous = match servers {
-            Some(servers) => lock(&self.mcp).insert(session.id.clone(), servers),
-            None => lock(&self.mcp).remove(&session.id),
-        };
-        if let Some(previous) = previous {
-            previous.close();
-        }
+        let own: Vec<Arc<dyn hotsh_core::tools::ToolProvider>> = servers
+            .map(|servers| Arc::new(crate::turn::McpTools(servers)) as _)
+            .into_iter()
+            .collect();
+        session.set_own_tools(own);
     }
 
-    /// Closes a session open here: stops its background tasks and MCP servers, drops its
-    /// pending notices, flushes and releases its log. False when it is not open here.
+    /// Closes a session open here ([`Session::close`]). False when it is not open here.
     pub(crate) async fn close_session(&self, id: &SessionId) -> bool {
         let Some(session) = lock(&self.sessions).remove(id) else {
             return false;
         };
-        if let Some(servers) = lock(&self.mcp).remove(id) {
-            servers.close();
-        }
-        session.cancel();
-        self.executor.kill_owned_by(&id.0).await;
-        session.drop_notices();
-        session.close_log().await;
+        session.close(&*self.executor).await;
         true
     }
 
@@ -508,7 +445,7 @@ impl Host {
         let (executor, owner) = (Arc::clone(&self.executor), session.id.0.clone());
         tokio::task::spawn_blocking(move || {
             if let Some(policy) = call.standing_policy() {
-                executor.prepare_environment(&owner, &policy);
+                executor.prepare(&owner, &policy);
             }
         });
     }
@@ -517,18 +454,16 @@ impl Host {
         let offered = self.offered_model(session.model_choice().as_deref());
         let plugins = crate::turn::PluginTools {
             registry: Arc::clone(&self.registry),
-            executor: Arc::clone(&self.executor),
+            executor: Arc::clone(&self.executor) as _,
+            live_cap: self.executor.config().live_cap,
             sandbox: Arc::clone(&self.sandbox),
             runtime: self.runtime.clone(),
             output_dir: self.output_root.session_dir(&session.id.0),
             temp_dir: self.output_root.session_temp_dir(&session.id.0),
-            task_cards: Arc::clone(&self.task_cards),
         };
         let mut providers: Vec<Arc<dyn hotsh_core::tools::ToolProvider>> =
             vec![Arc::new(plugins), Arc::new(hotsh_core::plan::PlanTool)];
-        if let Some(servers) = lock(&self.mcp).get(&session.id).cloned() {
-            providers.push(Arc::new(crate::turn::McpTools(servers)));
-        }
+        providers.extend(session.own_tools());
         crate::turn::Turn {
             model: Arc::clone(&offered.model),
             limits: offered.limits,
@@ -536,7 +471,7 @@ impl Host {
             price: offered.price.clone(),
             tools: hotsh_core::tools::ToolRouter::new(providers, self.sandbox.confines()),
             ports: Arc::new(crate::turn::HostPorts {
-                executor: Arc::clone(&self.executor),
+                executor: Arc::clone(&self.executor) as _,
                 cwd: session.cwd.clone(),
                 started: session.created_at.clone(),
                 session_id: session.id.0.clone(),
@@ -549,8 +484,9 @@ impl Host {
     /// Stops every background task, closes every session's log and removes this process's
     /// output files.
     pub(crate) async fn shutdown(&self) {
-        for (_, servers) in lock(&self.mcp).drain() {
-            servers.close();
+        let open: Vec<Arc<Session>> = lock(&self.sessions).values().cloned().collect();
+        for session in &open {
+            session.set_own_tools(Vec::new());
         }
         self.executor.dispose().await;
         let sessions: Vec<Arc<Session>> = lock(&self.sessions).drain().map(|(_, s)| s).collect();
@@ -560,43 +496,9 @@ impl Host {
         self.output_root.remove();
     }
 
-    /// Plan mode caps the commands that start from now on; background tasks already running keep
-    /// the access they started with (a running process's confinement cannot be narrowed).
-    /// Says so, to the user (a note in the thread) and to the model (a notice), when any of
-    /// the session's running tasks may write.
+    /// The session entered plan mode ([`Session::tell_of_tasks_that_keep_writing`]).
     pub(crate) async fn entered_plan_mode(&self, session: &Session) {
-        let writing: Vec<(String, String, String)> = self
-            .executor
-            .running_owned_by(&session.id.0)
-            .into_iter()
-            .filter(|(_, _, mode)| mode != crate::sandbox::Mode::ReadOnly.as_str())
-            .collect();
-        if writing.is_empty() {
-            return;
-        }
-        let count = match writing.len() {
-            1 => "1 background task keeps".to_owned(),
-            n => format!("{n} background tasks keep"),
-        };
-        let list: Vec<String> = writing
-            .iter()
-            .map(|(id, command, mode)| {
-                let first = command.lines().next().unwrap_or_default();
-                format!("- {id} ({mode}): {}", first.chars().take(120).collect::<String>())
-            })
-            .collect();
-        let detail = format!(
-            "Plan mode makes new commands read-only. Background tasks started before it keep the access they started with until they end or are stopped:\n\n{}",
-            list.join("\n")
-        );
-        session
-            .emit(SessionEvent::HostNote {
-                call_id: session.next_call_id(),
-                title: format!("Plan mode: {count} its write access"),
-                detail: detail.clone(),
-            })
-            .await;
-        session.add_notice(crate::session::PendingNotice { text: detail, task_id: None });
+        session.tell_of_tasks_that_keep_writing(&*self.executor).await;
     }
 
     /// Tells every session's client that a plugin was reloaded, rejected or unloaded.

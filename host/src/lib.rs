@@ -17,7 +17,6 @@ mod prompt;
 mod sandbox;
 mod session;
 mod sync;
-mod task_cards;
 mod term;
 mod turn;
 mod version;

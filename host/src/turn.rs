@@ -3,14 +3,13 @@
 //! the card drawn again on load), a session's MCP servers as another, and the turn's ports
 //! (the system prompt's host parts, the transcript and the arc recorder).
 
-use crate::executor::Executor;
 use crate::executor::{Drained, LiveOutput};
 use crate::model::{ModelEvent, ModelRequest, Transcript};
 use crate::plugins::{CallSandbox, CallServices, LoadedPlugin, PluginCall, PluginOutput, Registry};
 use crate::prompt::HostSections;
 use crate::session::{CallStatus, Card, Fact, Session, SessionEvent, TerminalCard, ToolCallId};
-use crate::task_cards::TaskCards;
 use futures::future::BoxFuture;
+use hotsh_core::executor::Executor;
 use hotsh_core::tools::{Call, CallResult, PromptSection, ToolProvider, finish_failed, open_card};
 use hotsh_core::turn::{Ending, SystemParts, TurnPorts};
 use std::collections::HashMap;
@@ -34,7 +33,9 @@ const INVOKE_LIMIT: Duration = Duration::from_secs(15 * 60);
 /// The plugins, as a session's tool provider.
 pub(crate) struct PluginTools {
     pub(crate) registry: Arc<Registry>,
-    pub(crate) executor: Arc<Executor>,
+    pub(crate) executor: Arc<dyn Executor>,
+    /// Bytes of a command's output that may wait for the client between two forwards.
+    pub(crate) live_cap: usize,
     pub(crate) sandbox: Arc<crate::sandbox::Sandbox>,
     /// The host's runtime, where plugin calls' host services run their work.
     pub(crate) runtime: tokio::runtime::Handle,
@@ -42,7 +43,6 @@ pub(crate) struct PluginTools {
     pub(crate) output_dir: std::path::PathBuf,
     /// The session's private temp dir, its commands' `$TMPDIR`.
     pub(crate) temp_dir: std::path::PathBuf,
-    pub(crate) task_cards: Arc<TaskCards>,
 }
 
 impl ToolProvider for PluginTools {
@@ -82,6 +82,10 @@ impl ToolProvider for McpTools {
         Box::pin(self.0.tool_definitions(planning))
     }
 
+    fn close(&self) {
+        self.0.close();
+    }
+
     fn call<'a>(&'a self, call: Call<'a>) -> Option<BoxFuture<'a, CallResult>> {
         if let Some(found) = self.0.find(&call.call.name) {
             return Some(Box::pin(async move {
@@ -99,7 +103,7 @@ impl ToolProvider for McpTools {
 
 /// What the host adds to a turn of one session.
 pub(crate) struct HostPorts {
-    pub(crate) executor: Arc<Executor>,
+    pub(crate) executor: Arc<dyn Executor>,
     pub(crate) cwd: std::path::PathBuf,
     /// When the session began (RFC 3339): the date its prompt names, fixed for the session so
     /// the prompt stays byte-identical (and cacheable) from one request to the next.
@@ -178,7 +182,7 @@ async fn execute_call(
     });
     open_card(call, card.clone()).await;
 
-    let live = Arc::new(LiveOutput::new(tools.executor.config().live_cap));
+    let live = Arc::new(LiveOutput::new(tools.live_cap));
     let forwarder = tokio::spawn(forward_output(
         Arc::clone(&live),
         Arc::clone(call.session),
@@ -190,7 +194,7 @@ async fn execute_call(
     let _ = forwarder.await;
 
     let outcome = match result {
-        Ok(output) => (finish_call(tools, call, &services, card, output, presented).await, false),
+        Ok(output) => (finish_call(call, &services, card, output, presented).await, false),
         Err(text) => {
             finish_failed(call.session, call.call_id, card, &text).await;
             (text, true)
@@ -237,7 +241,6 @@ impl PluginTools {
 /// started (logged; the card of one stays open until the task ends). Returns the text for the
 /// model.
 async fn finish_call(
-    tools: &PluginTools,
     call: Call<'_>,
     services: &CallServices,
     card: Card,
@@ -285,7 +288,7 @@ async fn finish_call(
         })
         .await;
     if let (CallStatus::Running, Some(task_id)) = (status, started) {
-        tools.task_cards.keep_open(&task_id, session, call.call_id, card.title()).await;
+        session.keep_task_card(&task_id, call.call_id, card.title()).await;
     }
     output.text
 }

@@ -11,8 +11,10 @@
 
 pub mod fold;
 pub mod log;
+mod tasks;
 
 pub use log::{Fact, Prompt, Record, SessionMeta, TurnOutcome};
+pub use tasks::task_end_of;
 
 use crate::model::Message;
 use crate::sandbox::Mode;
@@ -470,6 +472,8 @@ pub struct Session {
     /// state made, while holding it, so the log says what happened in the order it happened
     /// and events reach the client in the order they were logged.
     emitting: tokio::sync::Mutex<()>,
+    /// Its own tool providers (its MCP servers), closed with it.
+    own_tools: Mutex<Vec<Arc<dyn crate::tools::ToolProvider>>>,
 }
 
 /// The client a session's events go to.
@@ -501,6 +505,8 @@ struct State {
     planning: bool,
     /// What the model last saw of each file it read or wrote (SHA-256, hex), by real path.
     seen_files: HashMap<PathBuf, String>,
+    /// The cards its background tasks left open.
+    task_cards: tasks::TaskCards,
 }
 
 impl std::fmt::Debug for Session {
@@ -531,6 +537,7 @@ impl Session {
                 sandbox_mode: folded.sandbox_mode,
                 planning: folded.session_mode.as_deref() == Some(PLAN_MODE),
                 seen_files: folded.seen_files.clone(),
+                task_cards: tasks::TaskCards::default(),
             },
             None => State::default(),
         };
@@ -544,6 +551,7 @@ impl Session {
             next_call: AtomicU64::new(folded.map_or(1, |f| f.next_call)),
             sink: Mutex::default(),
             emitting: tokio::sync::Mutex::new(()),
+            own_tools: Mutex::default(),
         }
     }
 
@@ -551,6 +559,11 @@ impl Session {
     /// replay).
     pub async fn emit(&self, event: SessionEvent) {
         let _order = self.emitting.lock().await;
+        self.emit_in_order(event).await;
+    }
+
+    /// [`Session::emit`], for a caller holding the order.
+    async fn emit_in_order(&self, event: SessionEvent) {
         lock(&self.state).history.apply_event(&event);
         if let Some(logged) = self.bounded_for_log(&event) {
             self.log.append(Record::Event(logged)).await;

@@ -305,7 +305,7 @@ async fn on_load_session(
             sink.emit(event);
         }
         session.release_held().await;
-        shared.host.settle_tasks_of_gone_agent(&session, &folded.open_tasks).await;
+        session.settle_tasks_of_gone_agent(&folded.open_tasks).await;
         shared.host.note_a_model_that_is_gone(&session).await;
         shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
         sink.announce(&session);
@@ -339,7 +339,7 @@ async fn on_resume_session(
             Ok((session, folded)) => {
                 // Nothing is replayed on resume: live events flow at once.
                 session.release_held().await;
-                shared.host.settle_tasks_of_gone_agent(&session, &folded.open_tasks).await;
+                session.settle_tasks_of_gone_agent(&folded.open_tasks).await;
                 shared.host.note_a_model_that_is_gone(&session).await;
                 shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
                 sink.announce(&session);

@@ -6,6 +6,7 @@
 //! Files are created readable by this user only (0600), never through an existing name or a
 //! symbolic link, in directories only this user can enter (0700).
 
+use hotsh_core::executor::SpillSummary;
 use std::path::{Path, PathBuf};
 use tokio::fs::File;
 use tokio::io::AsyncWriteExt as _;
@@ -154,13 +155,6 @@ enum SpillState {
     },
     /// The file could not be written; reports name it `(unavailable)`.
     Failed,
-}
-
-/// Where a spill file is and how much of the output it holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SpillSummary {
-    pub(crate) path: PathBuf,
-    pub(crate) bytes: u64,
 }
 
 impl SpillFile {

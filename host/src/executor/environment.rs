@@ -194,11 +194,10 @@ mod tests {
     fn policy(root: &std::path::Path) -> Policy {
         Policy {
             bwrap: Some(PathBuf::from("/usr/bin/bwrap")),
-            writable: vec![root.to_owned()],
-            pinned: Vec::new(),
-            read_only: Vec::new(),
-            sockets: Vec::new(),
-            network: false,
+            rules: hotsh_core::executor::Policy {
+                writable: vec![root.to_owned()],
+                ..Default::default()
+            },
         }
     }
 

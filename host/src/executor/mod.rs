@@ -16,7 +16,6 @@ mod capture;
 mod env;
 mod environment;
 mod helper;
-mod live;
 mod output_root;
 mod process;
 mod service;
@@ -24,19 +23,23 @@ mod shim;
 mod supervisor;
 mod task;
 
-pub(crate) use capture::{CaptureLimits, SpillSummary};
+pub(crate) use capture::CaptureLimits;
 pub(crate) use env::{EnvPolicy, take_for_commands};
 pub(crate) use helper::{run_helper, spawn_agent, spawn_tool};
-pub(crate) use live::{Drained, LiveOutput};
+pub(crate) use hotsh_core::executor::{
+    Drained, Killed, LiveOutput, RunError, RunOutcome, RunRequest, RunningTask, StartRequest,
+    Started, TaskEnded, TaskError, TaskId, TaskRead, TaskState, TaskStatus,
+};
 pub(crate) use output_root::OutputRoot;
 pub(crate) use process::ProcessHandle;
 pub(crate) use service::{ServiceControl, ServiceRequest};
 pub(crate) use shim::PROGRAM as SHIM_PROGRAM;
-pub(crate) use task::{TaskEnded, TaskId, TaskRead, TaskState, TaskStatus};
 
 use crate::sandbox::Policy;
 use crate::sync::lock;
 use capture::{OutputCapture, SpillFile, Stream};
+use futures::future::BoxFuture;
+use hotsh_core::executor::Executor as ExecutorPort;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::os::fd::{AsFd as _, AsRawFd as _, OwnedFd};
@@ -91,6 +94,9 @@ pub(crate) struct ExecutorConfig {
     /// How long a session's idle sandbox environment is kept (`environment.rs`); zero:
     /// every confined command gets a sandbox of its own.
     pub(crate) keep_environment: Duration,
+    /// bubblewrap, when it is the sandbox's backend: confined commands run under it (else
+    /// under Landlock).
+    pub(crate) bwrap: Option<PathBuf>,
 }
 
 impl Default for ExecutorConfig {
@@ -106,102 +112,9 @@ impl Default for ExecutorConfig {
             unread_cap: 30_000,
             max_tasks_per_owner: 16,
             keep_environment: Duration::from_secs(600),
+            bwrap: None,
         }
     }
-}
-
-/// A foreground command.
-#[derive(Debug, Clone)]
-pub(crate) struct RunRequest {
-    pub(crate) command: String,
-    pub(crate) workdir: PathBuf,
-    pub(crate) timeout: Option<Duration>,
-    /// Where the full output goes if it does not fit the model's view.
-    pub(crate) spill_path: PathBuf,
-    /// The confinement the shim applies; `None` runs unconfined.
-    pub(crate) policy: Option<Policy>,
-    /// The session whose sandbox environment the command may run in (`environment.rs`);
-    /// `None`: a sandbox of its own (a call under an escalation granted for it alone).
-    pub(crate) environment: Option<String>,
-    /// The command's `$TMPDIR` (the session's private temp dir), if not the host's.
-    pub(crate) temp_dir: Option<PathBuf>,
-}
-
-/// How a foreground command ended. Non-zero exits, timeouts and aborts are outcomes, not errors.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct RunOutcome {
-    pub(crate) exit_code: Option<i32>,
-    pub(crate) signal: Option<String>,
-    /// The command never started (see the shim's stderr for why).
-    pub(crate) not_run: bool,
-    pub(crate) timed_out: bool,
-    pub(crate) timeout: Duration,
-    pub(crate) aborted: bool,
-    pub(crate) stdout: String,
-    pub(crate) stderr: String,
-    pub(crate) truncated: bool,
-    pub(crate) spill: Option<SpillSummary>,
-    pub(crate) total_bytes: u64,
-    pub(crate) duration: Duration,
-}
-
-/// A background command.
-#[derive(Debug, Clone)]
-pub(crate) struct StartRequest {
-    pub(crate) command: String,
-    pub(crate) workdir: PathBuf,
-    /// Opaque token recorded with the task (the session id); never interpreted here.
-    pub(crate) owner: Option<String>,
-    /// Directory for the task's output file (`<task id>.log`).
-    pub(crate) output_dir: PathBuf,
-    /// The confinement the shim applies; `None` runs unconfined.
-    pub(crate) policy: Option<Policy>,
-    /// The sandbox mode's name, recorded with the task for its end (never interpreted here).
-    pub(crate) mode: String,
-    /// As [`RunRequest::environment`].
-    pub(crate) environment: Option<String>,
-    /// The task's `$TMPDIR` (the session's private temp dir), if not the host's.
-    pub(crate) temp_dir: Option<PathBuf>,
-    /// What started it (the tool's name): its id is `<kind>-N`.
-    pub(crate) kind: String,
-}
-
-/// A background task that was just started.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Started {
-    pub(crate) id: TaskId,
-    pub(crate) output_path: PathBuf,
-}
-
-/// What a kill did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Killed {
-    /// False when the task had already ended.
-    pub(crate) killed: bool,
-    pub(crate) status: TaskStatus,
-}
-
-/// Infrastructure failures and refusals: the command did not run.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum RunError {
-    #[error("working directory {0} does not exist or is not a directory")]
-    BadWorkdir(PathBuf),
-    #[error("cannot start a command: {0}")]
-    Spawn(std::io::Error),
-    #[error(
-        "too many background tasks ({running} running; the limit is {limit}); stop one or wait for one to finish"
-    )]
-    TooManyTasks { running: usize, limit: usize },
-    #[error("the executor is shutting down")]
-    Disposed,
-    #[error("cannot wait for the command: {0}")]
-    Wait(std::io::Error),
-}
-
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub(crate) enum TaskError {
-    #[error("unknown task id {0}")]
-    Unknown(String),
 }
 
 /// `program` found on the commands' `PATH` once, so that no command searches for it again;
@@ -241,8 +154,10 @@ pub(crate) struct Executor {
     confined_running: Arc<std::sync::atomic::AtomicUsize>,
     /// Read while a confined command starts, written while something must happen with none
     /// running (a file written through the client, which follows links: see
-    /// [`Executor::with_no_confined_command`]).
-    confined_gate: tokio::sync::RwLock<()>,
+    /// [`ExecutorPort::pause_confined`]).
+    confined_gate: Arc<tokio::sync::RwLock<()>>,
+    /// Itself, for the tasks it spawns (each holds the executor until its task ends).
+    me: std::sync::Weak<Executor>,
 }
 
 /// One running confined command, counted in [`Executor::confined_running`] while it lives.
@@ -286,7 +201,7 @@ impl Executor {
         process::become_undumpable()?;
         process::raise_open_file_limit();
         let (completions, receiver) = mpsc::unbounded_channel();
-        let executor = Self {
+        let executor = Arc::new_cyclic(|me| Self {
             config: config.clone(),
             env,
             supervisor: Arc::new(supervisor::Supervisor::new(lifeline_read.as_raw_fd())),
@@ -299,9 +214,9 @@ impl Executor {
             completions,
             disposed: AtomicBool::new(false),
             confined_running: Arc::default(),
-            confined_gate: tokio::sync::RwLock::new(()),
-        };
-        let executor = Arc::new(executor);
+            confined_gate: Arc::default(),
+            me: me.clone(),
+        });
         // Started beside the rest of the host's start-up, so that no command waits for it.
         let warm = Arc::clone(&executor);
         tokio::task::spawn_blocking(move || warm.supervisor.warm_up());
@@ -432,7 +347,7 @@ impl Executor {
     /// Runs a command to its end (or until it is stopped), streaming output into `live`. The
     /// caller closes `live` when the call it belongs to is over (a call may run several
     /// commands into one card).
-    pub(crate) async fn run(
+    async fn run(
         &self,
         request: RunRequest,
         live: &LiveOutput,
@@ -441,8 +356,9 @@ impl Executor {
         let timeout =
             request.timeout.unwrap_or(self.config.default_timeout).min(self.config.max_timeout);
         let started_at = Instant::now();
-        let (_confined, gate) = ConfinedRun::start(self, request.policy.as_ref()).await;
-        let confinement = Confinement::of(request.policy.as_ref(), request.environment.as_deref());
+        let policy = request.policy.map(|rules| self.enforced(rules));
+        let (_confined, gate) = ConfinedRun::start(self, policy.as_ref()).await;
+        let confinement = Confinement::of(policy.as_ref(), request.environment.as_deref());
         let Spawned { mut exit, process, pipes, .. } = self.spawn(
             &request.command,
             &request.workdir,
@@ -518,12 +434,16 @@ impl Executor {
         stop_shim(process, self.config.kill_grace)
     }
 
+    /// `rules` as this executor's backend enforces them.
+    fn enforced(&self, rules: hotsh_core::executor::Policy) -> Policy {
+        Policy { bwrap: self.config.bwrap.clone(), rules }
+    }
+
     /// Starts a background task and returns at once. Must run in the runtime's context.
-    pub(crate) async fn start(
-        self: &Arc<Self>,
-        request: StartRequest,
-    ) -> Result<Started, RunError> {
-        let (confined, _gate) = ConfinedRun::start(self, request.policy.as_ref()).await;
+    async fn start(&self, request: StartRequest) -> Result<Started, RunError> {
+        let executor = self.me.upgrade().ok_or(RunError::Disposed)?;
+        let policy = request.policy.map(|rules| self.enforced(rules));
+        let (confined, _gate) = ConfinedRun::start(self, policy.as_ref()).await;
         let _starting = lock(&self.starting);
         let running = lock(&self.tasks)
             .values()
@@ -533,7 +453,7 @@ impl Executor {
         if running >= limit {
             return Err(RunError::TooManyTasks { running, limit });
         }
-        let confinement = Confinement::of(request.policy.as_ref(), request.environment.as_deref());
+        let confinement = Confinement::of(policy.as_ref(), request.environment.as_deref());
         let Spawned { mut exit, process, pipes, .. } = self.spawn(
             &request.command,
             &request.workdir,
@@ -552,14 +472,9 @@ impl Executor {
             process,
             self.config.unread_cap,
             output_path.clone(),
-            task::Confinement {
-                policy: request.policy,
-                mode: request.mode,
-                workdir: request.workdir,
-            },
+            task::Confinement { policy, mode: request.mode, workdir: request.workdir },
         ));
         lock(&self.tasks).insert(id.clone(), Arc::clone(&task));
-        let executor = Arc::clone(self);
         tokio::spawn(async move {
             let _confined = confined;
             output.open_now().await;
@@ -621,28 +536,48 @@ impl Executor {
     }
 
     /// The output of a task produced since the previous read.
-    pub(crate) fn read_output(&self, id: &str) -> Result<TaskRead, TaskError> {
+    fn read_output(&self, id: &str) -> Result<TaskRead, TaskError> {
         Ok(self.task(id)?.read())
     }
 
-    /// How a task ended, or `None` while it runs (or if the id is unknown).
+    /// How a task ended, or `None` while it runs (or if the id is unknown); whether its end
+    /// looks like a sandbox denial is judged from its policy and the end of its output, as a
+    /// foreground command's is.
     pub(crate) fn ended(&self, id: &str) -> Option<TaskEnded> {
         let task = self.task(id).ok()?;
         let status = task.status();
-        (!status.is_running()).then(|| TaskEnded {
+        if status.is_running() {
+            return None;
+        }
+        let not_run = task.not_run.load(Ordering::SeqCst);
+        let confinement = &task.confinement;
+        let tail = task.tail();
+        let denied = confinement.policy.as_ref().and_then(|policy| {
+            crate::sandbox::classify::classify(
+                policy,
+                &crate::sandbox::classify::Evidence {
+                    exit_code: status.exit_code,
+                    signal: status.signal.as_deref(),
+                    output: [&tail, ""],
+                    workdir: &confinement.workdir,
+                    not_run,
+                },
+            )
+        });
+        Some(TaskEnded {
             id: task.id.clone(),
             owner: task.owner.clone(),
             command: task.command.clone(),
             status,
             output_path: task.output_path().clone(),
-            confinement: task.confinement.clone(),
-            tail: task.tail(),
-            not_run: task.not_run.load(Ordering::SeqCst),
+            mode: confinement.mode.clone(),
+            denied: denied.map(|d| d.as_str().to_owned()),
+            not_run,
         })
     }
 
     /// A tool's answer told the model that task `id` ended (see [`Self::end_reported`]).
-    pub(crate) fn mark_end_reported(&self, id: &str) {
+    fn mark_end_reported(&self, id: &str) {
         if let Ok(task) = self.task(id) {
             task.end_reported.store(true, Ordering::SeqCst);
         }
@@ -650,17 +585,17 @@ impl Executor {
 
     /// Whether the model already learnt from a tool's answer that task `id` ended; its ended
     /// notice would only repeat that.
-    pub(crate) fn end_reported(&self, id: &str) -> bool {
+    fn end_reported(&self, id: &str) -> bool {
         self.task(id).is_ok_and(|task| task.end_reported.load(Ordering::SeqCst))
     }
 
     /// The owner token recorded at start.
-    pub(crate) fn owner_of(&self, id: &str) -> Result<Option<String>, TaskError> {
+    fn owner_of(&self, id: &str) -> Result<Option<String>, TaskError> {
         Ok(self.task(id)?.owner.clone())
     }
 
     /// Kills a task's whole process group and waits for it to end.
-    pub(crate) async fn kill(&self, id: &str) -> Result<Killed, TaskError> {
+    async fn kill(&self, id: &str) -> Result<Killed, TaskError> {
         let task = self.task(id)?;
         let status = task.status();
         if !status.is_running() {
@@ -678,26 +613,27 @@ impl Executor {
         Ok(Killed { killed: true, status })
     }
 
-    /// Runs `work` while no confined command runs and none can start; `None` (and `work` not
-    /// run) when one is running. A write the client makes by path follows symbolic links a
-    /// confined command could be swapping in at that moment; with none running, none can.
-    pub(crate) async fn with_no_confined_command<T>(
-        &self,
-        work: impl std::future::Future<Output = T>,
-    ) -> Option<T> {
-        let _no_start = self.confined_gate.write().await;
+    /// Holds off confined commands while none runs; `None` when one is running. A write the
+    /// client makes by path follows symbolic links a confined command could be swapping in
+    /// at that moment; with none running, none can.
+    async fn pause_confined(&self) -> Option<hotsh_core::executor::Pause> {
+        let no_start = Arc::clone(&self.confined_gate).write_owned().await;
         if self.confined_running.load(Ordering::SeqCst) > 0 {
             return None;
         }
-        Some(work.await)
+        Some(Box::new(no_start))
     }
 
     /// The running tasks of `owner`: id, command and the sandbox mode each started under.
-    pub(crate) fn running_owned_by(&self, owner: &str) -> Vec<(String, String, String)> {
-        let mut running: Vec<(String, String, String)> = lock(&self.tasks)
+    fn running_owned_by(&self, owner: &str) -> Vec<RunningTask> {
+        let mut running: Vec<RunningTask> = lock(&self.tasks)
             .values()
             .filter(|t| t.owner.as_deref() == Some(owner) && t.status().is_running())
-            .map(|t| (t.id.0.clone(), t.command.clone(), t.confinement.mode.clone()))
+            .map(|t| RunningTask {
+                id: t.id.0.clone(),
+                command: t.command.clone(),
+                mode: t.confinement.mode.clone(),
+            })
             .collect();
         running.sort();
         running
@@ -705,15 +641,16 @@ impl Executor {
 
     /// Starts `owner`'s sandbox environment for `policy` now, so that its first command does
     /// not wait for it (a session that starts or changes mode). Blocking.
-    pub(crate) fn prepare_environment(&self, owner: &str, policy: &Policy) {
+    fn prepare_environment(&self, owner: &str, rules: &hotsh_core::executor::Policy) {
         if !self.disposed.load(Ordering::SeqCst) && self.environments.serve() {
-            self.environments.get(&self.supervisor, owner, policy).supervisor.warm_up();
+            let policy = self.enforced(rules.clone());
+            self.environments.get(&self.supervisor, owner, &policy).supervisor.warm_up();
         }
     }
 
     /// Kills every running task of `owner` (a session that closes) and waits for them to end;
     /// its sandbox environments take no more jobs.
-    pub(crate) async fn kill_owned_by(&self, owner: &str) {
+    async fn kill_owned_by(&self, owner: &str) {
         self.environments.retire_owner(owner);
         let ids: Vec<String> = lock(&self.tasks)
             .values()
@@ -759,6 +696,57 @@ impl Executor {
             }
         })
         .await;
+    }
+}
+
+impl ExecutorPort for Executor {
+    fn run<'a>(
+        &'a self,
+        request: RunRequest,
+        live: &'a LiveOutput,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<RunOutcome, RunError>> {
+        Box::pin(Executor::run(self, request, live, cancel))
+    }
+
+    fn start(&self, request: StartRequest) -> BoxFuture<'_, Result<Started, RunError>> {
+        Box::pin(Executor::start(self, request))
+    }
+
+    fn read_output(&self, id: &str) -> Result<TaskRead, TaskError> {
+        Executor::read_output(self, id)
+    }
+
+    fn kill<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Killed, TaskError>> {
+        Box::pin(Executor::kill(self, id))
+    }
+
+    fn owner_of(&self, id: &str) -> Result<Option<String>, TaskError> {
+        Executor::owner_of(self, id)
+    }
+
+    fn mark_end_reported(&self, id: &str) {
+        Executor::mark_end_reported(self, id);
+    }
+
+    fn end_reported(&self, id: &str) -> bool {
+        Executor::end_reported(self, id)
+    }
+
+    fn running_owned_by(&self, owner: &str) -> Vec<RunningTask> {
+        Executor::running_owned_by(self, owner)
+    }
+
+    fn kill_owned_by<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(Executor::kill_owned_by(self, owner))
+    }
+
+    fn prepare(&self, owner: &str, policy: &hotsh_core::executor::Policy) {
+        self.prepare_environment(owner, policy);
+    }
+
+    fn pause_confined(&self) -> BoxFuture<'_, Option<hotsh_core::executor::Pause>> {
+        Box::pin(Executor::pause_confined(self))
     }
 }
 

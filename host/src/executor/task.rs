@@ -1,70 +1,11 @@
 //! Background tasks: their output between reads, their status, their owner.
 
-use super::live::complete_utf8_prefix;
 use crate::sync::lock;
+use hotsh_core::executor::{TaskId, TaskRead, TaskStatus, complete_utf8_prefix};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use tokio::sync::watch;
-
-/// A background task's id: `bash-N`, in start order within the host process.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct TaskId(pub(crate) String);
-
-impl std::fmt::Display for TaskId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TaskState {
-    Running,
-    Exited,
-    Killed,
-}
-
-/// A task's state, with how it ended once it has.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct TaskStatus {
-    pub(crate) state: TaskState,
-    pub(crate) exit_code: Option<i32>,
-    pub(crate) signal: Option<String>,
-}
-
-impl TaskStatus {
-    pub(crate) const RUNNING: Self =
-        Self { state: TaskState::Running, exit_code: None, signal: None };
-
-    pub(crate) fn is_running(&self) -> bool {
-        self.state == TaskState::Running
-    }
-}
-
-/// Output produced since the previous read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct TaskRead {
-    pub(crate) text: String,
-    pub(crate) dropped_bytes: u64,
-    pub(crate) output_path: PathBuf,
-    pub(crate) status: TaskStatus,
-}
-
-/// How a task ended, as its completion notice reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct TaskEnded {
-    pub(crate) id: TaskId,
-    pub(crate) owner: Option<String>,
-    pub(crate) command: String,
-    pub(crate) status: TaskStatus,
-    pub(crate) output_path: PathBuf,
-    pub(crate) confinement: Confinement,
-    /// The last [`TAIL`] bytes of its output (lossy UTF-8), for judging whether it hit the
-    /// sandbox.
-    pub(crate) tail: String,
-    /// It never started (its shim said why).
-    pub(crate) not_run: bool,
-}
 
 /// How a task was confined, as the host asked (kept to judge its end).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -117,11 +117,11 @@ impl CallServices {
             let executor = std::sync::Arc::clone(&self.executor);
             let client_write = async move {
                 let write = sink.write_text_file(target, text);
-                if confined {
-                    executor.with_no_confined_command(write).await
-                } else {
-                    Some(write.await)
+                if !confined {
+                    return Some(write.await);
                 }
+                let _paused = executor.pause_confined().await?;
+                Some(write.await)
             };
             if let Some(result) = self.runtime(client_write)? {
                 result.map_err(|e| {

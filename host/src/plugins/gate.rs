@@ -85,7 +85,7 @@ impl CallSandbox {
 
     /// The policy of this session's commands when no call widens it (for preparing its
     /// sandbox environment ahead); `None` when they run unconfined or cannot run.
-    pub(crate) fn standing_policy(&self) -> Option<Policy> {
+    pub(crate) fn standing_policy(&self) -> Option<hotsh_core::executor::Policy> {
         let (mode, _) = self.standing();
         let temp = self.temp_dir.as_deref();
         self.sandbox.policy(mode, &self.cwd, temp).ok().and_then(|(policy, _)| policy)
@@ -113,7 +113,9 @@ impl CallSandbox {
             (None, enforcement)
         } else {
             let temp = self.temp_dir.as_deref();
-            self.sandbox.policy(mode, &self.cwd, temp).map_err(|e| e.to_string())?
+            let (rules, enforcement) =
+                self.sandbox.policy(mode, &self.cwd, temp).map_err(|e| e.to_string())?;
+            (rules.map(|rules| self.sandbox.enforced(rules)), enforcement)
         };
         let widenable = self.sandbox.offered()
             && mode < Mode::DangerFullAccess

@@ -9,12 +9,12 @@
 
 use super::gate::{Action, CallSandbox, Gate};
 use crate::executor::{
-    Executor, Killed, LiveOutput, RunOutcome, RunRequest, StartRequest, TaskRead, TaskState,
-    TaskStatus,
+    Killed, LiveOutput, RunOutcome, RunRequest, StartRequest, TaskRead, TaskState, TaskStatus,
 };
 use crate::sync::lock;
 use hotsh_abi::v1 as abi;
 use hotsh_abi::{ROption, RResult, RStr, RString};
+use hotsh_core::executor::Executor;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug)]
 pub(crate) struct CallServices {
     pub(crate) runtime: tokio::runtime::Handle,
-    pub(crate) executor: Arc<Executor>,
+    pub(crate) executor: Arc<dyn Executor>,
     pub(crate) cancel: CancellationToken,
     pub(crate) live: Arc<LiveOutput>,
     /// Spill files of this call are `<spill_stem>-<n>.log`.
@@ -152,7 +152,7 @@ impl CallServices {
             workdir: workdir.clone(),
             timeout: spec.timeout_ms.into_option().map(Duration::from_millis),
             spill_path: spill_path.into(),
-            policy: gate.policy.clone(),
+            policy: gate.policy.clone().map(|policy| policy.rules),
             environment: (!gate.escalated).then(|| self.session_id.clone()),
             temp_dir: self.temp_dir(),
         };
@@ -193,7 +193,7 @@ impl CallServices {
             owner: Some(self.session_id.clone()),
             output_dir: self.task_output_dir.clone(),
             environment: (!gate.escalated).then(|| self.session_id.clone()),
-            policy: gate.policy,
+            policy: gate.policy.map(|policy| policy.rules),
             mode: gate.mode.as_str().to_owned(),
             temp_dir: self.temp_dir(),
             kind: self.tool.clone(),
@@ -326,9 +326,11 @@ mod tests {
             .build()
             .expect("a runtime");
         let services = runtime.block_on(async {
-            let (executor, _completions) =
-                Executor::new(crate::executor::ExecutorConfig::default(), Vec::new())
-                    .expect("an executor");
+            let (executor, _completions) = crate::executor::Executor::new(
+                crate::executor::ExecutorConfig::default(),
+                Vec::new(),
+            )
+            .expect("an executor");
             CallServices {
                 runtime: tokio::runtime::Handle::current(),
                 executor,

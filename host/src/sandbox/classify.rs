@@ -182,11 +182,13 @@ mod tests {
     fn policy(dir: &Path) -> Policy {
         Policy {
             bwrap: None,
-            writable: vec![dir.to_owned()],
-            pinned: Vec::new(),
-            read_only: vec![dir.join(".git")],
-            sockets: vec![dir.to_owned()],
-            network: false,
+            rules: hotsh_core::executor::Policy {
+                writable: vec![dir.to_owned()],
+                pinned: Vec::new(),
+                read_only: vec![dir.join(".git")],
+                sockets: vec![dir.to_owned()],
+                network: false,
+            },
         }
     }
 
@@ -234,7 +236,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let root = std::fs::canonicalize(dir.path()).expect("canonical");
         std::fs::create_dir_all(root.join("target/debug")).expect("dirs");
-        let p = Policy { pinned: vec![root.join("target")], ..policy(&root) };
+        let mut p = policy(&root);
+        p.rules.pinned = vec![root.join("target")];
         let moved = "mv: cannot move 'target' to 'target-old': Device or resource busy";
         assert_eq!(judge(&p, &root, moved), Some(Denial::File));
         let git = "rm: cannot remove '.git': Device or resource busy";
@@ -257,7 +260,7 @@ mod tests {
             judge(&p, dir.path(), "bash: line 1: /dev/tcp/127.0.0.1/9: Operation not permitted"),
             Some(Denial::Network)
         );
-        p.network = true;
+        p.rules.network = true;
         assert_eq!(judge(&p, dir.path(), line), None);
     }
 

@@ -24,6 +24,7 @@ pub(crate) mod sockets;
 
 pub(crate) use protect::{Trusted, TrustedKind};
 
+use hotsh_core::executor::Policy as Rules;
 use protect::Layout;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -100,6 +101,14 @@ pub(crate) enum Backend {
 }
 
 impl Backend {
+    /// bubblewrap's program, for this backend.
+    pub(crate) fn bwrap(&self) -> Option<PathBuf> {
+        match self {
+            Backend::Bwrap { program } => Some(program.clone()),
+            _ => None,
+        }
+    }
+
     pub(crate) fn name(&self) -> &'static str {
         match self {
             Backend::Bwrap { .. } => "bwrap",
@@ -130,23 +139,23 @@ impl Enforcement {
     }
 }
 
-/// What the shim is told to enforce (crosses to it as JSON in an argument).
+/// A policy as this machine enforces it: the portable policy of the request
+/// ([`hotsh_core::executor::Policy`]) and the backend. It crosses to the shim as JSON in
+/// an argument; its rules read as the portable policy's fields (`Deref`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Policy {
     /// `Some(program)`: run the shell under bubblewrap; `None`: Landlock and seccomp.
     pub(crate) bwrap: Option<PathBuf>,
-    /// Directories (canonical) where commands may write.
-    pub(crate) writable: Vec<PathBuf>,
-    /// Directories inside the writable roots bound onto themselves, still writable, so that
-    /// the read-only paths beneath them cannot be renamed away (`protect.rs`).
-    pub(crate) pinned: Vec<PathBuf>,
-    /// Paths inside the writable roots that stay read-only (`.git`, hotsh's own files).
-    pub(crate) read_only: Vec<PathBuf>,
-    /// With the network off, the directories beneath which a command may connect to a Unix
-    /// socket: the session's folder and its private temp dir, not the shared temp dir (where
-    /// tmux, ssh-agent and others keep theirs).
-    pub(crate) sockets: Vec<PathBuf>,
-    pub(crate) network: bool,
+    #[serde(flatten)]
+    pub(crate) rules: hotsh_core::executor::Policy,
+}
+
+impl std::ops::Deref for Policy {
+    type Target = hotsh_core::executor::Policy;
+
+    fn deref(&self) -> &Self::Target {
+        &self.rules
+    }
 }
 
 /// The sandbox of one agent process: the backend, and what each mode means here.
@@ -238,6 +247,11 @@ impl Sandbox {
         matches!(self.backend, Backend::Bwrap { .. } | Backend::Landlock { .. })
     }
 
+    /// `rules` as this machine's backend enforces them.
+    pub(crate) fn enforced(&self, rules: Rules) -> Policy {
+        Policy { bwrap: self.backend.bwrap(), rules }
+    }
+
     /// The policy for a command under `mode` in a session rooted at `cwd`, and how completely
     /// it is enforced; `Ok(None)` runs unconfined.
     /// `temp` is the session's private temp dir (its commands' `$TMPDIR`), when it has one.
@@ -246,7 +260,7 @@ impl Sandbox {
         mode: Mode,
         cwd: &Path,
         temp: Option<&Path>,
-    ) -> Result<(Option<Policy>, Enforcement), Unenforceable> {
+    ) -> Result<(Option<hotsh_core::executor::Policy>, Enforcement), Unenforceable> {
         if mode == Mode::DangerFullAccess || matches!(self.backend, Backend::Off) {
             return Ok((None, Enforcement::None));
         }
@@ -274,10 +288,9 @@ impl Sandbox {
             ));
         }
         match &self.backend {
-            Backend::Bwrap { program } => {
+            Backend::Bwrap { .. } => {
                 let enforcement = enforcement(gaps);
-                let bwrap = Some(program.clone());
-                let policy = Policy { bwrap, writable, pinned, read_only, sockets, network };
+                let policy = Rules { writable, pinned, read_only, sockets, network };
                 Ok((Some(policy), enforcement))
             }
             Backend::Landlock { abi, mount_namespaces } => {
@@ -316,7 +329,7 @@ impl Sandbox {
                 let enforcement = enforcement(gaps);
                 let mut sockets = sockets;
                 sockets.retain(|dir| writable.iter().any(|root| dir.starts_with(root)));
-                let policy = Policy { bwrap: None, writable, pinned, read_only, sockets, network };
+                let policy = Rules { writable, pinned, read_only, sockets, network };
                 Ok((Some(policy), enforcement))
             }
             Backend::Missing { what } => Err(Unenforceable { mode, what: what.clone() }),

@@ -22,7 +22,7 @@ struct Pending {
 
 /// One command's live output, shared by the executor (writer) and a forwarder (reader).
 #[derive(Debug)]
-pub(crate) struct LiveOutput {
+pub struct LiveOutput {
     cap: usize,
     pending: Mutex<Pending>,
     ready: Notify,
@@ -32,7 +32,7 @@ pub(crate) struct LiveOutput {
 
 /// What a drain hands the forwarder.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Drained {
+pub enum Drained {
     Text(String),
     /// Nothing now; the command still runs.
     Empty,
@@ -42,7 +42,7 @@ pub(crate) enum Drained {
 
 impl LiveOutput {
     /// `cap` bounds the bytes waiting between two drains; older bytes give way to newer ones.
-    pub(crate) fn new(cap: usize) -> Self {
+    pub fn new(cap: usize) -> Self {
         Self {
             cap,
             pending: Mutex::new(Pending::default()),
@@ -51,7 +51,7 @@ impl LiveOutput {
         }
     }
 
-    pub(crate) fn push(&self, bytes: &[u8]) {
+    pub fn push(&self, bytes: &[u8]) {
         {
             let mut pending = self.lock();
             // Only the newest `cap` bytes can survive; skip the rest without copying it.
@@ -67,7 +67,7 @@ impl LiveOutput {
         self.ready.notify_one();
     }
 
-    pub(crate) fn close(&self) {
+    pub fn close(&self) {
         self.lock().closed = true;
         self.ready.notify_one();
         self.ended.notify_waiters();
@@ -75,7 +75,7 @@ impl LiveOutput {
 
     /// Waits until the output is closed (the command ended): what is pending then is the last
     /// of it, and need not wait for a coalescing window.
-    pub(crate) async fn closed(&self) {
+    pub async fn closed(&self) {
         let ended = self.ended.notified();
         tokio::pin!(ended);
         // Registered before the check: a close between the two still wakes us.
@@ -86,12 +86,12 @@ impl LiveOutput {
         ended.await;
     }
 
-    pub(crate) fn is_closed(&self) -> bool {
+    pub fn is_closed(&self) -> bool {
         self.lock().closed
     }
 
     /// Waits until there is something to drain or the output is closed.
-    pub(crate) async fn changed(&self) {
+    pub async fn changed(&self) {
         {
             let pending = self.lock();
             if !pending.bytes.is_empty() || pending.closed {
@@ -101,7 +101,7 @@ impl LiveOutput {
         self.ready.notified().await;
     }
 
-    pub(crate) fn drain(&self) -> Drained {
+    pub fn drain(&self) -> Drained {
         let mut pending = self.lock();
         if pending.bytes.is_empty() && pending.skipped == 0 {
             return if pending.closed { Drained::Closed } else { Drained::Empty };
@@ -130,7 +130,7 @@ impl LiveOutput {
 }
 
 /// The length of the longest prefix that does not end inside a UTF-8 sequence.
-pub(crate) fn complete_utf8_prefix(bytes: &[u8]) -> usize {
+pub fn complete_utf8_prefix(bytes: &[u8]) -> usize {
     // A sequence is at most 4 bytes: look back at most 3 for its lead byte.
     for back in 1..=3.min(bytes.len()) {
         let byte = bytes[bytes.len() - back];
