@@ -1,17 +1,22 @@
 //! The session and the turn with fake ports: a scripted model, an in-memory log, a client
-//! that keeps what it is sent, tools that need no process.
+//! that keeps what it is sent, tools that need no process, an executor that runs nothing.
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use futures::future::BoxFuture;
 use hotsh_core::context::Limits;
+use hotsh_core::executor::{
+    Drained, Executor, Killed, LiveOutput, Pause, Policy, RunError, RunOutcome, RunRequest,
+    RunningTask, StartRequest, Started, TaskEnded, TaskError, TaskId, TaskRead, TaskState,
+    TaskStatus,
+};
 use hotsh_core::model::{
     Model, ModelError, ModelEvent, ModelRequest, ModelToolCall, ToolDefinition, ToolEffects,
 };
 use hotsh_core::sandbox::Mode;
 use hotsh_core::session::{
     CallStatus, EventSink, Fact, LogSink, Prompt, Record, Session, SessionEvent, SessionMeta,
-    StopReason, fold,
+    StopReason, ToolCallId, fold,
 };
 use hotsh_core::tools::{Call, CallResult, ToolProvider, ToolRouter, open_card};
 use hotsh_core::turn::{SystemParts, Turn, TurnFailed, TurnPorts, Work, answer, guarded};
@@ -614,4 +619,280 @@ async fn compact_now_uses_the_focus_and_a_turn_stops_at_its_request_limit() {
         Ok(StopReason::MaxTurnRequests)
     );
     assert_eq!(model.requests.lock().unwrap().len(), 3);
+}
+
+/// An executor that runs nothing: it answers every command with what it was asked, keeps a
+/// list of running tasks the test sets, and records what it was told to do.
+#[derive(Debug, Default)]
+struct FakeExecutor {
+    running: Mutex<Vec<RunningTask>>,
+    asked: Mutex<Vec<String>>,
+    reported: Mutex<Vec<String>>,
+}
+
+impl Executor for FakeExecutor {
+    fn run<'a>(
+        &'a self,
+        request: RunRequest,
+        live: &'a LiveOutput,
+        _cancel: &'a tokio_util::sync::CancellationToken,
+    ) -> BoxFuture<'a, Result<RunOutcome, RunError>> {
+        let policy = match &request.policy {
+            Some(policy) => format!("writable {:?}", policy.writable),
+            None => "unconfined".to_owned(),
+        };
+        self.asked.lock().unwrap().push(format!("run {} ({policy})", request.command));
+        live.push(request.command.as_bytes());
+        Box::pin(async move {
+            Ok(RunOutcome {
+                exit_code: Some(0),
+                signal: None,
+                not_run: false,
+                timed_out: false,
+                timeout: std::time::Duration::from_secs(1),
+                aborted: false,
+                stdout: format!("ran {}", request.command),
+                stderr: String::new(),
+                truncated: false,
+                spill: None,
+                total_bytes: 0,
+                duration: std::time::Duration::ZERO,
+            })
+        })
+    }
+    fn start(&self, request: StartRequest) -> BoxFuture<'_, Result<Started, RunError>> {
+        self.asked.lock().unwrap().push(format!("start {}", request.command));
+        Box::pin(async { Err(RunError::Disposed) })
+    }
+    fn read_output(&self, id: &str) -> Result<TaskRead, TaskError> {
+        Err(TaskError::Unknown(id.to_owned()))
+    }
+    fn kill<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Killed, TaskError>> {
+        Box::pin(async move { Err(TaskError::Unknown(id.to_owned())) })
+    }
+    fn owner_of(&self, id: &str) -> Result<Option<String>, TaskError> {
+        Err(TaskError::Unknown(id.to_owned()))
+    }
+    fn mark_end_reported(&self, id: &str) {
+        self.reported.lock().unwrap().push(id.to_owned());
+    }
+    fn end_reported(&self, id: &str) -> bool {
+        self.reported.lock().unwrap().iter().any(|r| r == id)
+    }
+    fn running_owned_by(&self, owner: &str) -> Vec<RunningTask> {
+        self.asked.lock().unwrap().push(format!("running of {owner}"));
+        self.running.lock().unwrap().clone()
+    }
+    fn kill_owned_by<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, ()> {
+        self.asked.lock().unwrap().push(format!("kill all of {owner}"));
+        Box::pin(async {})
+    }
+    fn prepare(&self, owner: &str, _policy: &Policy) {
+        self.asked.lock().unwrap().push(format!("prepare {owner}"));
+    }
+    fn pause_confined(&self) -> BoxFuture<'_, Option<Pause>> {
+        Box::pin(async { Some(Box::new(()) as Pause) })
+    }
+}
+
+/// `shell` runs its `command` through an executor port: the seam a remote executor plugs
+/// into, used here without a process.
+struct ShellTools(Arc<FakeExecutor>);
+
+impl ToolProvider for ShellTools {
+    fn prepare(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+    fn tools(&self, _planning: bool) -> BoxFuture<'_, Vec<ToolDefinition>> {
+        Box::pin(async {
+            vec![ToolDefinition {
+                name: "shell".to_owned(),
+                description: String::new(),
+                input_schema: serde_json::json!({"type": "object"}),
+                effects: ToolEffects { runs_commands: true, writes_files: false },
+            }]
+        })
+    }
+    fn call<'a>(&'a self, call: Call<'a>) -> Option<BoxFuture<'a, CallResult>> {
+        (call.call.name == "shell").then(|| -> BoxFuture<'a, CallResult> {
+            Box::pin(async move {
+                let arguments: serde_json::Value =
+                    serde_json::from_str(&call.call.arguments).unwrap();
+                let request = RunRequest {
+                    command: arguments["command"].as_str().unwrap().to_owned(),
+                    workdir: call.session.cwd.clone(),
+                    timeout: None,
+                    spill_path: "/nowhere".into(),
+                    policy: Some(Policy {
+                        writable: vec![call.session.cwd.clone()],
+                        ..Policy::default()
+                    }),
+                    environment: Some(call.session.id.0.clone()),
+                    temp_dir: None,
+                };
+                let live = LiveOutput::new(1024);
+                let outcome = self.0.run(request, &live, call.cancel).await.unwrap();
+                live.close();
+                assert_eq!(live.drain(), Drained::Text("pwd".to_owned()));
+                CallResult { text: outcome.stdout, is_error: false }
+            })
+        })
+    }
+}
+
+fn ended(id: &str, exit_code: i32) -> TaskEnded {
+    TaskEnded {
+        id: TaskId(id.to_owned()),
+        owner: Some("s".to_owned()),
+        command: format!("work {id}"),
+        status: TaskStatus { state: TaskState::Exited, exit_code: Some(exit_code), signal: None },
+        output_path: format!("/out/{id}.log").into(),
+        mode: "workspace-write".to_owned(),
+        denied: (exit_code != 0).then(|| "file".to_owned()),
+        not_run: false,
+    }
+}
+
+/// The task cards the client saw closed: (call id, status, content).
+fn closed_cards(client: &Client) -> Vec<(String, CallStatus, String)> {
+    client
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|event| match event {
+            SessionEvent::ToolCallFinished {
+                call_id,
+                status,
+                card: hotsh_core::session::Card::Generic(card),
+                ..
+            } => Some((call_id.0.clone(), *status, card.content.clone().unwrap_or_default())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_turn_runs_a_command_through_the_executor_port() {
+    let f = fixture();
+    let executor = Arc::new(FakeExecutor::default());
+    let model = Scripted::new(vec![
+        Some(vec![call("a", "shell", r#"{"command":"pwd"}"#)]),
+        Some(vec![ModelEvent::Text("done".to_owned())]),
+    ]);
+    let work = Turn {
+        tools: ToolRouter::new(vec![Arc::new(ShellTools(Arc::clone(&executor)))], true),
+        ..turn(&model, true)
+    };
+    let cancel = f.session.begin_turn(prompt("where am I"), |_| false).await.unwrap();
+    assert_eq!(answer(&work, &f.session, Work::Prompt, cancel).await, Ok(StopReason::EndTurn));
+    assert_eq!(*executor.asked.lock().unwrap(), [r#"run pwd (writable ["/w"])"#]);
+    let second = model.requests.lock().unwrap()[1].clone();
+    let result = second.messages.iter().find_map(|m| match &**m {
+        hotsh_core::model::Message::Tool { text, .. } => Some(text.clone()),
+        _ => None,
+    });
+    assert_eq!(result.as_deref(), Some("ran pwd"));
+}
+
+#[tokio::test]
+async fn a_task_card_closes_when_the_task_ends_whichever_comes_first_and_the_model_hears_first() {
+    let f = fixture();
+    // Drawn, then ended: closed at the end, with its sandbox marker.
+    f.session.keep_task_card("bash-1", &ToolCallId("call-1".to_owned()), "Task 1").await;
+    assert!(closed_cards(&f.client).is_empty(), "open while the task runs");
+    f.session.task_ended(ended("bash-1", 2), false).await;
+    // Ended, then drawn (a task that exits at once): closed when drawn.
+    f.session.task_ended(ended("bash-2", 0), false).await;
+    f.session.keep_task_card("bash-2", &ToolCallId("call-2".to_owned()), "Task 2").await;
+    let closed = closed_cards(&f.client);
+    assert_eq!(closed.len(), 2, "{closed:?}");
+    assert_eq!(closed[0].0, "call-1");
+    assert_eq!(closed[0].1, CallStatus::Failed);
+    assert!(
+        closed[0].2.starts_with(
+            "[sandbox: file access denied under workspace-write mode] bash-1 exited with code 2"
+        ),
+        "{closed:?}"
+    );
+    assert_eq!((closed[1].0.as_str(), closed[1].1), ("call-2", CallStatus::Completed));
+    // Each end is logged before its card closes, and the model's notices wait for its next
+    // request (delivered when the next turn begins).
+    let kinds = types(&f.log.lock().unwrap());
+    assert_eq!(kinds, ["task_ended", "tool_call_finished", "task_ended", "tool_call_finished"]);
+    let _turn = f.session.begin_turn(prompt("next"), |_| false).await.unwrap();
+    let notices: Vec<String> = f
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|r| match r {
+            Record::Fact(Fact::Notice { task_id, .. }) => task_id.clone(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(notices, ["bash-1", "bash-2"]);
+}
+
+#[tokio::test]
+async fn a_task_whose_end_the_model_saw_is_logged_as_reported_and_owes_no_notice() {
+    let f = fixture();
+    f.session.task_ended(ended("bash-1", 0), true).await;
+    let _turn = f.session.begin_turn(prompt("next"), |_| false).await.unwrap();
+    assert_eq!(types(&f.log.lock().unwrap()), ["task_ended", "task_reported", "prompt"]);
+}
+
+#[tokio::test]
+async fn plan_mode_names_the_running_tasks_that_keep_writing_and_closing_stops_everything() {
+    let f = fixture();
+    let executor = FakeExecutor::default();
+    f.session.tell_of_tasks_that_keep_writing(&executor).await;
+    assert!(f.client.0.lock().unwrap().is_empty(), "no task, nothing to say");
+    *executor.running.lock().unwrap() = vec![
+        RunningTask { id: "bash-1".into(), command: "cat".into(), mode: "read-only".into() },
+        RunningTask {
+            id: "bash-2".into(),
+            command: "make watch\nmore".into(),
+            mode: "workspace-write".into(),
+        },
+    ];
+    f.session.tell_of_tasks_that_keep_writing(&executor).await;
+    let note = f.client.0.lock().unwrap().iter().find_map(|e| match e {
+        SessionEvent::HostNote { title, detail, .. } => Some((title.clone(), detail.clone())),
+        _ => None,
+    });
+    let (title, detail) = note.unwrap();
+    assert_eq!(title, "Plan mode: 1 background task keeps its write access");
+    assert!(detail.ends_with("- bash-2 (workspace-write): make watch"), "{detail}");
+    assert!(!detail.contains("bash-1"), "a read-only task writes nothing: {detail}");
+
+    // Closing: its own providers closed, its tasks killed, its notices dropped, its turn
+    // cancelled.
+    let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    f.session.set_own_tools(vec![Arc::new(Closing(Arc::clone(&closed)))]);
+    assert_eq!(f.session.own_tools().len(), 1);
+    let turn = f.session.begin_turn(prompt("long"), |_| false).await.unwrap();
+    f.session.close(&executor).await;
+    assert!(closed.load(std::sync::atomic::Ordering::SeqCst));
+    assert!(f.session.own_tools().is_empty());
+    assert!(turn.is_cancelled());
+    assert_eq!(executor.asked.lock().unwrap().last().map(String::as_str), Some("kill all of s"));
+}
+
+/// A session's own provider that notes when it is closed.
+struct Closing(Arc<std::sync::atomic::AtomicBool>);
+
+impl ToolProvider for Closing {
+    fn prepare(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+    fn tools(&self, _planning: bool) -> BoxFuture<'_, Vec<ToolDefinition>> {
+        Box::pin(async { Vec::new() })
+    }
+    fn call<'a>(&'a self, _call: Call<'a>) -> Option<BoxFuture<'a, CallResult>> {
+        None
+    }
+    fn close(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
 }
