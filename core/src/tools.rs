@@ -2,6 +2,12 @@
 //! host's plugins and a session's MCP servers are two equal ones). A provider says what its
 //! tools do ([`ToolEffects`](crate::model::ToolEffects)); the router decides from that, never
 //! from a tool's name, what is offered when.
+//!
+//! Every call passes a **hook chain** ([`CallHook`]) on its way: each hook, in order, may
+//! answer a call before it runs (it then does not run) and sees every result after. The
+//! router's own hooks refuse a tool the request did not offer ([`OfferedOnly`]: plan mode's
+//! limit holds for a model that calls a hidden tool anyway) and write the session's log out
+//! once a call's card has closed ([`FlushAfterCall`]), whichever provider ran it.
 
 use crate::model::{ModelToolCall, ToolDefinition};
 use crate::session::{CallStatus, Card, GenericCard, Session, SessionEvent, ToolCallId, ToolKind};
@@ -28,6 +34,53 @@ pub struct Call<'a> {
     /// The arguments as JSON (a string holding them when they are not JSON), for the card.
     pub raw_input: &'a serde_json::Value,
     pub cancel: &'a CancellationToken,
+    /// The tool as the request the model answered offered it; `None`: it was not offered.
+    pub offered: Option<&'a ToolDefinition>,
+}
+
+/// A step every call passes, before and after it runs (see the module's documentation).
+pub trait CallHook: Send + Sync {
+    /// `Some(text)` refuses the call: it does not run, its card shows it failed, and the
+    /// model gets `text` as the tool's error.
+    fn before<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Option<String>> {
+        let _ = call;
+        Box::pin(async { None })
+    }
+
+    /// The call ran (or was refused) with `result`.
+    fn after<'a>(&'a self, call: Call<'a>, result: &'a CallResult) -> BoxFuture<'a, ()> {
+        let _ = (call, result);
+        Box::pin(async {})
+    }
+}
+
+/// Refuses a call of a tool that some provider serves but the request did not offer (plan
+/// mode without a backend that confines commands hides the tools that run them).
+#[derive(Debug, Clone, Copy)]
+pub struct OfferedOnly;
+
+impl CallHook for OfferedOnly {
+    fn before<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Option<String>> {
+        let refused = call.offered.is_none().then(|| {
+            let why = if call.session.planning() { " in plan mode" } else { " now" };
+            format!(
+                "tool `{}` is not offered{why}, so nothing was run; use one of the tools offered",
+                call.call.name
+            )
+        });
+        Box::pin(async move { refused })
+    }
+}
+
+/// Writes the session's log out once a call's card has closed, so what the user saw of the
+/// call survives the agent being killed right after.
+#[derive(Debug, Clone, Copy)]
+pub struct FlushAfterCall;
+
+impl CallHook for FlushAfterCall {
+    fn after<'a>(&'a self, call: Call<'a>, _result: &'a CallResult) -> BoxFuture<'a, ()> {
+        Box::pin(call.session.flush_or_warn())
+    }
 }
 
 /// What a call gives the model.
@@ -52,7 +105,8 @@ pub trait ToolProvider: Send + Sync {
     }
 
     /// Runs `call` when the tool is one of its own (drawing, running and closing its card):
-    /// `None` when it is not.
+    /// `None` when it is not. Nothing happens until the future is polled (a hook may refuse
+    /// the call first).
     fn call<'a>(&'a self, call: Call<'a>) -> Option<BoxFuture<'a, CallResult>>;
 
     /// Stops what it runs (a session's own provider, when the session closes or gets new
@@ -67,6 +121,7 @@ pub struct ToolRouter {
     /// A backend can confine commands to read-only (plan mode may then offer tools that run
     /// commands).
     confines_commands: bool,
+    hooks: Vec<Arc<dyn CallHook>>,
 }
 
 impl std::fmt::Debug for ToolRouter {
@@ -74,13 +129,23 @@ impl std::fmt::Debug for ToolRouter {
         f.debug_struct("ToolRouter")
             .field("providers", &self.providers.len())
             .field("confines_commands", &self.confines_commands)
+            .field("hooks", &self.hooks.len())
             .finish()
     }
 }
 
 impl ToolRouter {
+    /// A router over `providers` with the router's own hooks ([`OfferedOnly`], then
+    /// [`FlushAfterCall`]).
     pub fn new(providers: Vec<Arc<dyn ToolProvider>>, confines_commands: bool) -> Self {
-        Self { providers, confines_commands }
+        let hooks: Vec<Arc<dyn CallHook>> = vec![Arc::new(OfferedOnly), Arc::new(FlushAfterCall)];
+        Self { providers, confines_commands, hooks }
+    }
+
+    /// Adds a hook after those there are.
+    pub fn with_hook(mut self, hook: Arc<dyn CallHook>) -> Self {
+        self.hooks.push(hook);
+        self
     }
 
     /// Gets every provider ready, together.
@@ -110,23 +175,47 @@ impl ToolRouter {
         tools
     }
 
-    /// Runs one call the model made; an unknown tool gets a failed card and a message naming
-    /// the tools there are.
+    /// Runs one call the model made in answer to a request that offered `offered`, through
+    /// the hooks; an unknown tool gets a failed card and a message naming the tools there
+    /// are.
     pub async fn call(
         &self,
         session: &Arc<Session>,
         call: &ModelToolCall,
+        offered: &[ToolDefinition],
         cancel: &CancellationToken,
     ) -> CallResult {
         let call_id = session.next_call_id();
         let raw_input = serde_json::from_str(&call.arguments)
             .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
-        let request = Call { session, call_id: &call_id, call, raw_input: &raw_input, cancel };
-        for provider in &self.providers {
-            if let Some(running) = provider.call(request) {
-                return running.await;
+        let offered = offered.iter().find(|tool| tool.name == call.name);
+        let request =
+            Call { session, call_id: &call_id, call, raw_input: &raw_input, cancel, offered };
+        let result = self.run_hooked(request).await;
+        for hook in &self.hooks {
+            hook.after(request, &result).await;
+        }
+        result
+    }
+
+    /// Runs `request` unless a hook refuses it: a tool no provider serves is unknown, one
+    /// that is served but not offered is the hooks' to refuse.
+    async fn run_hooked(&self, request: Call<'_>) -> CallResult {
+        let running = self.providers.iter().find_map(|provider| provider.call(request));
+        let Some(running) = running else { return self.unknown(request).await };
+        for hook in &self.hooks {
+            if let Some(text) = hook.before(request).await {
+                drop(running);
+                fail_without_running(request, &text).await;
+                return CallResult { text, is_error: true };
             }
         }
+        running.await
+    }
+
+    /// A call of a tool no provider serves.
+    async fn unknown(&self, request: Call<'_>) -> CallResult {
+        let call = request.call;
         let mut names = Vec::new();
         for provider in &self.providers {
             names.extend(provider.tools(false).await.into_iter().map(|t| t.name));

@@ -277,7 +277,7 @@ async fn run(
                     .await;
                 continue;
             }
-            let result = turn.tools.call(session, call, cancel).await;
+            let result = turn.tools.call(session, call, &request.tools, cancel).await;
             session
                 .record(Fact::ToolResult {
                     call_id: call.id.clone(),

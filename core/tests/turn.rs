@@ -18,15 +18,16 @@ use hotsh_core::session::{
     CallStatus, EventSink, Fact, LogSink, Prompt, Record, Session, SessionEvent, SessionMeta,
     StopReason, ToolCallId, fold,
 };
-use hotsh_core::tools::{Call, CallResult, ToolProvider, ToolRouter, open_card};
+use hotsh_core::tools::{Call, CallHook, CallResult, ToolProvider, ToolRouter, open_card};
 use hotsh_core::turn::{SystemParts, Turn, TurnFailed, TurnPorts, Work, answer, guarded};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 
-/// A log kept in memory, in the order appended.
+/// A log kept in memory, in the order appended, with the number of records appended at
+/// each flush.
 #[derive(Default)]
-struct MemoryLog(Arc<Mutex<Vec<Record>>>);
+struct MemoryLog(Arc<Mutex<Vec<Record>>>, Arc<Mutex<Vec<usize>>>);
 
 impl LogSink for MemoryLog {
     fn append(&self, record: Record) -> BoxFuture<'_, ()> {
@@ -34,6 +35,7 @@ impl LogSink for MemoryLog {
         Box::pin(async {})
     }
     fn flush(&self) -> BoxFuture<'_, Result<(), String>> {
+        self.1.lock().unwrap().push(self.0.lock().unwrap().len());
         Box::pin(async { Ok(()) })
     }
     fn failure(&self) -> Option<String> {
@@ -159,16 +161,18 @@ fn meta() -> SessionMeta {
 struct Fixture {
     session: Arc<Session>,
     log: Arc<Mutex<Vec<Record>>>,
+    /// The log's length at each flush.
+    flushed_at: Arc<Mutex<Vec<usize>>>,
     client: Arc<Client>,
 }
 
 fn fixture() -> Fixture {
     let log = MemoryLog::default();
-    let records = Arc::clone(&log.0);
+    let (records, flushed_at) = (Arc::clone(&log.0), Arc::clone(&log.1));
     let session = Arc::new(Session::new(&meta(), Box::new(log), None));
     let client = Arc::new(Client::default());
     session.attach(Arc::clone(&client) as Arc<dyn EventSink>);
-    Fixture { session, log: records, client }
+    Fixture { session, log: records, flushed_at, client }
 }
 
 fn turn(model: &Arc<Scripted>, confines_commands: bool) -> Turn {
@@ -895,4 +899,115 @@ impl ToolProvider for Closing {
     fn close(&self) {
         self.0.store(true, std::sync::atomic::Ordering::SeqCst);
     }
+}
+
+/// A hook that refuses calls of one tool and notes every result it sees.
+struct Refusing {
+    tool: &'static str,
+    seen: Mutex<Vec<(String, bool)>>,
+}
+
+impl CallHook for Refusing {
+    fn before<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Option<String>> {
+        let refused =
+            (call.call.name == self.tool).then(|| format!("{} is not allowed", self.tool));
+        Box::pin(async move { refused })
+    }
+    fn after<'a>(&'a self, call: Call<'a>, result: &'a CallResult) -> BoxFuture<'a, ()> {
+        self.seen.lock().unwrap().push((call.call.name.clone(), result.is_error));
+        Box::pin(async {})
+    }
+}
+
+/// The tool results the model was sent in its last request: (text, is_error).
+fn results_sent(model: &Scripted) -> Vec<(String, bool)> {
+    let requests = model.requests.lock().unwrap();
+    requests
+        .last()
+        .unwrap()
+        .messages
+        .iter()
+        .filter_map(|m| match &**m {
+            hotsh_core::model::Message::Tool { text, is_error, .. } => {
+                Some((text.clone(), *is_error))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_call_passes_the_hooks_a_refused_one_runs_nothing_and_each_closed_card_is_flushed() {
+    let f = fixture();
+    let executor = Arc::new(FakeExecutor::default());
+    let hook = Arc::new(Refusing { tool: "shell", seen: Mutex::default() });
+    let model = Scripted::new(vec![
+        Some(vec![call("a", "shell", r#"{"command":"rm -rf /"}"#), call("b", "echo", "{}")]),
+        Some(vec![ModelEvent::Text("done".to_owned())]),
+    ]);
+    let providers: Vec<Arc<dyn ToolProvider>> =
+        vec![Arc::new(ShellTools(Arc::clone(&executor))), Arc::new(Tools)];
+    let work = Turn {
+        tools: ToolRouter::new(providers, true).with_hook(Arc::clone(&hook) as Arc<dyn CallHook>),
+        ..turn(&model, true)
+    };
+    let cancel = f.session.begin_turn(prompt("go"), |_| false).await.unwrap();
+    answer(&work, &f.session, Work::Prompt, cancel).await.unwrap();
+    assert!(executor.asked.lock().unwrap().is_empty(), "the refused command never ran");
+    assert_eq!(
+        results_sent(&model),
+        [("shell is not allowed".to_owned(), true), ("{}".to_owned(), false)]
+    );
+    assert_eq!(
+        *hook.seen.lock().unwrap(),
+        [("shell".to_owned(), true), ("echo".to_owned(), false)],
+        "the hook sees every result, its own refusals too"
+    );
+    // The refused call's card is shown failed; each call's closed card was written out before
+    // its result joined the history.
+    let log = f.log.lock().unwrap().clone();
+    let failed = log.iter().position(|r| {
+        matches!(
+            r,
+            Record::Event(SessionEvent::ToolCallFinished { status: CallStatus::Failed, .. })
+        )
+    });
+    let flushed = f.flushed_at.lock().unwrap().clone();
+    let results: Vec<usize> = log
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| matches!(r, Record::Fact(Fact::ToolResult { .. })))
+        .map(|(at, _)| at)
+        .collect();
+    assert!(failed.is_some_and(|at| at < results[0]));
+    for at in results {
+        assert!(
+            flushed.contains(&at),
+            "flushed with the card closed, before result {at}: {flushed:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn plan_mode_refuses_a_hidden_tool_the_model_calls_anyway() {
+    let f = fixture();
+    f.session.set_planning(true).await;
+    let executor = Arc::new(FakeExecutor::default());
+    let model = Scripted::new(vec![
+        Some(vec![call("a", "shell", r#"{"command":"touch x"}"#)]),
+        Some(vec![ModelEvent::Text("done".to_owned())]),
+    ]);
+    // No backend confines commands: plan mode offers no tool that runs them.
+    let work = Turn {
+        tools: ToolRouter::new(vec![Arc::new(ShellTools(Arc::clone(&executor)))], false),
+        ..turn(&model, false)
+    };
+    let cancel = f.session.begin_turn(prompt("plan"), |_| false).await.unwrap();
+    answer(&work, &f.session, Work::Prompt, cancel).await.unwrap();
+    assert!(model.requests.lock().unwrap()[0].tools.is_empty());
+    assert!(executor.asked.lock().unwrap().is_empty());
+    let sent = results_sent(&model);
+    assert_eq!(sent.len(), 1);
+    assert!(sent[0].1);
+    assert!(sent[0].0.starts_with("tool `shell` is not offered in plan mode"), "{sent:?}");
 }

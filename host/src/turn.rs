@@ -193,15 +193,13 @@ async fn execute_call(
     live.close();
     let _ = forwarder.await;
 
-    let outcome = match result {
+    match result {
         Ok(output) => (finish_call(call, &services, card, output, presented).await, false),
         Err(text) => {
             finish_failed(call.session, call.call_id, card, &text).await;
             (text, true)
         }
-    };
-    call.session.flush_or_warn().await;
-    outcome
+    }
 }
 
 impl PluginTools {
@@ -317,7 +315,6 @@ async fn execute_mcp_call(
             output_in_result: false,
         })
         .await;
-    call.session.flush_or_warn().await;
     (outcome.text, outcome.is_error)
 }
 
