@@ -5,9 +5,10 @@
 //!
 //! Every call passes a **hook chain** ([`CallHook`]) on its way: each hook, in order, may
 //! answer a call before it runs (it then does not run) and sees every result after. The
-//! router's own hooks refuse a tool the request did not offer ([`OfferedOnly`]: plan mode's
-//! limit holds for a model that calls a hidden tool anyway) and write the session's log out
-//! once a call's card has closed ([`FlushAfterCall`]), whichever provider ran it.
+//! router's own hooks refuse a tool the router hid from the request ([`HiddenStayHidden`]:
+//! plan mode's limit holds for a model that calls a hidden tool anyway) and write the
+//! session's log out once a call's card has closed ([`FlushAfterCall`]), whichever provider
+//! ran it.
 
 use crate::model::{ModelToolCall, ToolDefinition};
 use crate::session::{CallStatus, Card, GenericCard, Session, SessionEvent, ToolCallId, ToolKind};
@@ -36,6 +37,9 @@ pub struct Call<'a> {
     pub cancel: &'a CancellationToken,
     /// The tool as the request the model answered offered it; `None`: it was not offered.
     pub offered: Option<&'a ToolDefinition>,
+    /// A provider serves the tool, but the router hid it from the request (plan mode
+    /// without a backend that confines commands hides the tools that run them).
+    pub hidden: bool,
 }
 
 /// A step every call passes, before and after it runs (see the module's documentation).
@@ -54,17 +58,16 @@ pub trait CallHook: Send + Sync {
     }
 }
 
-/// Refuses a call of a tool that some provider serves but the request did not offer (plan
-/// mode without a backend that confines commands hides the tools that run them).
+/// Refuses a call of a tool the router hid from the request ([`Call::hidden`]).
 #[derive(Debug, Clone, Copy)]
-pub struct OfferedOnly;
+pub struct HiddenStayHidden;
 
-impl CallHook for OfferedOnly {
+impl CallHook for HiddenStayHidden {
     fn before<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Option<String>> {
-        let refused = call.offered.is_none().then(|| {
-            let why = if call.session.planning() { " in plan mode" } else { " now" };
+        let refused = call.hidden.then(|| {
             format!(
-                "tool `{}` is not offered{why}, so nothing was run; use one of the tools offered",
+                "tool `{}` is not offered in plan mode (no sandbox here can keep the commands \
+                 it runs read-only), so nothing was run; use one of the tools offered",
                 call.call.name
             )
         });
@@ -122,6 +125,8 @@ pub struct ToolRouter {
     /// commands).
     confines_commands: bool,
     hooks: Vec<Arc<dyn CallHook>>,
+    /// The names of the tools the last [`ToolRouter::offered`] hid.
+    hidden: std::sync::Mutex<Vec<String>>,
 }
 
 impl std::fmt::Debug for ToolRouter {
@@ -135,11 +140,12 @@ impl std::fmt::Debug for ToolRouter {
 }
 
 impl ToolRouter {
-    /// A router over `providers` with the router's own hooks ([`OfferedOnly`], then
+    /// A router over `providers` with the router's own hooks ([`HiddenStayHidden`], then
     /// [`FlushAfterCall`]).
     pub fn new(providers: Vec<Arc<dyn ToolProvider>>, confines_commands: bool) -> Self {
-        let hooks: Vec<Arc<dyn CallHook>> = vec![Arc::new(OfferedOnly), Arc::new(FlushAfterCall)];
-        Self { providers, confines_commands, hooks }
+        let hooks: Vec<Arc<dyn CallHook>> =
+            vec![Arc::new(HiddenStayHidden), Arc::new(FlushAfterCall)];
+        Self { providers, confines_commands, hooks, hidden: std::sync::Mutex::default() }
     }
 
     /// Adds a hook after those there are.
@@ -169,9 +175,17 @@ impl ToolRouter {
         for provider in &self.providers {
             tools.extend(provider.tools(planning).await);
         }
+        let mut hidden = Vec::new();
         if planning && !self.confines_commands {
-            tools.retain(|tool| !tool.effects.runs_commands);
+            tools.retain(|tool| {
+                let hide = tool.effects.runs_commands;
+                if hide {
+                    hidden.push(tool.name.clone());
+                }
+                !hide
+            });
         }
+        *crate::sync::lock(&self.hidden) = hidden;
         tools
     }
 
@@ -189,8 +203,16 @@ impl ToolRouter {
         let raw_input = serde_json::from_str(&call.arguments)
             .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
         let offered = offered.iter().find(|tool| tool.name == call.name);
-        let request =
-            Call { session, call_id: &call_id, call, raw_input: &raw_input, cancel, offered };
+        let hidden = offered.is_none() && crate::sync::lock(&self.hidden).contains(&call.name);
+        let request = Call {
+            session,
+            call_id: &call_id,
+            call,
+            raw_input: &raw_input,
+            cancel,
+            offered,
+            hidden,
+        };
         let result = self.run_hooked(request).await;
         for hook in &self.hooks {
             hook.after(request, &result).await;
