@@ -46,7 +46,7 @@ impl std::fmt::Debug for Turn {
 pub trait TurnPorts: Send + Sync {
     /// The host's own parts of the system prompt, read for each turn (files change between
     /// turns): before the providers' sections, and after them (the project's instructions).
-    fn system_parts(&self) -> BoxFuture<'_, Result<SystemParts, String>>;
+    fn system_parts(&self) -> BoxFuture<'_, Result<SystemParts, std::io::Error>>;
 
     /// Whether the model already knows how background task `task` ended (it read its end, or
     /// killed it): its notice is dropped then.
@@ -142,7 +142,7 @@ pub async fn answer(
         Err(failed) => (TurnOutcome::Failed, Some(failed.message.clone())),
     };
     session.end_turn(Fact::TurnEnded { outcome: recorded, message }).await;
-    session.flush().await.map_err(TurnFailed::new)?;
+    session.flush().await.map_err(|failed| TurnFailed::new(failed.to_string()))?;
     outcome
 }
 

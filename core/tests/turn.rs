@@ -34,11 +34,11 @@ impl LogSink for MemoryLog {
         self.0.lock().unwrap().push(record);
         Box::pin(async {})
     }
-    fn flush(&self) -> BoxFuture<'_, Result<(), String>> {
+    fn flush(&self) -> BoxFuture<'_, Result<(), hotsh_core::session::LogFailed>> {
         self.1.lock().unwrap().push(self.0.lock().unwrap().len());
         Box::pin(async { Ok(()) })
     }
-    fn failure(&self) -> Option<String> {
+    fn failure(&self) -> Option<hotsh_core::session::LogFailed> {
         None
     }
     fn close(&self) -> BoxFuture<'_, ()> {
@@ -139,7 +139,7 @@ impl ToolProvider for Tools {
 struct Ports;
 
 impl TurnPorts for Ports {
-    fn system_parts(&self) -> BoxFuture<'_, Result<SystemParts, String>> {
+    fn system_parts(&self) -> BoxFuture<'_, Result<SystemParts, std::io::Error>> {
         Box::pin(async {
             Ok(SystemParts { before: vec!["You are a test.".to_owned()], after: vec![] })
         })

@@ -115,13 +115,13 @@ pub(crate) struct HostPorts {
 }
 
 impl TurnPorts for HostPorts {
-    fn system_parts(&self) -> BoxFuture<'_, Result<SystemParts, String>> {
+    fn system_parts(&self) -> BoxFuture<'_, Result<SystemParts, std::io::Error>> {
         let cwd = self.cwd.clone();
         let date = self.started.get(..10).unwrap_or(&self.started).to_owned();
         Box::pin(async move {
             let host = tokio::task::spawn_blocking(move || HostSections::read(&cwd, &date))
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(std::io::Error::other)?;
             Ok(SystemParts {
                 before: vec![host.intro, host.environment],
                 after: host.instructions.into_iter().collect(),

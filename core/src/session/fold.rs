@@ -44,11 +44,18 @@ pub struct Folded {
     pub seen_files: HashMap<PathBuf, String>,
 }
 
+/// Why records do not fold into a session.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FoldError {
+    #[error("its first record is not a `session` record")]
+    NoSessionRecord,
+}
+
 /// Folds the records of one log; the first must be its `session` record.
-pub fn fold(records: Vec<Record>) -> Result<Folded, String> {
+pub fn fold(records: Vec<Record>) -> Result<Folded, FoldError> {
     let mut records = records.into_iter();
     let Some(Record::Fact(Fact::Session(meta))) = records.next() else {
-        return Err("its first record is not a `session` record".to_owned());
+        return Err(FoldError::NoSessionRecord);
     };
     let mut history = crate::context::History::default();
     let mut view = Vec::new();
@@ -295,6 +302,6 @@ mod tests {
     fn a_log_must_start_with_its_session_record() {
         let error = fold(vec![Record::Event(SessionEvent::AgentText { text: "x".into() })])
             .expect_err("an error");
-        assert!(error.contains("first record"), "{error}");
+        assert_eq!(error, FoldError::NoSessionRecord);
     }
 }

@@ -321,17 +321,23 @@ impl TaskSandbox {
     }
 }
 
+/// Why a session's log cannot be written (a full disk, a file gone): once it happens, every
+/// flush says so, and the turn that meets it fails with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct LogFailed(pub String);
+
 /// Where a session's records go: the port of the host's log writer. Records are appended in
 /// the order of the calls; a flush writes everything appended so far.
 pub trait LogSink: Send + Sync {
     /// Queues a record (waiting while the writer is behind).
     fn append(&self, record: Record) -> futures::future::BoxFuture<'_, ()>;
 
-    /// Writes everything queued so far; the error says why the log cannot be written.
-    fn flush(&self) -> futures::future::BoxFuture<'_, Result<(), String>>;
+    /// Writes everything queued so far.
+    fn flush(&self) -> futures::future::BoxFuture<'_, Result<(), LogFailed>>;
 
     /// Why the log cannot be written any more, once a write failed.
-    fn failure(&self) -> Option<String>;
+    fn failure(&self) -> Option<LogFailed>;
 
     /// Flushes and closes the log.
     fn close(&self) -> futures::future::BoxFuture<'_, ()>;
@@ -649,7 +655,7 @@ impl Session {
     }
 
     /// Writes everything logged so far to the file.
-    pub async fn flush(&self) -> Result<(), String> {
+    pub async fn flush(&self) -> Result<(), LogFailed> {
         self.log.flush().await
     }
 
@@ -661,7 +667,7 @@ impl Session {
     }
 
     /// Why the log cannot be written any more, if so.
-    pub fn log_failure(&self) -> Option<String> {
+    pub fn log_failure(&self) -> Option<LogFailed> {
         self.log.failure()
     }
 

@@ -405,7 +405,8 @@ async fn on_prompt(
         return responder.respond_with_error(invalid_params(format!("unknown session: {id}")));
     };
     if let Some(failure) = session.log_failure() {
-        return responder.respond_with_error(Error::new(ErrorCode::INTERNAL_ERROR, failure));
+        return responder
+            .respond_with_error(Error::new(ErrorCode::INTERNAL_ERROR, failure.to_string()));
     }
     // Begun here, not in the turn's task: a cancel that follows is handled after
     // this handler and so finds the turn begun.
@@ -763,7 +764,10 @@ fn open_session(
 /// Writes what a request changed to the session's log before it is answered: a change that
 /// would not survive a restart is an error.
 async fn flushed(session: &crate::session::Session) -> Result<(), Error> {
-    session.flush().await.map_err(|failure| Error::new(ErrorCode::INTERNAL_ERROR, failure))
+    session
+        .flush()
+        .await
+        .map_err(|failure| Error::new(ErrorCode::INTERNAL_ERROR, failure.to_string()))
 }
 
 /// The JSON-RPC error for a session store failure: an unknown session is a bad parameter;

@@ -163,8 +163,10 @@ impl SessionStore {
 }
 
 fn fold_of(path: &Path, read: ReadLog) -> Result<Folded, StoreError> {
-    fold::fold(read.records)
-        .map_err(|reason| StoreError::NotASession { path: path.to_owned(), reason })
+    fold::fold(read.records).map_err(|error| StoreError::NotASession {
+        path: path.to_owned(),
+        reason: error.to_string(),
+    })
 }
 
 /// The summary of one log, read only as far as its first prompt.

@@ -185,17 +185,19 @@ fn write_out(
     }
 }
 
+use hotsh_core::session::LogFailed;
+
 impl hotsh_core::session::LogSink for LogWriter {
     fn append(&self, record: Record) -> futures::future::BoxFuture<'_, ()> {
         Box::pin(LogWriter::append(self, record))
     }
 
-    fn flush(&self) -> futures::future::BoxFuture<'_, Result<(), String>> {
-        Box::pin(LogWriter::flush(self))
+    fn flush(&self) -> futures::future::BoxFuture<'_, Result<(), LogFailed>> {
+        Box::pin(async { LogWriter::flush(self).await.map_err(LogFailed) })
     }
 
-    fn failure(&self) -> Option<String> {
-        LogWriter::failure(self)
+    fn failure(&self) -> Option<LogFailed> {
+        LogWriter::failure(self).map(LogFailed)
     }
 
     fn close(&self) -> futures::future::BoxFuture<'_, ()> {
