@@ -92,9 +92,13 @@
 //! - `escalation` `{call_id, command, justification, mode, answer}`: a command asked for a
 //!   wider mode; `answer` is `allowed`, `rejected`, `cancelled`, `unavailable` or `refused`
 //!   (plan mode refused it at the gate).
-//! - `task_ended` `{task_id, state, exit_code, signal, with_agent}`: it ended (`state`
-//!   `exited` or `killed`); `with_agent` is true when the agent that ran it went away first
-//!   (recorded when the session is next loaded).
+//! - `task_ended` `{task_id, state, exit_code, signal, with_agent, sandbox}`: it ended
+//!   (`state` `exited` or `killed`); `with_agent` is true when the agent that ran it went
+//!   away first (recorded when the session is next loaded); `sandbox` `{mode, denied}` is the
+//!   mode it ran under and the access its end looks denied (absent for a gone agent's task).
+//!
+//! `log_format.jsonl` beside this file holds one record of every type as this module writes
+//! it; a test keeps it so, so the format changes only on purpose.
 //! - `task_reported` `{task_id}`: the model learned how the task ended from a tool (it
 //!   killed it, or read its end), so no notice is due for it.
 //!
@@ -469,6 +473,259 @@ mod tests {
             assert!(text.starts_with(&expected), "{text}");
             assert!(text.ends_with(&format!("where {due} was due")), "{text}");
         }
+    }
+
+    /// One record of every type, each field set, in the order the format documents them.
+    fn one_of_each() -> Vec<Record> {
+        use crate::session::{
+            CallStatus, Card, CompactionEnd, FileDiff, FileLocation, GenericCard, Prompt, TaskEnd,
+            TaskSandbox, TerminalCard, TerminalExit, ToolKind,
+        };
+        use hotsh_core::context::{Compaction, ContextUse, Spent, Trigger};
+        use hotsh_core::model::{ModelToolCall, PromptImage, Usage};
+        use hotsh_core::plan::{PlanEntry, PlanPriority, PlanStatus};
+        use hotsh_core::sandbox::Mode;
+        let id = |n: u32| ToolCallId(format!("call-{n}"));
+        let terminal = Card::Terminal(TerminalCard {
+            command: "make".into(),
+            description: Some("Build".into()),
+            cwd: "/w".into(),
+            exit: Some(TerminalExit {
+                exit_code: Some(2),
+                signal: None,
+                reason: Some("Exited with code 2.".into()),
+            }),
+        });
+        let generic = Card::Generic(GenericCard {
+            title: "Edit a.rs".into(),
+            kind: ToolKind::Edit,
+            content: Some("done".into()),
+            locations: vec![FileLocation { path: "/w/a.rs".into(), line: Some(3) }],
+            diffs: vec![FileDiff {
+                path: "/w/a.rs".into(),
+                old_text: Some("a".into()),
+                new_text: "b".into(),
+            }],
+        });
+        let events = [
+            SessionEvent::AgentText { text: "Hi".into() },
+            SessionEvent::AgentThought { text: "Hmm".into() },
+            SessionEvent::ToolCallStarted {
+                call_id: id(1),
+                tool: "bash".into(),
+                card: terminal.clone(),
+                raw_input: serde_json::json!({"command": "make"}),
+                arguments: r#"{"command":"make"}"#.into(),
+            },
+            SessionEvent::ToolOutput { call_id: id(1), text: "cc a.c\n".into() },
+            SessionEvent::ToolCallFinished {
+                call_id: id(1),
+                card: terminal,
+                status: CallStatus::Failed,
+                raw_output: serde_json::json!({"exit_code": 2}),
+                error: Some("failed".into()),
+                output_text: None,
+                output_in_result: true,
+            },
+            SessionEvent::ToolCallFinished {
+                call_id: id(2),
+                card: generic,
+                status: CallStatus::Completed,
+                raw_output: serde_json::Value::Null,
+                error: None,
+                output_text: Some("edited".into()),
+                output_in_result: false,
+            },
+            SessionEvent::PluginChanged {
+                call_id: id(3),
+                title: "Plugin x reloaded".into(),
+                detail: "…".into(),
+                failed: false,
+            },
+            SessionEvent::HostNote {
+                call_id: id(4),
+                title: "Plan mode".into(),
+                detail: "…".into(),
+            },
+            SessionEvent::Plan {
+                entries: vec![PlanEntry {
+                    step: "Build".into(),
+                    status: PlanStatus::InProgress,
+                    priority: PlanPriority::High,
+                }],
+            },
+            SessionEvent::Usage(ContextUse {
+                used: 900,
+                size: 8000,
+                estimated: false,
+                cached: Some(512),
+                cost: Some(Spent { amount: 0.25, currency: "USD".into() }),
+            }),
+            SessionEvent::CompactionStarted { id: id(5), trigger: Trigger::Manual },
+            SessionEvent::CompactionSummary { id: id(5), text: "The task".into() },
+            SessionEvent::CompactionEnded {
+                id: id(5),
+                ended: CompactionEnd {
+                    status: "completed".into(),
+                    trigger: Trigger::Manual,
+                    tokens_before: 7000,
+                    tokens_after: Some(900),
+                    error: None,
+                },
+            },
+        ];
+        let facts = [
+            Fact::Session(SessionMeta {
+                session_id: "s-1".into(),
+                cwd: "/w".into(),
+                created_at: "2026-12-02T00:00:00.000Z".into(),
+                agent: "hotsh 0.1.0 (commit 0123456789ab)".into(),
+            }),
+            Fact::Prompt(Prompt {
+                text: "Fix it [image 1]".into(),
+                blocks: vec![serde_json::json!({"type": "text", "text": "Fix it"})],
+                images: vec![PromptImage { mime_type: "image/png".into(), data: "iVBO".into() }],
+            }),
+            Fact::AssistantMessage {
+                text: "Looking.".into(),
+                reasoning: Some("first the build".into()),
+                tool_calls: vec![ModelToolCall {
+                    id: "m-1".into(),
+                    name: "bash".into(),
+                    arguments: r#"{"command":"make"}"#.into(),
+                }],
+                usage: Some(Usage {
+                    prompt_tokens: Some(800),
+                    completion_tokens: Some(100),
+                    total_tokens: Some(900),
+                    cached_tokens: Some(512),
+                }),
+                finish_reason: Some("tool_calls".into()),
+            },
+            Fact::ToolResult {
+                call_id: "m-1".into(),
+                text: "[exit code: 2]".into(),
+                is_error: false,
+            },
+            Fact::Command { text: "/compact the build".into(), blocks: Vec::new() },
+            Fact::Compaction(Compaction {
+                id: "call-5".into(),
+                trigger: Trigger::Manual,
+                focus: Some("the build".into()),
+                summary: "The task".into(),
+                kept_prompts: vec!["Fix it".into()],
+                replaced: 4,
+                tokens_before: 7000,
+                tokens_after: 900,
+            }),
+            Fact::Notice {
+                text: "[background task bash-1 …]".into(),
+                task_id: Some("bash-1".into()),
+            },
+            Fact::TurnEnded { outcome: TurnOutcome::MaxTurnRequests, message: None },
+            Fact::CancelRequested {},
+            Fact::TaskStarted {
+                task_id: "bash-1".into(),
+                call_id: "call-6".into(),
+                command: "make watch".into(),
+                output_path: "/tmp/o/bash-1.log".into(),
+            },
+            Fact::ModelChosen { model: "deepseek-chat".into() },
+            Fact::EffortChosen { effort: "high".into() },
+            Fact::SandboxMode { mode: Mode::ReadOnly },
+            Fact::SessionMode { mode: "plan".into() },
+            Fact::Escalation {
+                call_id: "call-7".into(),
+                command: "git init".into(),
+                justification: "asked".into(),
+                mode: Mode::DangerFullAccess,
+                answer: "allowed".into(),
+            },
+            Fact::TaskEnded(TaskEnd {
+                task_id: "bash-1".into(),
+                state: "exited".into(),
+                exit_code: Some(1),
+                signal: None,
+                with_agent: false,
+                sandbox: Some(TaskSandbox {
+                    mode: "workspace-write".into(),
+                    denied: Some("file".into()),
+                }),
+            }),
+            Fact::TaskReported { task_id: "bash-1".into() },
+            Fact::FileSeen { path: "/w/a.rs".into(), sha256: "ab12".into() },
+        ];
+        events.into_iter().map(Record::Event).chain(facts.into_iter().map(Record::Fact)).collect()
+    }
+
+    /// Which record type `record` is, as a number: the match names every type (a new one
+    /// does not compile until it is added here, and then to [`one_of_each`]).
+    fn type_number(record: &Record) -> usize {
+        match record {
+            Record::Event(event) => match event {
+                SessionEvent::AgentText { .. } => 0,
+                SessionEvent::AgentThought { .. } => 1,
+                SessionEvent::ToolCallStarted { .. } => 2,
+                SessionEvent::ToolOutput { .. } => 3,
+                SessionEvent::ToolCallFinished { .. } => 4,
+                SessionEvent::PluginChanged { .. } => 5,
+                SessionEvent::HostNote { .. } => 6,
+                SessionEvent::Plan { .. } => 7,
+                SessionEvent::Usage(_) => 8,
+                SessionEvent::CompactionStarted { .. } => 9,
+                SessionEvent::CompactionSummary { .. } => 10,
+                SessionEvent::CompactionEnded { .. } => 11,
+                // Never logged (the `prompt` record holds it).
+                SessionEvent::UserMessage { .. } => usize::MAX,
+            },
+            Record::Fact(fact) => match fact {
+                Fact::Session(_) => 12,
+                Fact::Prompt(_) => 13,
+                Fact::Command { .. } => 14,
+                Fact::Compaction(_) => 15,
+                Fact::AssistantMessage { .. } => 16,
+                Fact::ToolResult { .. } => 17,
+                Fact::Notice { .. } => 18,
+                Fact::TurnEnded { .. } => 19,
+                Fact::CancelRequested {} => 20,
+                Fact::TaskStarted { .. } => 21,
+                Fact::TaskEnded(_) => 22,
+                Fact::TaskReported { .. } => 23,
+                Fact::ModelChosen { .. } => 24,
+                Fact::EffortChosen { .. } => 25,
+                Fact::SandboxMode { .. } => 26,
+                Fact::SessionMode { .. } => 27,
+                Fact::Escalation { .. } => 28,
+                Fact::FileSeen { .. } => 29,
+            },
+        }
+    }
+
+    /// The log's format is pinned: one record of every type, written as hotsh writes it (the
+    /// time fixed), is `log_format.jsonl` byte for byte, and reads back as itself. Renaming a
+    /// field of a domain type, or adding a record type, changes what is written and fails
+    /// here: the file format changes only on purpose (`UPDATE_EXPECT=1` rewrites the file,
+    /// and the diff is the change to review, with a new `v` when older readers would misread
+    /// it).
+    #[test]
+    fn every_record_type_is_written_exactly_as_the_format_says() {
+        let records = one_of_each();
+        let covered: std::collections::BTreeSet<usize> = records.iter().map(type_number).collect();
+        assert_eq!(covered, (0..30).collect(), "one record of every type");
+        let mut written = String::new();
+        for (at, record) in records.iter().enumerate() {
+            let text = String::from_utf8(line(at as u64 + 1, record).expect("serialises"))
+                .expect("a line is UTF-8");
+            // `"at":"<RFC 3339 with milliseconds>"`, 24 characters, right after `seq`.
+            let time = text.find("\"at\":\"").expect("an `at`") + 6;
+            written.push_str(&text[..time]);
+            written.push_str("2026-12-02T00:00:00.000Z");
+            written.push_str(&text[time + 24..]);
+            written.push('\n');
+        }
+        expect_test::expect_file!["log_format.jsonl"].assert_eq(&written);
+        let read = parse(Path::new("log_format.jsonl"), written.as_bytes()).expect("reads back");
+        assert_eq!(read.records, records);
     }
 
     #[test]
