@@ -502,3 +502,41 @@ fn unknown_modes_are_refused_clearly_and_change_nothing() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_mode_chosen_in_the_middle_of_a_turn_applies_to_the_turns_next_command() {
+    for backend in backends() {
+        let script = vec![
+            bash_call("while [ ! -e go ]; do sleep 0.01; done; echo waited"),
+            bash_call("echo x > written && echo wrote"),
+            say("done"),
+        ];
+        let mut agent = Agent::start(options(backend, "", script));
+        agent.initialize(true);
+        let session = agent.new_session();
+        let prompt = agent.start_prompt(&session, "go");
+        // The turn's first command runs (its card is drawn), then the user switches to
+        // read-only, then lets the first command end.
+        agent.wait_for(|message| {
+            message["params"]["update"]["sessionUpdate"] == "tool_call"
+                && message["params"]["update"]["title"]
+                    .as_str()
+                    .is_some_and(|title| title.contains("while"))
+        });
+        let changed = agent.call(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": "sandbox_mode", "value": "read-only"}),
+        );
+        assert!(changed.get("result").is_some(), "{backend}: {changed}");
+        std::fs::write(agent.workdir.join("go"), "").expect("go");
+        let answer = agent.response(prompt);
+        assert_eq!(answer["result"]["stopReason"], "end_turn", "{backend}: {answer}");
+        let results = agent.tool_results();
+        assert!(results[0].0.ends_with("waited"), "{backend}: {results:?}");
+        assert!(
+            results[1].0.contains("[sandbox: file access denied under read-only mode]"),
+            "{backend}: the next command of the same turn is read-only: {results:?}"
+        );
+        assert!(!agent.workdir.join("written").exists(), "{backend}");
+    }
+}
