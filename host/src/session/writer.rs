@@ -1,6 +1,9 @@
-//! The one writer of a session's log: a thread of its own that owns the file, fed by a
-//! bounded channel (the file is written with blocking calls, never on a runtime worker; a
-//! disk that stalls stalls this session's log, and the session once the channel is full).
+//! The one writer of a session's log: a thread of its own that owns the file (the file is
+//! written with blocking calls, never on a runtime worker; a disk that stalls stalls this
+//! session's log, and the session once [`MAX_PENDING`] records wait). Records are handed
+//! over in batches: an append only queues its record, and the writer is woken when a batch
+//! is full or the session asks for a flush, not once per record (a streamed answer is
+//! thousands of records, and waking a thread for each cost more than writing them).
 //!
 //! Records are buffered and written when the session asks for a flush (at the end of a turn,
 //! when a card closes) or when the buffer fills. If a write fails (a full disk), the file is cut
@@ -13,22 +16,36 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 
-/// Records waiting for the writer at most; a slow disk then slows the session down.
-const CHANNEL: usize = 1024;
+/// Commands waiting for the writer at most.
+const CHANNEL: usize = 64;
+/// Records queued before the writer is woken to take them.
+const BATCH: usize = 64;
+/// Records queued at most; a slow disk then slows the session down.
+const MAX_PENDING: usize = 1024;
 /// Bytes buffered before a write.
 const BUFFER: usize = 256 << 10;
 
-/// What the writer is asked to do.
+/// What the writer is asked to do; each takes the records queued so far first.
 enum Command {
-    Append(Box<Record>),
+    /// A batch is full.
+    Take,
     Flush(oneshot::Sender<Result<(), String>>),
     Close(oneshot::Sender<()>),
+}
+
+/// Records appended and not yet taken by the writer, in order.
+#[derive(Debug, Default)]
+struct Pending {
+    records: Mutex<Vec<Record>>,
+    /// Woken each time the writer takes the queue.
+    taken: tokio::sync::Notify,
 }
 
 /// The handle to a session's writer task.
 #[derive(Debug)]
 pub(crate) struct LogWriter {
     commands: mpsc::Sender<Command>,
+    pending: Arc<Pending>,
     path: PathBuf,
     failure: Arc<Mutex<Option<String>>>,
 }
@@ -51,24 +68,46 @@ impl LogWriter {
     pub(crate) fn start(open: OpenLog) -> Self {
         let (commands, received) = mpsc::channel(CHANNEL);
         let failure = Arc::new(Mutex::new(None));
+        let pending = Arc::new(Pending::default());
         let path = open.path.clone();
-        let failed = Arc::clone(&failure);
+        let (failed, queue) = (Arc::clone(&failure), Arc::clone(&pending));
         let started = std::thread::Builder::new()
             .name("session-log".to_owned())
-            .spawn(move || run(open, received, &failed));
+            .spawn(move || run(open, received, &queue, &failed));
         if let Err(error) = started {
             let message =
                 format!("cannot start the writer of the session log {}: {error}", path.display());
             tracing::error!("{message}");
             *lock(&failure) = Some(message);
         }
-        Self { commands, path, failure }
+        Self { commands, pending, path, failure }
     }
 
-    /// Queues a record (waiting while the writer is a full channel behind).
+    /// Queues a record, waking the writer when a batch is full (and waiting while
+    /// [`MAX_PENDING`] records wait for it).
     pub(crate) async fn append(&self, record: Record) {
-        // A closed writer has said why in its failure; nothing more to do here.
-        let _ = self.commands.send(Command::Append(Box::new(record))).await;
+        if self.commands.is_closed() {
+            // No writer: it has said why in its failure.
+            return;
+        }
+        let queued = {
+            let mut records = lock(&self.pending.records);
+            records.push(record);
+            records.len()
+        };
+        if queued % BATCH == 0 {
+            // A closed writer has said why in its failure; nothing more to do here.
+            let _ = self.commands.send(Command::Take).await;
+        }
+        while lock(&self.pending.records).len() >= MAX_PENDING && !self.commands.is_closed() {
+            let taken = self.pending.taken.notified();
+            tokio::pin!(taken);
+            taken.as_mut().enable();
+            if lock(&self.pending.records).len() < MAX_PENDING {
+                break;
+            }
+            taken.await;
+        }
     }
 
     /// Writes everything queued so far to the file.
@@ -98,33 +137,48 @@ impl LogWriter {
     }
 }
 
-fn run(open: OpenLog, mut commands: mpsc::Receiver<Command>, failure: &Mutex<Option<String>>) {
+fn run(
+    open: OpenLog,
+    mut commands: mpsc::Receiver<Command>,
+    pending: &Pending,
+    failure: &Mutex<Option<String>>,
+) {
     let OpenLog { path, file, lock: _lock, mut next_seq, length } = open;
     let mut file = file;
     let mut buffer: Vec<u8> = Vec::with_capacity(BUFFER);
     // Everything up to here is complete records on disk.
     let mut durable = length;
     let mut failed = false;
-    while let Some(command) = commands.blocking_recv() {
-        match command {
-            Command::Append(record) => {
-                if failed {
-                    continue;
+    // Takes the queued records into the buffer, writing it out whenever it fills.
+    let mut take = |file: &mut std::fs::File,
+                    buffer: &mut Vec<u8>,
+                    durable: &mut u64,
+                    failed: &mut bool| {
+        let records = std::mem::take(&mut *lock(&pending.records));
+        pending.taken.notify_waiters();
+        for record in records {
+            if *failed {
+                return;
+            }
+            match log::line(next_seq, &record) {
+                Ok(line) => {
+                    buffer.extend_from_slice(&line);
+                    buffer.push(b'\n');
+                    next_seq += 1;
                 }
-                match log::line(next_seq, &record) {
-                    Ok(line) => {
-                        buffer.extend_from_slice(&line);
-                        buffer.push(b'\n');
-                        next_seq += 1;
-                    }
-                    Err(error) => {
-                        tracing::error!(path = %path.display(), %error, "cannot serialise a log record");
-                    }
-                }
-                if buffer.len() >= BUFFER {
-                    failed = !write_out(&path, &mut file, &mut buffer, &mut durable, failure);
+                Err(error) => {
+                    tracing::error!(path = %path.display(), %error, "cannot serialise a log record");
                 }
             }
+            if buffer.len() >= BUFFER {
+                *failed = !write_out(&path, file, buffer, durable, failure);
+            }
+        }
+    };
+    while let Some(command) = commands.blocking_recv() {
+        take(&mut file, &mut buffer, &mut durable, &mut failed);
+        match command {
+            Command::Take => {}
             Command::Flush(done) => {
                 if !failed {
                     failed = !write_out(&path, &mut file, &mut buffer, &mut durable, failure);
@@ -144,6 +198,7 @@ fn run(open: OpenLog, mut commands: mpsc::Receiver<Command>, failure: &Mutex<Opt
             }
         }
     }
+    take(&mut file, &mut buffer, &mut durable, &mut failed);
     if !failed {
         write_out(&path, &mut file, &mut buffer, &mut durable, failure);
     }

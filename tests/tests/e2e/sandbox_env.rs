@@ -247,6 +247,13 @@ fn a_dead_or_stopped_environment_stops_nothing(backend: &str) {
     // SAFETY: a signal to a process this test found among the agent's, by its name and
     // arguments.
     unsafe { libc::kill(supervisor as i32, libc::SIGKILL) };
+    // Once it has died (a command sent while the kill is on its way would start in the dying
+    // environment and die with it, as its running commands do), the next command gets a
+    // fresh environment.
+    wait_until("the killed supervisor's death", || {
+        std::fs::read_to_string(format!("/proc/{supervisor}/stat"))
+            .map_or(true, |stat| stat.rsplit(')').next().is_some_and(|rest| rest.starts_with(" Z")))
+    });
     agent.prompt(&session, "go");
     assert_eq!(agent.tool_results()[3], ("fresh".to_owned(), false), "{backend}");
     wait_until("the dead environment's task ending", || !has_marker(&agent));
