@@ -289,7 +289,6 @@ impl Host {
         let open = self.store.create(&meta)?;
         let session = Arc::new(Session::new(&meta, Box::new(LogWriter::start(open)), None));
         lock(&self.sessions).insert(session.id.clone(), Arc::clone(&session));
-        self.prepare_sandbox(&session);
         Ok(session)
     }
 
@@ -319,7 +318,6 @@ impl Host {
             Arc::new(Session::new(&folded.meta, Box::new(LogWriter::start(open)), Some(&folded)));
         session.attach_for_replay(sink, async { Ok::<_, StoreError>(()) }).await?;
         lock(&self.sessions).insert(session.id.clone(), Arc::clone(&session));
-        self.prepare_sandbox(&session);
         Ok((session, folded))
     }
 
@@ -433,7 +431,9 @@ impl Host {
     }
 
     /// Starts `session`'s sandbox environment for its mode in the background, so that its
-    /// first command does not wait for it (`executor/environment.rs`).
+    /// first command does not wait for it (`executor/environment.rs`). Called once the
+    /// session's opening request is answered: the answer does not share the machine's cores
+    /// with a bubblewrap start.
     pub(crate) fn prepare_sandbox(&self, session: &Arc<Session>) {
         let call = crate::plugins::gate::CallSandbox {
             sandbox: Arc::clone(&self.sandbox),

@@ -271,6 +271,7 @@ async fn on_new_session(
     )?;
     // After the answer: the client knows the session then.
     sink.announce(&session);
+    shared.host.prepare_sandbox(&session);
     Ok(())
 }
 
@@ -320,6 +321,7 @@ async fn on_load_session(
         let options = config_options(&shared.host, &session);
         let modes = session_modes(&shared.host, &session);
         let _ = responder.respond(LoadSessionResponse::new().config_options(options).modes(modes));
+        shared.host.prepare_sandbox(&session);
     });
     Ok(())
 }
@@ -348,6 +350,7 @@ async fn on_resume_session(
                 let modes = session_modes(&shared.host, &session);
                 let _ = responder
                     .respond(ResumeSessionResponse::new().config_options(options).modes(modes));
+                shared.host.prepare_sandbox(&session);
             }
             Err(error) => {
                 let _ = responder.respond_with_error(store_error(&error));

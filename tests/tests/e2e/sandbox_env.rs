@@ -300,3 +300,90 @@ fn keep_environment_0_gives_each_command_its_own_sandbox_and_an_idle_one_is_clos
         assert_eq!(agent.last_tool_result(), ("two".to_owned(), false), "{backend}: a fresh one");
     }
 }
+
+#[test]
+fn a_command_that_leaves_hundreds_of_processes_does_not_stop_the_next() {
+    for backend in backends() {
+        // Hundreds of processes left running (as nobody, each fork counts against the user's
+        // limit): all of them die with the command, in the environment, which goes on.
+        let storm = "for i in $(seq 300); do (exec sleep 120 &) ; done; echo started";
+        let script = vec![
+            bash_call(&format!("{SANDBOX_ID}; {storm}")),
+            bash_call(&format!("{SANDBOX_ID}; pgrep -c -x sleep || true; echo next")),
+            say("done"),
+        ];
+        let (mut agent, session) = one_session(backend, "", script);
+        agent.prompt(&session, "go");
+        let results = agent.tool_results();
+        assert!(results[0].0.ends_with("started"), "{backend}: {results:?}");
+        assert!(results[1].0.ends_with("0\nnext"), "{backend}: nothing left: {results:?}");
+        assert_eq!(
+            sandbox_id(&results[0].0),
+            sandbox_id(&results[1].0),
+            "{backend}: the same environment serves the next command: {results:?}"
+        );
+        assert!(
+            descendants(agent.pid()).iter().all(|(_, _, name)| name != "sleep"),
+            "{backend}: no process of the storm outlives it"
+        );
+    }
+}
+
+/// A file system of 4 MiB (a tmpfs; only root can mount one), removed when dropped.
+struct SmallDisk(tempfile::TempDir);
+
+impl SmallDisk {
+    fn mount() -> Option<Self> {
+        if !hotsh_tests::running_as_root() {
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("a mount point");
+        #[allow(clippy::disallowed_methods, reason = "the test's own mount")]
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=4m,mode=1777", "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .expect("mount runs");
+        status.success().then_some(Self(dir))
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        #[allow(clippy::disallowed_methods, reason = "the test's own mount")]
+        let _ = std::process::Command::new("umount").arg("-l").arg(self.0.path()).status();
+    }
+}
+
+#[test]
+fn a_command_that_fills_its_temp_dir_does_not_stop_the_next_command() {
+    // A full disk only root can make without filling the machine's: a tmpfs of 4 MiB as the
+    // agent's temp dir (its commands' private `$TMPDIR` inside it). As another user the
+    // suite's run as root has covered it.
+    let Some(disk) = SmallDisk::mount() else {
+        eprintln!("not root: no small file system to fill; the run as root covers this");
+        return;
+    };
+    for backend in backends() {
+        let fill = "head -c 16M /dev/zero > \"$TMPDIR/fill\"; echo status $?";
+        let script = vec![
+            bash_call(&format!("{SANDBOX_ID}; {fill}")),
+            bash_call(&format!(
+                "{SANDBOX_ID}; echo more > \"$TMPDIR/more\" || echo full; echo next"
+            )),
+            bash_call("rm -f \"$TMPDIR/fill\"; echo x > \"$TMPDIR/more\" && cat \"$TMPDIR/more\""),
+            say("done"),
+        ];
+        let mut options = crate::sandbox::options(backend, "", script);
+        options.env.push(("TMPDIR".to_owned(), disk.0.path().to_string_lossy().into_owned()));
+        let mut agent = Agent::start(options);
+        agent.initialize(true);
+        let session = agent.new_session();
+        agent.prompt(&session, "go");
+        let results = agent.tool_results();
+        assert!(results[0].0.contains("No space left on device"), "{backend}: {results:?}");
+        assert!(results[1].0.contains("full\nnext"), "{backend}: it still runs: {results:?}");
+        assert_eq!(sandbox_id(&results[0].0), sandbox_id(&results[1].0), "{backend}");
+        assert_eq!(results[2].0, "x", "{backend}: room again, the temp dir works: {results:?}");
+    }
+}
