@@ -151,6 +151,10 @@ struct Offered {
     default_effort: Option<String>,
 }
 
+/// How long after a session's opening answer its sandbox environment starts (see
+/// [`Host::prepare_sandbox`]); a first command sooner than that starts it itself.
+const PREPARE_AFTER: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// Variables that hold model credentials; commands never see them (nor copies of their values).
 const MODEL_SECRETS: &[&str] =
     &["DEEPSEEK_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HOTSH_API_KEY"];
@@ -443,10 +447,16 @@ impl Host {
             temp_dir: Some(self.output_root.session_temp_dir(&session.id.0)),
         };
         let (executor, owner) = (Arc::clone(&self.executor), session.id.0.clone());
-        tokio::task::spawn_blocking(move || {
-            if let Some(policy) = call.standing_policy() {
-                executor.prepare(&owner, &policy);
-            }
+        tokio::spawn(async move {
+            // Once the answer is on its way: the start is a fork and a bubblewrap, which
+            // would share the two cores with writing it.
+            tokio::time::sleep(PREPARE_AFTER).await;
+            let _ = tokio::task::spawn_blocking(move || {
+                if let Some(policy) = call.standing_policy() {
+                    executor.prepare(&owner, &policy);
+                }
+            })
+            .await;
         });
     }
 
