@@ -305,11 +305,15 @@ fn keep_environment_0_gives_each_command_its_own_sandbox_and_an_idle_one_is_clos
 fn a_command_that_leaves_hundreds_of_processes_does_not_stop_the_next() {
     for backend in backends() {
         // Hundreds of processes left running (as nobody, each fork counts against the user's
-        // limit): all of them die with the command, in the environment, which goes on.
-        let storm = "for i in $(seq 300); do (exec sleep 120 &) ; done; echo started";
+        // limit): all of them die with the command, in the environment, which goes on. They
+        // carry a name of this run's own (under Landlock the pid namespace is the machine's,
+        // where other tests run commands too).
+        let marker = format!("hotsh-storm-{}-{backend}", std::process::id());
+        let storm =
+            format!("for i in $(seq 300); do (exec -a {marker} sleep 120 &) ; done; echo started");
         let script = vec![
             bash_call(&format!("{SANDBOX_ID}; {storm}")),
-            bash_call(&format!("{SANDBOX_ID}; pgrep -c -x sleep || true; echo next")),
+            bash_call(&format!("{SANDBOX_ID}; pgrep -c -f '^{marker}' || true; echo next")),
             say("done"),
         ];
         let (mut agent, session) = one_session(backend, "", script);
