@@ -273,6 +273,7 @@ async fn run(
                         call_id: call.id.clone(),
                         text: "[not run: the user cancelled the turn]".to_owned(),
                         is_error: true,
+                        after_output: None,
                     })
                     .await;
                 continue;
@@ -283,6 +284,7 @@ async fn run(
                     call_id: call.id.clone(),
                     text: result.text,
                     is_error: result.is_error,
+                    after_output: None,
                 })
                 .await;
         }

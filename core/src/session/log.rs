@@ -36,6 +36,11 @@ pub enum Fact {
         call_id: String,
         text: String,
         is_error: bool,
+        /// In the log only: `text` goes on from the first bytes of the output logged for a
+        /// card (the part the model's text and the terminal share, logged once); reading the
+        /// log puts them back, so everywhere else this is `None` and `text` is whole.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after_output: Option<OutputPrefix>,
     },
     Notice {
         text: String,
@@ -98,6 +103,13 @@ impl From<Prompt> for Fact {
     }
 }
 
+/// The first `bytes` bytes of the live output logged for the card `card`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputPrefix {
+    pub card: super::ToolCallId,
+    pub bytes: usize,
+}
+
 /// One record: a client-visible event or another fact.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Record {
@@ -151,7 +163,7 @@ impl Record {
                     tool_calls: tool_calls.clone(),
                 })
             }
-            Record::Fact(Fact::ToolResult { call_id, text, is_error }) => Some(Message::Tool {
+            Record::Fact(Fact::ToolResult { call_id, text, is_error, .. }) => Some(Message::Tool {
                 call_id: call_id.clone(),
                 text: text.clone(),
                 is_error: *is_error,

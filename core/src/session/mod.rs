@@ -13,7 +13,7 @@ pub mod fold;
 pub mod log;
 mod tasks;
 
-pub use log::{Fact, Prompt, Record, SessionMeta, TurnOutcome};
+pub use log::{Fact, OutputPrefix, Prompt, Record, SessionMeta, TurnOutcome};
 pub use tasks::task_end_of;
 
 use crate::model::Message;

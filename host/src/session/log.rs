@@ -64,8 +64,13 @@
 //!   model response; `tool_calls` are `{id, name, arguments}`; `reasoning` (when the model
 //!   showed any), `usage` (`{prompt_tokens, completion_tokens, total_tokens, cached_tokens}`,
 //!   when the provider reported it) and `finish_reason` may be absent.
-//! - `tool_result` `{call_id, text, is_error}`: what the model was told of one tool call
-//!   (`call_id` is the model's id for it).
+//! - `tool_result` `{call_id, text, is_error, after_output}`: what the model was told of one
+//!   tool call (`call_id` is the model's id for it). A command's output is logged once: when
+//!   the text begins with what the call's `tool_output` records logged (at least
+//!   [`SHARED_MIN`] bytes of it), the record is written with `v` 2, `after_output` `{card,
+//!   bytes}` and only the rest as `text`: the text is the first `bytes` bytes of card
+//!   `card`'s logged output followed by `text`. A reader puts them back (a reference to
+//!   output the log does not hold makes the log damaged at that line).
 //! - `command` `{text, blocks}`: a slash command the user typed (`/compact …`): shown again on
 //!   load, not part of the model's history.
 //! - `compaction` `{id, trigger, focus, summary, kept_prompts, replaced, tokens_before,
@@ -110,14 +115,99 @@
 //! rather than misread it. A crash can tear at most the last line: a reader drops a last line
 //! that is not a complete record (and says so in its log) and keeps every earlier record.
 
-pub(crate) use hotsh_core::session::log::{Fact, Record, SessionMeta, TurnOutcome};
+pub(crate) use hotsh_core::session::log::{Fact, OutputPrefix, Record, SessionMeta, TurnOutcome};
 
 use super::SessionEvent;
 use serde::Deserialize as _;
 use std::path::{Path, PathBuf};
 
-/// The format version this module writes and the newest it reads.
-pub(crate) const FORMAT_VERSION: u32 = 1;
+/// The newest format version this module writes and reads: 2 for a `tool_result` that
+/// goes on from a command's logged output, 1 for everything else.
+pub(crate) const FORMAT_VERSION: u32 = 2;
+
+/// The shortest start of a command's output a `tool_result` refers to rather than repeats.
+pub(crate) const SHARED_MIN: usize = 256;
+
+/// The output logged for each card since the last `tool_result`, in log order: what the
+/// writer refers to (`share`) and the reader restores from (`restore`).
+#[derive(Debug, Default)]
+pub(crate) struct SharedOutput {
+    by_card: std::collections::HashMap<crate::session::ToolCallId, String>,
+}
+
+impl SharedOutput {
+    fn note(&mut self, record: &Record) {
+        match record {
+            Record::Event(SessionEvent::ToolOutput { call_id, text }) => {
+                self.by_card.entry(call_id.clone()).or_default().push_str(text);
+            }
+            // Calls run one after the other: a result ends what came before it.
+            Record::Fact(Fact::ToolResult { .. }) => self.by_card.clear(),
+            _ => {}
+        }
+    }
+
+    /// `record` as the log keeps it: a tool result whose text begins with what its call's
+    /// one card logged as output refers to that output instead of repeating it.
+    pub(crate) fn share(&mut self, record: Record) -> Record {
+        let shared = match (&record, self.by_card.len()) {
+            (Record::Fact(Fact::ToolResult { text, after_output: None, .. }), 1) => {
+                self.by_card.iter().next().and_then(|(card, output)| {
+                    let bytes = shared_prefix(output, text);
+                    (bytes >= SHARED_MIN).then(|| OutputPrefix { card: card.clone(), bytes })
+                })
+            }
+            _ => None,
+        };
+        self.note(&record);
+        match (record, shared) {
+            (Record::Fact(Fact::ToolResult { call_id, text, is_error, .. }), Some(prefix)) => {
+                Record::Fact(Fact::ToolResult {
+                    call_id,
+                    text: text[prefix.bytes..].to_owned(),
+                    is_error,
+                    after_output: Some(prefix),
+                })
+            }
+            (record, _) => record,
+        }
+    }
+
+    /// `record` as it was before [`SharedOutput::share`]; the error says why it cannot be.
+    pub(crate) fn restore(&mut self, record: Record) -> Result<Record, String> {
+        let record = match record {
+            Record::Fact(Fact::ToolResult { call_id, text, is_error, after_output: Some(at) }) => {
+                let output = self.by_card.get(&at.card).map(String::as_str).unwrap_or_default();
+                let Some(start) = output.get(..at.bytes) else {
+                    return Err(format!(
+                        "its tool result refers to {} bytes of the output of {}, which the log \
+                         does not hold",
+                        at.bytes, at.card
+                    ));
+                };
+                let text = format!("{start}{text}");
+                Record::Fact(Fact::ToolResult { call_id, text, is_error, after_output: None })
+            }
+            record => record,
+        };
+        self.note(&record);
+        Ok(record)
+    }
+}
+
+/// The length of the longest common start of `a` and `b`, on a character boundary.
+fn shared_prefix(a: &str, b: &str) -> usize {
+    let same = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    hotsh_core::text::floor_char_boundary(b, same)
+}
+
+/// The format version a record is written with.
+fn version_of(record: &Record) -> u32 {
+    match record {
+        Record::Fact(Fact::ToolResult { after_output: Some(_), .. }) => 2,
+        _ => 1,
+    }
+}
 
 /// Why a log could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -153,7 +243,8 @@ pub(crate) fn line(seq: u64, record: &Record) -> serde_json::Result<Vec<u8>> {
         Record::Fact(fact) => serde_json::to_vec(fact)?,
     };
     let at = humantime::format_rfc3339_millis(std::time::SystemTime::now());
-    let mut line = format!("{{\"v\":{FORMAT_VERSION},\"seq\":{seq},\"at\":\"{at}\",").into_bytes();
+    let version = version_of(record);
+    let mut line = format!("{{\"v\":{version},\"seq\":{seq},\"at\":\"{at}\",").into_bytes();
     line.extend_from_slice(tagged.get(1..).unwrap_or_default());
     Ok(line)
 }
@@ -198,6 +289,7 @@ pub(crate) fn open_regular(path: &Path, append: bool) -> std::io::Result<std::fs
 
 /// Parses the bytes of a log (see the module documentation for the rules).
 pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<ReadLog, ReadError> {
+    let mut shared = SharedOutput::default();
     let mut records = Vec::new();
     let mut last_seq = 0;
     let mut good_length = 0u64;
@@ -230,6 +322,11 @@ pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<ReadLog, ReadError> {
                     return Err(ReadError::Damaged { path: path.to_owned(), line: number, reason });
                 }
                 if let Some(record) = record {
+                    let record = shared.restore(record).map_err(|reason| ReadError::Damaged {
+                        path: path.to_owned(),
+                        line: number,
+                        reason,
+                    })?;
                     records.push(record);
                 }
                 last_seq = seq;
@@ -445,9 +542,9 @@ mod tests {
             error.starts_with("the session log x.jsonl is damaged at line 1: not JSON"),
             "{error}"
         );
-        let newer = b"{\"v\":2,\"seq\":1,\"type\":\"session\",\"data\":{}}\n";
+        let newer = b"{\"v\":3,\"seq\":1,\"type\":\"session\",\"data\":{}}\n";
         let error = parse(Path::new("x.jsonl"), newer).expect_err("an error").to_string();
-        assert!(error.contains("written by a newer hotsh (record format 2"), "{error}");
+        assert!(error.contains("written by a newer hotsh (record format 3"), "{error}");
     }
 
     #[test]
@@ -602,10 +699,19 @@ mod tests {
                 }),
                 finish_reason: Some("tool_calls".into()),
             },
+            // A command's output logged once: this text goes on from the first 3 bytes of
+            // `call-1`'s logged output (`v` 2).
+            Fact::ToolResult {
+                call_id: "m-0".into(),
+                text: "a.c\n[exit code: 2]".into(),
+                is_error: false,
+                after_output: Some(OutputPrefix { card: id(1), bytes: 3 }),
+            },
             Fact::ToolResult {
                 call_id: "m-1".into(),
                 text: "[exit code: 2]".into(),
                 is_error: false,
+                after_output: None,
             },
             Fact::Command { text: "/compact the build".into(), blocks: Vec::new() },
             Fact::Compaction(Compaction {
@@ -725,7 +831,84 @@ mod tests {
         }
         expect_test::expect_file!["log_format.jsonl"].assert_eq(&written);
         let read = parse(Path::new("log_format.jsonl"), written.as_bytes()).expect("reads back");
+        // As written, but the shared output put back where a result refers to it.
+        let restored: Vec<Record> = records
+            .into_iter()
+            .map(|record| match record {
+                Record::Fact(Fact::ToolResult {
+                    call_id,
+                    text,
+                    is_error,
+                    after_output: Some(_),
+                }) => {
+                    let text = format!("cc {text}");
+                    Record::Fact(Fact::ToolResult { call_id, text, is_error, after_output: None })
+                }
+                record => record,
+            })
+            .collect();
+        assert_eq!(read.records, restored);
+    }
+
+    /// Writes `records` as the writer does (sharing output), returns the lines.
+    fn written(records: Vec<Record>) -> Vec<u8> {
+        let mut shared = SharedOutput::default();
+        let mut bytes = Vec::new();
+        for (at, record) in records.into_iter().enumerate() {
+            bytes.extend(line(at as u64 + 1, &shared.share(record)).expect("serialises"));
+            bytes.push(b'\n');
+        }
+        bytes
+    }
+
+    #[test]
+    fn a_commands_output_is_logged_once_and_read_back_whole() {
+        let output: String = (1..=400).map(|n| format!("line {n}\n")).collect();
+        let card = ToolCallId("call-4".into());
+        let result = |text: &str| {
+            Record::Fact(Fact::ToolResult {
+                call_id: "m-9".into(),
+                text: text.into(),
+                is_error: false,
+                after_output: None,
+            })
+        };
+        let model_text = format!("{}\n[exit code: 1]", output.trim_end());
+        let records = vec![
+            Record::Event(SessionEvent::ToolOutput {
+                call_id: card.clone(),
+                text: output[..900].into(),
+            }),
+            Record::Event(SessionEvent::ToolOutput {
+                call_id: card.clone(),
+                text: output[900..].into(),
+            }),
+            result(&model_text),
+            // A short result, and one after a call without output, are kept as they are.
+            result("ok"),
+        ];
+        let bytes = written(records.clone());
+        let text = String::from_utf8(bytes.clone()).expect("UTF-8");
+        assert_eq!(text.matches("line 399").count(), 1, "the output once:\n{text}");
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[2].starts_with("{\"v\":2,"), "{}", lines[2]);
+        assert!(lines[2].contains(r#""after_output":{"card":"call-4","bytes":"#), "{}", lines[2]);
+        assert!(lines[3].starts_with("{\"v\":1,"), "{}", lines[3]);
+        let read = parse(Path::new("x.jsonl"), &bytes).expect("reads");
         assert_eq!(read.records, records);
+
+        // A reference to output the log does not hold is damage, at its line.
+        let orphan = written(vec![
+            Record::Event(SessionEvent::AgentText { text: "hi".into() }),
+            Record::Fact(Fact::ToolResult {
+                call_id: "m-1".into(),
+                text: "rest".into(),
+                is_error: false,
+                after_output: Some(OutputPrefix { card: card.clone(), bytes: 300 }),
+            }),
+        ]);
+        let error = parse(Path::new("x.jsonl"), &orphan).expect_err("damaged").to_string();
+        assert!(error.starts_with("the session log x.jsonl is damaged at line 2: its tool result refers to 300 bytes of the output of call-4"), "{error}");
     }
 
     #[test]

@@ -149,6 +149,8 @@ fn run(
     // Everything up to here is complete records on disk.
     let mut durable = length;
     let mut failed = false;
+    // A command's output is logged once (see `log.rs`, `tool_result`).
+    let mut shared = log::SharedOutput::default();
     // Takes the queued records into the buffer, writing it out whenever it fills.
     let mut take = |file: &mut std::fs::File,
                     buffer: &mut Vec<u8>,
@@ -160,6 +162,7 @@ fn run(
             if *failed {
                 return;
             }
+            let record = shared.share(record);
             match log::line(next_seq, &record) {
                 Ok(line) => {
                     buffer.extend_from_slice(&line);

@@ -265,7 +265,7 @@ fn a_log_from_a_newer_hotsh_or_a_damaged_one_is_refused_clearly() {
         std::fs::OpenOptions::new().append(true).open(log_path(data.path(), &newer)).unwrap();
     std::io::Write::write_all(
         &mut log,
-        b"{\"v\":2,\"seq\":50,\"type\":\"agent_text\",\"data\":{}}\n",
+        b"{\"v\":3,\"seq\":50,\"type\":\"agent_text\",\"data\":{}}\n",
     )
     .unwrap();
     let path = log_path(data.path(), &damaged);
@@ -288,7 +288,7 @@ fn a_log_from_a_newer_hotsh_or_a_damaged_one_is_refused_clearly() {
     assert!(
         message.contains(&log_path(data.path(), &newer).display().to_string())
             && message
-                .contains("was written by a newer hotsh (record format 2; this one reads up to 1)"),
+                .contains("was written by a newer hotsh (record format 3; this one reads up to 2)"),
         "{message}"
     );
     let (_, answer) = load(&mut agent, &damaged, &workdir);
@@ -686,4 +686,43 @@ fn session_logs_are_private_to_their_user() {
         |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&sessions), 0o700, "the sessions directory");
     assert_eq!(mode(&sessions.join(format!("{session}.jsonl"))), 0o600, "the log");
+}
+
+#[test]
+fn a_commands_output_is_logged_once_and_comes_back_whole_after_sigkill() {
+    let data = tempfile::tempdir().unwrap();
+    let script = vec![bash_call("seq 1 3000; exit 3"), say("done"), say("still here")];
+    let mut agent = Agent::start(sharing(data.path(), script));
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "count");
+    let live = agent.model_requests().pop().unwrap();
+    let tool_text = |request: &Value| -> String {
+        let messages = request["messages"].as_array().unwrap();
+        let tool = messages.iter().find(|m| m["role"] == "tool").expect("a tool result");
+        tool["text"].as_str().expect("its text").to_owned()
+    };
+    let text = tool_text(&live);
+    assert!(text.starts_with("1\n2\n3\n") && text.contains("2999\n3000"), "{text:.200}");
+    assert!(text.ends_with("[exit code: 3]"), "{text:.200}");
+    // The log holds the 14 KB of output once: in the card's terminal output, the model's
+    // text referring to it.
+    let log = std::fs::read_to_string(log_path(data.path(), &session)).unwrap();
+    assert_eq!(log.matches("2999\\n3000").count(), 1, "the output is logged once");
+    assert!(log.len() < 20_000, "log of {} bytes", log.len());
+    let cwd = agent.workdir.clone();
+    agent.kill9();
+
+    let mut again = Agent::start(sharing(data.path(), vec![say("again")]));
+    again.initialize(true);
+    let (updates, answer) = load(&mut again, &session, &cwd);
+    assert!(answer.get("result").is_some(), "{answer}");
+    let shown: String = updates
+        .iter()
+        .filter_map(|u| u["_meta"]["terminal_output"]["data"].as_str())
+        .collect();
+    assert!(shown.starts_with("1\n2\n") && shown.ends_with("2999\n3000\n"), "{shown:.200}");
+    again.prompt(&session, "and now?");
+    let reloaded = again.model_requests().pop().unwrap();
+    assert_eq!(tool_text(&reloaded), text, "the model's text comes back whole");
 }
