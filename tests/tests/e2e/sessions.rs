@@ -717,10 +717,8 @@ fn a_commands_output_is_logged_once_and_comes_back_whole_after_sigkill() {
     again.initialize(true);
     let (updates, answer) = load(&mut again, &session, &cwd);
     assert!(answer.get("result").is_some(), "{answer}");
-    let shown: String = updates
-        .iter()
-        .filter_map(|u| u["_meta"]["terminal_output"]["data"].as_str())
-        .collect();
+    let shown: String =
+        updates.iter().filter_map(|u| u["_meta"]["terminal_output"]["data"].as_str()).collect();
     assert!(shown.starts_with("1\n2\n") && shown.ends_with("2999\n3000\n"), "{shown:.200}");
     again.prompt(&session, "and now?");
     let reloaded = again.model_requests().pop().unwrap();
