@@ -143,11 +143,61 @@ struct Encoded {
 }
 
 /// One session's messages as last sent: each message (held, so its address stays its own)
-/// and where its JSON ends in `joined`, the messages' JSON each followed by a comma.
+/// and its JSON, preceded by a comma (it follows the system message or another).
 #[derive(Debug, Default)]
 struct Conversation {
-    messages: Vec<(Arc<Message>, usize)>,
-    joined: Vec<u8>,
+    messages: Vec<(Arc<Message>, bytes::Bytes)>,
+}
+
+/// A request's body as the pieces it is made of: the messages' encodings are shared with the
+/// session's [`Conversation`], so a request copies none of them and allocates nothing as
+/// long as the conversation (one large buffer a request would need grows with every turn,
+/// and the allocator keeps what each one left). Sent with its exact length; a clone (a
+/// retry) shares the pieces.
+#[derive(Debug, Clone)]
+pub(crate) struct RequestBody {
+    pieces: Arc<[bytes::Bytes]>,
+    next: usize,
+    length: u64,
+}
+
+impl RequestBody {
+    fn new(pieces: Vec<bytes::Bytes>) -> Self {
+        let length = pieces.iter().map(|piece| piece.len() as u64).sum();
+        Self { pieces: pieces.into(), next: 0, length }
+    }
+
+    /// The whole body in one buffer (tests).
+    #[cfg(test)]
+    fn to_vec(&self) -> Vec<u8> {
+        self.pieces.concat()
+    }
+}
+
+impl http_body::Body for RequestBody {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let piece = self.pieces.get(self.next).cloned();
+        self.next += 1;
+        std::task::Poll::Ready(piece.map(|piece| Ok(http_body::Frame::data(piece))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.next >= self.pieces.len()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        let sent: u64 = self.pieces[..self.next.min(self.pieces.len())]
+            .iter()
+            .map(|piece| piece.len() as u64)
+            .sum();
+        http_body::SizeHint::with_exact(self.length - sent)
+    }
 }
 
 impl Encoded {
@@ -235,10 +285,10 @@ impl OpenAiModel {
 
     /// The request body of `session`'s request: the conversation in OpenAI's message format,
     /// the tools as functions. Each message is encoded once: the encodings of the messages a
-    /// session sent before are kept (by the message's address, the message held meanwhile) and
-    /// copied, so a request costs the encoding of what is new plus a copy, however long the
-    /// conversation is.
-    pub(crate) fn body(&self, session: &str, request: &ModelRequest) -> Vec<u8> {
+    /// session sent before are kept (by the message's address, the message held meanwhile)
+    /// and shared with the body, so a request costs the encoding of what is new, however long
+    /// the conversation is.
+    pub(crate) fn body(&self, session: &str, request: &ModelRequest) -> RequestBody {
         let mut rest = json!({
             "model": self.spec.model,
             "stream": true,
@@ -279,32 +329,21 @@ impl OpenAiModel {
             .take_while(|((held, _), message)| Arc::ptr_eq(held, message))
             .count();
         conversation.messages.truncate(same);
-        let kept = conversation.messages.last().map_or(0, |(_, end)| *end);
-        conversation.joined.truncate(kept);
         for message in &request.messages[same..] {
-            let json = self.message(message).to_string();
-            conversation.joined.extend_from_slice(json.as_bytes());
-            conversation.joined.push(b',');
-            conversation.messages.push((Arc::clone(message), conversation.joined.len()));
+            let json = format!(",{}", self.message(message));
+            conversation.messages.push((Arc::clone(message), bytes::Bytes::from(json)));
         }
-        let joined = &conversation.joined;
-        let mut body = Vec::with_capacity(16 + system.len() + joined.len() + rest.len());
-        body.extend_from_slice(b"{\"messages\":[");
-        body.extend_from_slice(system.as_bytes());
-        if !joined.is_empty() {
-            body.push(b',');
-            // Without its last comma.
-            body.extend_from_slice(&joined[..joined.len() - 1]);
-        }
-        body.extend_from_slice(b"],");
+        let mut pieces = Vec::with_capacity(conversation.messages.len() + 2);
+        pieces.push(bytes::Bytes::from(format!("{{\"messages\":[{system}")));
+        pieces.extend(conversation.messages.iter().map(|(_, json)| json.clone()));
         // `rest` is an object with at least `model`: its members follow the messages.
-        body.extend_from_slice(&rest.as_bytes()[1..]);
-        body
+        pieces.push(bytes::Bytes::from(format!("],{}", &rest[1..])));
+        RequestBody::new(pieces)
     }
 
     async fn attempt(
         &self,
-        body: &bytes::Bytes,
+        body: &RequestBody,
         events: &mpsc::UnboundedSender<ModelEvent>,
         shown: &mut bool,
     ) -> Result<(), Failure> {
@@ -312,8 +351,8 @@ impl OpenAiModel {
             .client
             .post(self.url())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            // A clone of the body shares its bytes: another attempt copies nothing.
-            .body(body.clone());
+            // A clone of the body shares its pieces: another attempt copies nothing.
+            .body(reqwest::Body::wrap(body.clone()));
         if let Some(key) = &self.spec.key {
             post = post.bearer_auth(&key.value);
         }
@@ -536,7 +575,7 @@ impl Model for OpenAiModel {
         request: &ModelRequest,
         events: mpsc::UnboundedSender<ModelEvent>,
     ) -> BoxFuture<'_, Result<(), ModelError>> {
-        let body = bytes::Bytes::from(self.body(session, request));
+        let body = self.body(session, request);
         Box::pin(async move {
             let mut backoff = FIRST_BACKOFF;
             let mut attempt = 1;
@@ -598,8 +637,10 @@ mod tests {
         Arc::new(Message::User { text: text.into(), images: Vec::new() })
     }
 
-    fn parsed(body: &[u8]) -> Value {
-        serde_json::from_slice(body).expect("the body is JSON")
+    fn parsed(body: &RequestBody) -> Value {
+        let bytes = body.to_vec();
+        assert_eq!(http_body::Body::size_hint(body).exact(), Some(bytes.len() as u64));
+        serde_json::from_slice(&bytes).expect("the body is JSON")
     }
 
     #[test]

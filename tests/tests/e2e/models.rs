@@ -122,6 +122,10 @@ fn a_turn_with_reasoning_text_and_two_tool_calls_streams_and_sends_history_back(
     let second = &requests[1];
     assert_eq!(second.path, "/v1/chat/completions");
     assert_eq!(second.header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+    // The body goes with its length (some servers take no chunked request).
+    let length = second.header("content-length").map(|l| l.parse::<usize>().unwrap());
+    assert_eq!(length, Some(second.body.to_string().len()), "{:?}", second.headers);
+    assert_eq!(second.header("transfer-encoding"), None);
     assert_eq!(second.body["model"], "test-model");
     assert_eq!(second.body["stream"], true);
     let messages = second.body["messages"].as_array().unwrap();
