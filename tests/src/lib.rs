@@ -1101,7 +1101,7 @@ pub enum Reply {
     /// Writes the pieces, then waits until the client closes the connection (and notes it).
     Hang(Vec<String>),
     /// `200` with `text/event-stream`, writing each piece as it comes from the channel (the
-    /// benchmark paces a stream this way), until the channel closes.
+    /// benchmark paces a stream this way), until an empty piece or the channel closes.
     Paced(std::sync::Arc<Mutex<std::sync::mpsc::Receiver<String>>>),
 }
 
@@ -1281,7 +1281,9 @@ fn serve(stream: &mut std::net::TcpStream, reply: Reply) -> bool {
             );
             let pieces = pieces.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             while let Ok(piece) = pieces.recv() {
-                if stream.write_all(piece.as_bytes()).and_then(|()| stream.flush()).is_err() {
+                if piece.is_empty()
+                    || stream.write_all(piece.as_bytes()).and_then(|()| stream.flush()).is_err()
+                {
                     break;
                 }
             }

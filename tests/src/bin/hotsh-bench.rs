@@ -245,6 +245,16 @@ impl Agent {
         self.request(method, params).0
     }
 
+    /// Reads messages until the answer to request `id`.
+    fn wait_response(&mut self, id: u64) -> Value {
+        loop {
+            let message = self.read_message();
+            if message["id"] == id && message.get("method").is_none() {
+                return message;
+            }
+        }
+    }
+
     /// Reads messages until a notification satisfies `matches`.
     fn wait_notification(&mut self, matches: impl Fn(&Value) -> bool) -> Value {
         loop {
@@ -1102,8 +1112,12 @@ fn models(turns: usize, chunks: usize) {
 
     // Chunk delay: the server writes a chunk, the client waits for its update.
     let (pieces, paced) = std::sync::mpsc::channel::<String>();
-    let provider =
-        FakeProvider::start(vec![Reply::Paced(std::sync::Arc::new(std::sync::Mutex::new(paced)))]);
+    let paced = std::sync::Arc::new(std::sync::Mutex::new(paced));
+    // The first answer streams the chunks; each of the next `turns` is one chunk, timed from
+    // the end of its stream to the context-use update the client reads.
+    let provider = FakeProvider::start(
+        (0..=turns).map(|_| Reply::Paced(std::sync::Arc::clone(&paced))).collect(),
+    );
     let mut agent = Agent::start_with_model(
         &hotsh,
         &["--model", "openai:bench", "--base-url", &provider.base_url],
@@ -1123,6 +1137,23 @@ fn models(turns: usize, chunks: usize) {
     }
     pieces.send(delta(json!({}), Some("stop"))).expect("stop");
     pieces.send("data: [DONE]\n\n".into()).expect("done");
+    pieces.send(String::new()).expect("the end of the answer");
+    agent.wait_response(9999);
+    let mut usage_delays = Vec::new();
+    for turn in 0..turns {
+        let id = 10_000 + turn as u64;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
+            "params": {"sessionId": session, "prompt": [{"type": "text", "text": "again"}]}});
+        writeln!(agent.stdin, "{line}").expect("write");
+        agent.stdin.flush().expect("flush");
+        pieces.send(delta(json!({"content": "ok"}), Some("stop"))).expect("a chunk");
+        let ended = Instant::now();
+        pieces.send("data: [DONE]\n\n".into()).expect("done");
+        pieces.send(String::new()).expect("the end of the answer");
+        agent.wait_notification(|m| m["params"]["update"]["sessionUpdate"] == "usage_update");
+        usage_delays.push(ms(ended.elapsed()));
+        agent.wait_response(id);
+    }
     drop(pieces);
     let mut sorted = delays.clone();
     sorted.sort_by(f64::total_cmp);
@@ -1135,6 +1166,10 @@ fn models(turns: usize, chunks: usize) {
         "chunk written by the server -> its session/update read by the client ({chunks} chunks):"
     );
     println!("  median {:.3} ms, p99 {p99:.3} ms", median(delays));
+    println!(
+        "answer's stream ended -> its usage_update read by the client (median of {turns}): {:.3} ms",
+        median(usage_delays)
+    );
 }
 
 fn long(turns: usize) {
