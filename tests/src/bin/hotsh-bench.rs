@@ -1146,6 +1146,10 @@ fn models(turns: usize, chunks: usize) {
             "params": {"sessionId": session, "prompt": [{"type": "text", "text": "again"}]}});
         writeln!(agent.stdin, "{line}").expect("write");
         agent.stdin.flush().expect("flush");
+        // The request has reached the server: its answer is all that is left of the turn.
+        while provider.received().len() < turn + 2 {
+            std::thread::yield_now();
+        }
         pieces.send(delta(json!({"content": "ok"}), Some("stop"))).expect("a chunk");
         let ended = Instant::now();
         pieces.send("data: [DONE]\n\n".into()).expect("done");
