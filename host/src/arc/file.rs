@@ -78,10 +78,39 @@ pub(crate) struct ArcFile {
     pub(crate) entries: Vec<(usize, Entry, String)>,
 }
 
+/// The largest arc read, in bytes, and in entries: a replay holds its arc in memory (and the
+/// agent's side of it), so what one may cost is bounded. Recorded sessions are far smaller
+/// (a long session in Zed is thousands of lines).
+pub(crate) const MAX_BYTES: u64 = 256 << 20;
+pub(crate) const MAX_ENTRIES: usize = 200_000;
+
 impl ArcFile {
     pub(crate) fn read(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|error| anyhow::anyhow!("{}: cannot read the arc: {error}", path.display()))?;
+        use std::io::Read as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let cannot = |error: std::io::Error| {
+            anyhow::anyhow!("{}: cannot read the arc: {error}", path.display())
+        };
+        // A regular file only: a FIFO or a device named like an arc is not waited on.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(cannot)?;
+        let meta = file.metadata().map_err(cannot)?;
+        if !meta.is_file() {
+            anyhow::bail!("{}: cannot read the arc: it is not a regular file", path.display());
+        }
+        if meta.len() > MAX_BYTES {
+            anyhow::bail!(
+                "{}: the arc is {} MiB; hotsh replays arcs of at most {} MiB",
+                path.display(),
+                meta.len() >> 20,
+                MAX_BYTES >> 20
+            );
+        }
+        let mut text = String::new();
+        file.take(MAX_BYTES + 1).read_to_string(&mut text).map_err(cannot)?;
         Self::parse(path, &text)
     }
 
@@ -109,6 +138,14 @@ impl ArcFile {
         for (number, line) in lines {
             if line.trim().is_empty() {
                 continue;
+            }
+            if entries.len() == MAX_ENTRIES {
+                return Err(at(
+                    number,
+                    format!(
+                        "the arc holds more than {MAX_ENTRIES} entries, the most hotsh replays"
+                    ),
+                ));
             }
             let parsed: Line =
                 serde_json::from_str(line).map_err(|e| at(number, format!("not valid: {e}")))?;

@@ -114,6 +114,10 @@ impl Normalizer {
 #[derive(Debug, Default, PartialEq)]
 pub(crate) struct Groups {
     pub(crate) groups: Vec<(String, Vec<Grouped>)>,
+    /// Each group's place in `groups`, by key.
+    index: BTreeMap<String, usize>,
+    /// The group the last message joined or went to.
+    previous_slot: Option<usize>,
 }
 
 /// A normalised message, and the arc line it came from (for the arc's side).
@@ -126,31 +130,36 @@ pub(crate) struct Grouped {
 impl Groups {
     /// Groups normalised messages, joining what timing cuts differently.
     pub(crate) fn of(messages: impl IntoIterator<Item = (Value, Option<usize>)>) -> Self {
-        let mut groups: Vec<(String, Vec<Grouped>)> = Vec::new();
-        let mut index: BTreeMap<String, usize> = BTreeMap::new();
-        let mut previous_slot = None;
+        let mut groups = Self::default();
         for (message, line) in messages {
-            let key = group_key(&message);
-            let slot = *index.entry(key.clone()).or_insert_with(|| {
-                groups.push((key, Vec::new()));
-                groups.len() - 1
-            });
-            // Text streamed before a card and text after it stay apart; a card's own updates
-            // join across other cards' (background tasks print at the same time).
-            let adjacent = previous_slot == Some(slot) || groups[slot].0 != "messages";
-            previous_slot = Some(slot);
-            let group = &mut groups[slot].1;
-            let joined =
-                adjacent && group.last_mut().is_some_and(|last| join(&mut last.message, &message));
-            if !joined {
-                group.push(Grouped { message, line });
-            }
+            groups.push(message, line);
         }
-        Self { groups }
+        groups
+    }
+
+    /// Adds one more message (a replay adds each as it comes, rather than grouping all of
+    /// them again).
+    pub(crate) fn push(&mut self, message: Value, line: Option<usize>) {
+        let key = group_key(&message);
+        let groups = &mut self.groups;
+        let slot = *self.index.entry(key.clone()).or_insert_with(|| {
+            groups.push((key, Vec::new()));
+            groups.len() - 1
+        });
+        // Text streamed before a card and text after it stay apart; a card's own updates
+        // join across other cards' (background tasks print at the same time).
+        let adjacent = self.previous_slot == Some(slot) || self.groups[slot].0 != "messages";
+        self.previous_slot = Some(slot);
+        let group = &mut self.groups[slot].1;
+        let joined =
+            adjacent && group.last_mut().is_some_and(|last| join(&mut last.message, &message));
+        if !joined {
+            group.push(Grouped { message, line });
+        }
     }
 
     pub(crate) fn get(&self, key: &str) -> &[Grouped] {
-        self.groups.iter().find(|(k, _)| k == key).map_or(&[], |(_, g)| g.as_slice())
+        self.index.get(key).map_or(&[], |&slot| self.groups[slot].1.as_slice())
     }
 
     /// The first message of `expected` not yet matched by as many messages of `self` in its

@@ -192,6 +192,18 @@ struct Replay<'a> {
     /// Session ids the arc's client messages use that no answer in the arc gives, in order.
     unanswered_sessions: Vec<String>,
     received: Vec<Value>,
+    /// What was received, normalised and grouped as it came.
+    actual: Groups,
+    /// The expected messages grouped so far (those before the arc line last waited for), and
+    /// how many of `expected` that is.
+    prefix: Groups,
+    prefix_len: usize,
+    /// The arc's client requests in order: (line, id, the arc line of its answer).
+    requests: Vec<(usize, Value, Option<usize>)>,
+    /// How many of `requests` are known answered (those before stay answered).
+    requests_answered: usize,
+    /// The ids (as JSON text) the agent answered.
+    answered: std::collections::HashSet<String>,
     /// What was sent and received, in order.
     journal: Vec<Journal>,
     lines: Receiver<Option<String>>,
@@ -204,6 +216,9 @@ struct Replay<'a> {
     problems: Vec<String>,
     deadline: Instant,
     timeout: Duration,
+    /// Every client message and step of the arc was played (what is awaited then is only the
+    /// agent's last messages).
+    played_all: bool,
 }
 
 enum Journal {
@@ -250,6 +265,9 @@ fn replay_one(
     plugins: &[PathBuf],
     options: &ReplayOptions,
 ) -> anyhow::Result<Outcome> {
+    // The arc's timeout counts from here: reading the arc and setting the replay up are part
+    // of the replay.
+    let began = Instant::now();
     let arc = ArcFile::read(path)?;
     let has = |side: fn(&Entry) -> bool| arc.entries.iter().any(|(_, entry, _)| side(entry));
     let lacks =
@@ -269,7 +287,7 @@ fn replay_one(
             path.display()
         );
     }
-    let mut replay = Replay::start(&arc, plugins, options)?;
+    let mut replay = Replay::start(&arc, plugins, options, began)?;
     let stop = replay.play(plugins);
     replay.finish();
     replay.judge(stop, options.bless)
@@ -280,8 +298,23 @@ impl<'a> Replay<'a> {
         arc: &'a ArcFile,
         plugins: &[PathBuf],
         options: &ReplayOptions,
+        began: Instant,
     ) -> anyhow::Result<Self> {
         let name = arc.path.display();
+        let timeout = options
+            .timeout
+            .or(arc.header.timeout_s.map(Duration::from_secs))
+            .unwrap_or(DEFAULT_TIMEOUT);
+        let deadline = began + timeout;
+        let in_time = |what: &str| {
+            if Instant::now() < deadline {
+                return Ok(());
+            }
+            Err(anyhow::anyhow!(
+                "{name}:1: timed out after {:.0} s while {what}",
+                timeout.as_secs_f64()
+            ))
+        };
         let dir = tempfile::Builder::new()
             .prefix("hotsh-replay-")
             .tempdir()
@@ -368,6 +401,7 @@ impl<'a> Replay<'a> {
                 unanswered_sessions.push(id.to_owned());
             }
         }
+        in_time("reading the arc")?;
         let expected = arc
             .entries
             .iter()
@@ -376,6 +410,8 @@ impl<'a> Replay<'a> {
                 _ => None,
             })
             .collect();
+        in_time("reading what the arc expects")?;
+        let requests = client_requests(&arc.entries);
         // The model side: each session's answers, sessions in the order they first ask.
         let mut answers: Vec<(String, Vec<Value>)> = Vec::new();
         for (_, entry, _) in &arc.entries {
@@ -444,10 +480,6 @@ impl<'a> Replay<'a> {
             }
             let _ = sender.send(None);
         });
-        let timeout = options
-            .timeout
-            .or(arc.header.timeout_s.map(Duration::from_secs))
-            .unwrap_or(DEFAULT_TIMEOUT);
         Ok(Self {
             arc,
             dir,
@@ -459,6 +491,12 @@ impl<'a> Replay<'a> {
             sessions,
             unanswered_sessions,
             received: Vec::new(),
+            actual: Groups::default(),
+            prefix: Groups::default(),
+            prefix_len: 0,
+            requests,
+            requests_answered: 0,
+            answered: std::collections::HashSet::new(),
             journal: Vec::new(),
             lines,
             child,
@@ -466,8 +504,9 @@ impl<'a> Replay<'a> {
             exited: false,
             ran_out: false,
             problems: Vec::new(),
-            deadline: Instant::now() + timeout,
+            deadline,
             timeout,
+            played_all: false,
         })
     }
 
@@ -502,6 +541,7 @@ impl<'a> Replay<'a> {
                 Entry::Agent(_) | Entry::Model(_) | Entry::Mcp(_) => {}
             }
         }
+        self.played_all = true;
         self.wait_until(usize::MAX).err()
     }
 
@@ -509,21 +549,26 @@ impl<'a> Replay<'a> {
     /// client request before it its answer (unless the arc has that answer after `line`: a
     /// prompt answered only once a later cancel came).
     fn wait_until(&mut self, line: usize) -> Result<(), Stop> {
-        let prefix = Groups::of(
-            self.expected.iter().filter(|(_, l)| *l < line).map(|(m, l)| (m.clone(), Some(*l))),
-        );
-        let requests = self.requests_answered_before(line);
+        // The expected messages before `line` join the prefix (lines only grow).
+        while let Some((message, at)) =
+            self.expected.get(self.prefix_len).filter(|(_, l)| *l < line)
+        {
+            self.prefix.push(message.clone(), Some(*at));
+            self.prefix_len += 1;
+        }
         loop {
-            let actual = self.actual_groups();
-            let missing =
-                actual.first_missing(&prefix).map(|g| Awaited::Message(g.line.unwrap_or(0)));
-            let unanswered = requests
-                .iter()
-                .find(|(_, id)| !self.received.iter().any(|m| is_answer_to(m, id)))
-                .map(|(at, _)| Awaited::Answer(*at));
+            let missing = self
+                .actual
+                .first_missing(&self.prefix)
+                .map(|g| Awaited::Message(g.line.unwrap_or(0)));
+            let unanswered = self.first_unanswered(line).map(Awaited::Answer);
             let Some(awaited) = missing.or(unanswered) else { return Ok(()) };
             if self.exited || self.ran_out {
                 return Err(Stop::Exited(awaited));
+            }
+            // However much there is to compare, the arc's time is the limit.
+            if Instant::now() >= self.deadline {
+                return Err(Stop::TimedOut(awaited));
             }
             match self.lines.recv_timeout(self.deadline.saturating_duration_since(Instant::now())) {
                 Ok(Some(line)) => {
@@ -539,22 +584,27 @@ impl<'a> Replay<'a> {
         }
     }
 
-    /// The client requests before arc line `line` (line, id) that must be answered before it.
-    fn requests_answered_before(&self, line: usize) -> Vec<(usize, Value)> {
-        let entries = &self.arc.entries;
-        entries
+    /// The line of the first client request before arc line `line` that must be answered
+    /// before it and is not yet (a request the arc answers only after `line`, a prompt
+    /// answered once a later cancel came, need not be).
+    fn first_unanswered(&mut self, line: usize) -> Option<usize> {
+        let answered = |answered: &std::collections::HashSet<String>, id: &Value| {
+            answered.contains(&id.to_string())
+        };
+        while self
+            .requests
+            .get(self.requests_answered)
+            .is_some_and(|(_, id, _)| answered(&self.answered, id))
+        {
+            self.requests_answered += 1;
+        }
+        self.requests[self.requests_answered..]
             .iter()
-            .filter(|(at, _, _)| *at < line)
-            .filter_map(|(at, entry, _)| match entry {
-                Entry::Client(m) if m.get("method").is_some() => Some((*at, m.get("id")?.clone())),
-                _ => None,
+            .take_while(|(at, _, _)| *at < line)
+            .find(|(_, id, answer)| {
+                answer.is_none_or(|answer| answer < line) && !answered(&self.answered, id)
             })
-            .filter(|(_, id)| {
-                !entries.iter().any(|(at, entry, _)| {
-                    *at > line && matches!(entry, Entry::Agent(m) if is_answer_to(m, id))
-                })
-            })
-            .collect()
+            .map(|(at, _, _)| *at)
     }
 
     fn receive(&mut self, line: &str) {
@@ -589,6 +639,12 @@ impl<'a> Replay<'a> {
                 self.to_arc.literal(actual, recorded);
             }
         }
+        if message.get("method").is_none()
+            && let Some(id) = message.get("id")
+        {
+            self.answered.insert(id.to_string());
+        }
+        self.actual.push(self.actual_side.apply(&message), None);
         self.journal.push(Journal::Received(self.received.len()));
         self.received.push(message);
     }
@@ -740,7 +796,15 @@ impl<'a> Replay<'a> {
         if report.is_empty() {
             return Ok(Outcome::Passed);
         }
-        if bless && (drifted || matches!(stop, Some(Stop::TimedOut(_)))) {
+        // A replay that timed out before it played the whole arc has not seen what the rest
+        // of the arc brings: blessing it would drop that rest.
+        let cut_short = matches!(stop, Some(Stop::TimedOut(_))) && !self.played_all;
+        if bless && cut_short {
+            report.push_str(
+                "not blessed: the replay timed out before it had played the whole arc (raise \
+                 the arc's timeout_s, or give --timeout)\n",
+            );
+        } else if bless && (drifted || matches!(stop, Some(Stop::TimedOut(_)))) {
             self.bless(&replayed_models)?;
             return Ok(Outcome::Blessed);
         }
@@ -914,8 +978,31 @@ fn push_request(
 }
 
 /// Whether `message` is the answer (result or error) to the request with this id.
-fn is_answer_to(message: &Value, id: &Value) -> bool {
-    message.get("method").is_none() && message.get("id") == Some(id)
+/// The arc's client requests in order: (line, id, the line of the arc's first answer to it
+/// after it).
+fn client_requests(entries: &[(usize, Entry, String)]) -> Vec<(usize, Value, Option<usize>)> {
+    // The lines of the agent's answers, by id (as JSON text).
+    let mut answers: std::collections::HashMap<String, Vec<usize>> = Default::default();
+    for (at, entry, _) in entries {
+        if let Entry::Agent(message) = entry
+            && message.get("method").is_none()
+            && let Some(id) = message.get("id")
+        {
+            answers.entry(id.to_string()).or_default().push(*at);
+        }
+    }
+    entries
+        .iter()
+        .filter_map(|(at, entry, _)| match entry {
+            Entry::Client(m) if m.get("method").is_some() => {
+                let id = m.get("id")?.clone();
+                let lines = answers.get(&id.to_string());
+                let answer = lines.and_then(|lines| lines.iter().copied().find(|l| l > at));
+                Some((*at, id, answer))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// A unified diff of `expected` (the arc) against `actual` (the replay), naming the arc line of

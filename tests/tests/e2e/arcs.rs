@@ -514,3 +514,75 @@ fn a_fixture_outside_the_arcs_folder_or_holding_a_fifo_is_refused() {
     assert!(!ok, "{stdout}");
     assert!(stdout.contains("is not a file, a folder or a link"), "{stdout}");
 }
+
+#[test]
+fn an_arc_past_the_limits_is_refused_at_once_naming_the_limit() {
+    let scratch = tempfile::tempdir().unwrap();
+    // More entries than a replay holds (each one small): refused at the first one too many.
+    let many = scratch.path().join("many.arc");
+    let entry = r#"{"client":{"jsonrpc":"2.0","method":"hotsh/none"}}"#;
+    let mut text = String::from("{\"arc\":1}\n");
+    for _ in 0..200_001 {
+        text.push_str(entry);
+        text.push('\n');
+    }
+    std::fs::write(&many, text).unwrap();
+    // A file larger than any arc replayed (sparse: no disk is used), refused before reading.
+    let huge = scratch.path().join("huge.arc");
+    let file = std::fs::File::create(&huge).unwrap();
+    file.set_len(300 << 20).unwrap();
+    let (ok, stdout, _) = replay(scratch.path(), &[path_str(&many), path_str(&huge)]);
+    assert!(!ok, "{stdout}");
+    assert_reported(
+        &stdout,
+        &format!(
+            "{}:200002: the arc holds more than 200000 entries, the most hotsh replays",
+            many.display()
+        ),
+    );
+    assert_reported(
+        &stdout,
+        &format!("{}: the arc is 300 MiB; hotsh replays arcs of at most 256 MiB", huge.display()),
+    );
+}
+
+#[test]
+fn a_long_arc_stops_at_its_timeout_however_much_it_holds() {
+    let scratch = tempfile::tempdir().unwrap();
+    let arc = scratch.path().join("long.arc");
+    let work = scratch.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    // 20,000 prompts, each answered by the model: a valid arc far too long for its 1 s (an
+    // arc made by `sessions export` has no agent side; `--bless` fills it in).
+    let turns = 20_000;
+    let mut lines = vec![
+        json!({"arc": 1, "timeout_s": 1}),
+        json!({"client": {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": 1, "clientCapabilities": {}}}}),
+        json!({"client": {"jsonrpc": "2.0", "id": 1, "method": "session/new",
+            "params": {"cwd": work, "mcpServers": []}}}),
+    ];
+    for turn in 0..turns {
+        lines.push(json!({"client": {"jsonrpc": "2.0", "id": turn + 2, "method": "session/prompt",
+            "params": {"sessionId": "s-1", "prompt": [{"type": "text", "text": "again"}]}}}));
+        lines.push(json!({"model": {"session": "s-1", "response": {"text": "ok"}}}));
+    }
+    let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+    std::fs::write(&arc, &text).unwrap();
+    // Built first (a fresh checkout builds for minutes): the bound below is the replay's.
+    let _ = hotsh_binary();
+    let started = std::time::Instant::now();
+    let (ok, stdout, _) = replay(scratch.path(), &["--bless", path_str(&arc)]);
+    assert!(!ok, "{stdout}");
+    assert!(
+        stdout.contains("timed out after 1 s waiting for the answer to the request of line"),
+        "{stdout:.2000}"
+    );
+    // Well before it could have played its 20,000 turns (each a few milliseconds here).
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "the timeout stopped it");
+    assert!(
+        stdout.contains("not blessed: the replay timed out before it had played the whole arc"),
+        "{stdout:.2000}"
+    );
+    assert_eq!(std::fs::read_to_string(&arc).unwrap(), text, "the arc is left as it was");
+}
