@@ -186,10 +186,26 @@ impl Dirs {
             return false;
         }
         self.release(&previous, dir);
-        let armed = match &wanted {
-            Armed::Dir { .. } => self.acquire(dir),
-            Armed::Ancestor(ancestor) => self.acquire(&ancestor.clone()),
-            Armed::Nothing => true,
+        let target = match &wanted {
+            Armed::Dir { .. } => Some(dir.to_owned()),
+            Armed::Ancestor(ancestor) => Some(ancestor.clone()),
+            Armed::Nothing => None,
+        };
+        let armed = match &target {
+            Some(path) => match self.acquire(path) {
+                Ok(()) => true,
+                // It went between the look and the watch (`rm -rf target` takes the tree
+                // level by level): look again, one level higher if need be.
+                Err(_) if !path.is_dir() => {
+                    self.armed[index].1 = Armed::Nothing;
+                    return self.arm(dir);
+                }
+                Err(error) => {
+                    tracing::warn!(dir = %path.display(), %error, "cannot watch; plugins there will not reload");
+                    false
+                }
+            },
+            None => true,
         };
         let wanted = if armed { wanted } else { Armed::Nothing };
         let appeared = matches!(wanted, Armed::Dir { .. }) && previous != Armed::Nothing;
@@ -214,17 +230,16 @@ impl Dirs {
         appeared
     }
 
-    fn acquire(&mut self, path: &Path) -> bool {
+    fn acquire(&mut self, path: &Path) -> Result<(), notify::Error> {
         let count = self.counts.entry(path.to_owned()).or_insert(0);
         if *count == 0
             && let Err(error) = self.watcher.watch(path, RecursiveMode::NonRecursive)
         {
-            tracing::warn!(dir = %path.display(), %error, "cannot watch; plugins there will not reload");
             self.counts.remove(path);
-            return false;
+            return Err(error);
         }
         *self.counts.entry(path.to_owned()).or_insert(0) += 1;
-        true
+        Ok(())
     }
 
     fn release(&mut self, armed: &Armed, dir: &Path) {
