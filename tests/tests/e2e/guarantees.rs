@@ -4,32 +4,66 @@ use hotsh_tests::{Agent, AgentOptions, bash_call, eventually, processes_matching
 use serde_json::json;
 use std::time::{Duration, Instant};
 
+/// The ways commands run here: unconfined (the shim's own kill is all there is), and each
+/// sandbox backend this machine has (under bwrap a sandbox environment outlives a command,
+/// so there too the shim's kill is what ends its leftovers).
+fn setups() -> Vec<(&'static str, String)> {
+    let mut setups = vec![("unconfined", UNCONFINED.to_owned())];
+    for backend in crate::sandbox::backends() {
+        setups.push((backend, format!("[sandbox]\nbackend = \"{backend}\"\n")));
+    }
+    setups
+}
+
 #[test]
 fn sigkill_of_the_host_leaves_no_process_behind() {
-    // A background task and a foreground command, each with a child in its group, a setsid
-    // child that left the group, and the shell itself waiting.
-    let marker = "1000.0511";
-    let command = format!("bash -c 'sleep {marker} & setsid sleep {marker} & sleep {marker}'");
-    let responses = vec![
-        json!({"tool_calls": [{"name": "bash", "arguments": {"command": command, "run_in_background": true}}]}),
-        bash_call(&command),
-    ];
-    let mut agent = Agent::start(AgentOptions::script(responses));
-    agent.initialize(true);
-    let session = agent.new_session();
-    agent.start_prompt(&session, "go");
-    eventually("six sleeps to run", || processes_matching(&format!("sleep {marker}")).len() >= 6);
-    let supervisor = supervisor_of(agent.pid());
+    for (number, (setup, config)) in setups().into_iter().enumerate() {
+        // A background task and a foreground command, each with a child in its group, a
+        // setsid child that left the group, and the shell itself waiting.
+        let marker = format!("1000.05{number}1");
+        let command = format!("bash -c 'sleep {marker} & setsid sleep {marker} & sleep {marker}'");
+        let responses = vec![
+            json!({"tool_calls": [{"name": "bash", "arguments": {"command": command, "run_in_background": true}}]}),
+            bash_call(&command),
+        ];
+        let mut options = AgentOptions::script(responses);
+        options.config = Some(config);
+        let mut agent = Agent::start(options);
+        agent.initialize(true);
+        let session = agent.new_session();
+        agent.start_prompt(&session, "go");
+        let sleeps = || processes_matching(&format!("sleep {marker}"));
+        eventually(&format!("{setup}: six sleeps to run"), || sleeps().len() >= 6);
+        let supervisor = supervisor_of(agent.pid());
 
-    agent.kill9();
-    let killed_at = Instant::now();
-    eventually("every sleep to be gone", || {
-        processes_matching(&format!("sleep {marker}")).is_empty()
-    });
-    let took = killed_at.elapsed();
-    assert!(took < Duration::from_secs(1), "processes outlived the host by {took:?}");
-    // The supervisor and its spare shim end too (gone, or a zombie for init to reap).
-    eventually("the supervisor to end", || !running(supervisor));
+        agent.kill9();
+        let killed_at = Instant::now();
+        eventually(&format!("{setup}: every sleep to be gone"), || sleeps().is_empty());
+        let took = killed_at.elapsed();
+        assert!(took < Duration::from_secs(1), "{setup}: processes outlived the host by {took:?}");
+        // The supervisor and its spare shim end too (gone, or a zombie for init to reap).
+        eventually("the supervisor to end", || !running(supervisor));
+    }
+}
+
+#[test]
+fn a_commands_leftovers_die_when_it_ends_even_in_a_session_of_their_own() {
+    for (number, (setup, config)) in setups().into_iter().enumerate() {
+        let marker = format!("sleep 1000.06{number}1");
+        // A child in the command's group, one that left it with setsid, one in a subshell
+        // that exited (re-parented): the command ends, all of them end with it.
+        let command = format!("{marker} & setsid {marker} & ({marker} &); echo done");
+        let mut options = AgentOptions::script(vec![bash_call(&command), say("ok")]);
+        options.config = Some(config);
+        let mut agent = Agent::start(options);
+        agent.initialize(true);
+        let session = agent.new_session();
+        agent.prompt(&session, "go");
+        assert_eq!(agent.last_tool_result(), ("done".to_owned(), false), "{setup}");
+        eventually(&format!("{setup}: the leftovers to be gone"), || {
+            processes_matching(&marker).is_empty()
+        });
+    }
 }
 
 /// Whether `pid` is a process that has not ended (neither gone nor a zombie).

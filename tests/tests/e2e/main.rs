@@ -18,6 +18,7 @@ mod models;
 mod order;
 mod panics;
 mod plugins;
+mod promises;
 mod reload;
 mod run_cli;
 mod sandbox;
