@@ -16,7 +16,7 @@ use hotsh_core::model::{
 use hotsh_core::sandbox::Mode;
 use hotsh_core::session::{
     CallStatus, EventSink, Fact, LogSink, Prompt, Record, Session, SessionEvent, SessionMeta,
-    StopReason, ToolCallId, fold,
+    StopReason, ToolCallId, TurnOutcome, fold,
 };
 use hotsh_core::tools::{Call, CallHook, CallResult, ToolProvider, ToolRouter, open_card};
 use hotsh_core::turn::{SystemParts, Turn, TurnFailed, TurnPorts, Work, answer, guarded};
@@ -799,15 +799,28 @@ async fn a_turn_runs_a_command_through_the_executor_port() {
     assert_eq!(result.as_deref(), Some("ran pwd"));
 }
 
+/// The record a call that started `task` logs.
+fn started(task: &str, call: &str) -> Fact {
+    Fact::TaskStarted {
+        task_id: task.to_owned(),
+        call_id: call.to_owned(),
+        command: format!("work {task}"),
+        output_path: format!("/out/{task}.log").into(),
+    }
+}
+
 #[tokio::test]
 async fn a_task_card_closes_when_the_task_ends_whichever_comes_first_and_the_model_hears_first() {
     let f = fixture();
-    // Drawn, then ended: closed at the end, with its sandbox marker.
+    // Started, drawn, then ended: closed at the end, with its sandbox marker.
+    f.session.task_started(started("bash-1", "call-1")).await;
     f.session.keep_task_card("bash-1", &ToolCallId("call-1".to_owned()), "Task 1").await;
     assert!(closed_cards(&f.client).is_empty(), "open while the task runs");
     f.session.task_ended(ended("bash-1", 2), false).await;
-    // Ended, then drawn (a task that exits at once): closed when drawn.
+    // Ended before its start was even logged (a task that exits at once): its end is logged
+    // after its start, and its card closed when drawn.
     f.session.task_ended(ended("bash-2", 0), false).await;
+    f.session.task_started(started("bash-2", "call-2")).await;
     f.session.keep_task_card("bash-2", &ToolCallId("call-2".to_owned()), "Task 2").await;
     let closed = closed_cards(&f.client);
     assert_eq!(closed.len(), 2, "{closed:?}");
@@ -823,7 +836,17 @@ async fn a_task_card_closes_when_the_task_ends_whichever_comes_first_and_the_mod
     // Each end is logged before its card closes, and the model's notices wait for its next
     // request (delivered when the next turn begins).
     let kinds = types(&f.log.lock().unwrap());
-    assert_eq!(kinds, ["task_ended", "tool_call_finished", "task_ended", "tool_call_finished"]);
+    assert_eq!(
+        kinds,
+        [
+            "task_started",
+            "task_ended",
+            "tool_call_finished",
+            "task_started",
+            "task_ended",
+            "tool_call_finished"
+        ]
+    );
     let _turn = f.session.begin_turn(prompt("next"), |_| false).await.unwrap();
     let notices: Vec<String> = f
         .log
@@ -841,9 +864,23 @@ async fn a_task_card_closes_when_the_task_ends_whichever_comes_first_and_the_mod
 #[tokio::test]
 async fn a_task_whose_end_the_model_saw_is_logged_as_reported_and_owes_no_notice() {
     let f = fixture();
+    f.session.task_started(started("bash-1", "call-1")).await;
     f.session.task_ended(ended("bash-1", 0), true).await;
     let _turn = f.session.begin_turn(prompt("next"), |_| false).await.unwrap();
-    assert_eq!(types(&f.log.lock().unwrap()), ["task_ended", "task_reported", "prompt"]);
+    assert_eq!(
+        types(&f.log.lock().unwrap()),
+        ["task_started", "task_ended", "task_reported", "prompt"]
+    );
+}
+
+#[tokio::test]
+async fn an_end_whose_start_no_call_logged_is_logged_when_the_turn_ends() {
+    let f = fixture();
+    let _turn = f.session.begin_turn(prompt("go"), |_| false).await.unwrap();
+    f.session.task_ended(ended("bash-7", 0), false).await;
+    assert_eq!(types(&f.log.lock().unwrap()), ["prompt"], "it waits for its start");
+    f.session.end_turn(Fact::TurnEnded { outcome: TurnOutcome::EndTurn, message: None }).await;
+    assert_eq!(types(&f.log.lock().unwrap()), ["prompt", "task_ended", "turn_ended"]);
 }
 
 #[tokio::test]

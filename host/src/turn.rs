@@ -192,6 +192,18 @@ async fn execute_call(
     let (result, presented) = invoke(plugin, plugin_call, Arc::clone(&services), call.cancel).await;
     live.close();
     let _ = forwarder.await;
+    // The tasks the call started, whatever it returned: each start is logged before its end.
+    let started_tasks = crate::sync::lock(&services.started).clone();
+    for task in started_tasks {
+        call.session
+            .task_started(Fact::TaskStarted {
+                task_id: task.task_id,
+                call_id: call.call_id.0.clone(),
+                command: task.command,
+                output_path: task.output_path,
+            })
+            .await;
+    }
 
     match result {
         Ok(output) => (finish_call(call, &services, card, output, presented).await, false),
@@ -258,18 +270,7 @@ async fn finish_call(
     if let Card::Terminal(TerminalCard { exit: Some(exit), .. }) = &mut card {
         exit.reason = crate::sync::lock(&services.last_end).clone();
     }
-    let started_tasks = crate::sync::lock(&services.started).clone();
-    for task in &started_tasks {
-        session
-            .record(Fact::TaskStarted {
-                task_id: task.task_id.clone(),
-                call_id: call.call_id.0.clone(),
-                command: task.command.clone(),
-                output_path: task.output_path.clone(),
-            })
-            .await;
-    }
-    let started = started_tasks.first().map(|t| t.task_id.clone());
+    let started = crate::sync::lock(&services.started).first().map(|t| t.task_id.clone());
     if status == CallStatus::Running && started.is_none() {
         tracing::debug!(tool = %call.call.name, "card drawn as running but no task was started");
         status = CallStatus::Completed;

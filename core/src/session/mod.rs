@@ -789,6 +789,9 @@ impl Session {
     /// session's order: a cancel is either logged before this or finds no turn.
     pub async fn end_turn(&self, ended: Fact) {
         let _order = self.emitting.lock().await;
+        // The ends of tasks whose start no call logged (a call given up on while it ran):
+        // logged now rather than never.
+        self.end_unstarted_tasks().await;
         self.append(Record::Fact(ended)).await;
         *lock(&self.turn) = None;
     }

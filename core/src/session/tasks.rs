@@ -21,10 +21,14 @@ pub(super) struct OpenCard {
     title: String,
 }
 
-/// The session's background-task cards: open ones by task id, and the ends that came
-/// before their card was drawn (a task that exits at once).
+/// The session's background tasks as its log tells them: those whose start is logged and
+/// whose end is not yet, the ends that came before the start was logged (a task that exits
+/// at once ends before the call that started it returns), the open cards, and the ends that
+/// came before their card was drawn.
 #[derive(Debug, Default)]
 pub(super) struct TaskCards {
+    started: std::collections::HashSet<String>,
+    ended_unstarted: std::collections::HashMap<String, (TaskEnded, bool)>,
     open: std::collections::HashMap<String, OpenCard>,
     ended_first: std::collections::HashMap<String, TaskEnded>,
 }
@@ -62,13 +66,64 @@ impl Session {
         self.flush_or_warn().await;
     }
 
+    /// A call started a background task: its start is logged (`fact` is its `task_started`
+    /// record), and its end too if it came already, so the log never has a task end before
+    /// it began.
+    pub async fn task_started(&self, fact: Fact) {
+        let Fact::TaskStarted { task_id, .. } = &fact else {
+            return self.record(fact).await;
+        };
+        let task_id = task_id.clone();
+        let order = self.emitting.lock().await;
+        self.append(Record::Fact(fact)).await;
+        let early = {
+            let mut state = lock(&self.state);
+            let early = state.task_cards.ended_unstarted.remove(&task_id);
+            if early.is_none() {
+                state.task_cards.started.insert(task_id);
+            }
+            early
+        };
+        if let Some((ended, reported)) = early {
+            self.end_task(ended, reported).await;
+        }
+        drop(order);
+    }
+
     /// A background task of this session ended: its end is logged, the model is told with
     /// its next request (unless `reported`: a tool's answer told it already), and then its
     /// card is closed, so a client that sees the card closed can rely on the model hearing
-    /// of it next. All in one step of the session's order.
+    /// of it next. All in one step of the session's order, once its start is logged.
     pub async fn task_ended(&self, ended: TaskEnded, reported: bool) {
-        let end = task_end_of(&ended);
         let order = self.emitting.lock().await;
+        let started = {
+            let mut state = lock(&self.state);
+            let started = state.task_cards.started.remove(&ended.id.0);
+            if !started {
+                let id = ended.id.0.clone();
+                state.task_cards.ended_unstarted.insert(id, (ended.clone(), reported));
+            }
+            started
+        };
+        if started {
+            self.end_task(ended, reported).await;
+        }
+        drop(order);
+        self.flush_or_warn().await;
+    }
+
+    /// Logs the ends still waiting for their task's start (the caller holds the order).
+    pub(super) async fn end_unstarted_tasks(&self) {
+        let waiting: Vec<(TaskEnded, bool)> =
+            lock(&self.state).task_cards.ended_unstarted.drain().map(|(_, end)| end).collect();
+        for (ended, reported) in waiting {
+            self.end_task(ended, reported).await;
+        }
+    }
+
+    /// [`Session::task_ended`] for a task whose start is logged, the caller holding the order.
+    async fn end_task(&self, ended: TaskEnded, reported: bool) {
+        let end = task_end_of(&ended);
         self.append(Record::Fact(Fact::TaskEnded(end.clone()))).await;
         if reported {
             tracing::debug!(task = %ended.id, "the model saw the task end; no notice");
@@ -89,8 +144,6 @@ impl Session {
         if let Some(card) = card {
             self.emit_in_order(close_event(&card.call_id, &card.title, &ended)).await;
         }
-        drop(order);
-        self.flush_or_warn().await;
     }
 
     /// Background tasks this session's log shows running belonged to an agent that is gone
