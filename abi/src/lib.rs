@@ -33,8 +33,9 @@ pub use v1::{
     ToolsContext,
 };
 
-/// The interface version a plugin built against this crate speaks.
-pub const ABI_VERSION: u32 = 1;
+/// The interface version a plugin built against this crate speaks: this crate's version,
+/// which the host reads from a plugin's library header and compares with its own.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Exports `$plugin` (a type implementing [`Plugin`]) as this library's hotsh plugin.
 ///

@@ -184,8 +184,10 @@ pub enum Interface {
     Same,
     /// A copy of hotsh-abi whose `ToolCall` has an extra field: a layout mismatch.
     ChangedLayout,
-    /// A copy of hotsh-abi versioned `OTHER_ABI_VERSION`: another `0.y`.
+    /// A copy of hotsh-abi versioned `OTHER_ABI_VERSION`: another `0.y`, newer than this one.
     OtherMinor,
+    /// A copy of hotsh-abi versioned `OLDER_ABI_VERSION`: an older `0.y`.
+    OlderMinor,
 }
 
 /// A build of the `reloadable` fixture whose tools answer `build <label>`, compiled against
@@ -317,11 +319,17 @@ pub fn fixture_target_dir() -> PathBuf {
 pub const ABI_VERSION: &str = "0.4.0";
 /// Another minor version of it (which abi_stable refuses).
 pub const OTHER_ABI_VERSION: &str = "0.5.0";
+/// An older minor version of it (refused too).
+pub const OLDER_ABI_VERSION: &str = "0.3.0";
 
 /// A copy of hotsh-abi with one change, for builds that must be rejected.
 fn changed_interface(interface: Interface) -> PathBuf {
     let dir = target_dir().join("fixture-src").join(format!("abi-{interface:?}"));
-    let version = if interface == Interface::OtherMinor { OTHER_ABI_VERSION } else { ABI_VERSION };
+    let version = match interface {
+        Interface::OtherMinor => OTHER_ABI_VERSION,
+        Interface::OlderMinor => OLDER_ABI_VERSION,
+        Interface::Same | Interface::ChangedLayout => ABI_VERSION,
+    };
     let manifest = format!(
         "[package]\nname = \"hotsh-abi\"\nversion = \"{version}\"\nedition = \"2024\"\n\n\
          [dependencies]\nabi_stable = {{ version = \"0.11.3\", default-features = false }}\n\

@@ -62,9 +62,7 @@ pub(crate) enum Rejection {
     NotAPlugin,
     #[error("the dynamic loader refused it: {0}")]
     Open(String),
-    #[error(
-        "built against another hotsh-abi version (plugin {found}, host {expected}); rebuild it against hotsh-abi {expected}"
-    )]
+    #[error("{}", version_mismatch(expected, found))]
     Version { expected: String, found: String },
     #[error("its interface does not match this host's (rebuild it against this hotsh-abi):\n{0}")]
     Layout(String),
@@ -80,6 +78,39 @@ pub(crate) enum Rejection {
     /// The process that checks a build could not be confined, so nothing of it was run.
     #[error("the check could not be confined, so the build was not loaded: {0}")]
     Unconfined(String),
+}
+
+/// What a plugin built against hotsh-abi `found` is told by a host speaking `expected`: which
+/// side is newer, and what to do.
+fn version_mismatch(expected: &str, found: &str) -> String {
+    let number = |version: &str| -> Vec<u64> {
+        version.split('.').map(|part| part.parse().unwrap_or(0)).collect()
+    };
+    if number(found) > number(expected) {
+        format!(
+            "built against another hotsh-abi version (plugin {found}, host {expected}): the plugin \
+             speaks a newer interface than this hotsh; update hotsh, or build the plugin against \
+             hotsh-abi {expected}"
+        )
+    } else {
+        format!(
+            "built against another hotsh-abi version (plugin {found}, host {expected}): the plugin \
+             speaks an older interface than this hotsh; rebuild it against hotsh-abi {expected}"
+        )
+    }
+}
+
+/// Whether this hotsh loads a build made against hotsh-abi `version` (the rule abi_stable
+/// keeps: the same major version, and for a `0.y` the same `y`).
+pub(crate) fn speaks(version: &str) -> bool {
+    let number = |version: &str| -> Vec<u64> {
+        version.split('.').map(|part| part.parse().unwrap_or(0)).collect()
+    };
+    let (ours, theirs) = (number(hotsh_abi::VERSION), number(version));
+    match (ours.first(), theirs.first()) {
+        (Some(0), Some(0)) => ours.get(1) == theirs.get(1),
+        (a, b) => a == b,
+    }
 }
 
 /// Reads a plugin file, with a rejection a user can read when it cannot be read.

@@ -79,7 +79,16 @@ pub(crate) fn check(path: &Path) -> std::process::ExitCode {
         Ok(plugin) => {
             out(&format!("plugin {} {}", plugin.name, plugin.version));
             out(&format!("  file:      {}", path.display()));
-            out(&format!("  hotsh-abi: {}", plugin.abi_version));
+            let loads = if loader::speaks(&plugin.abi_version) {
+                "this hotsh loads it"
+            } else {
+                "this hotsh does not load it"
+            };
+            out(&format!(
+                "  hotsh-abi: {} (the interface it was built for; this hotsh speaks {}: {loads})",
+                plugin.abi_version,
+                hotsh_abi::VERSION
+            ));
             out(&format!("  hash:      {:016x}", plugin.content_hash));
             out(&format!("  loaded in: {:.2} ms", plugin.load_micros as f64 / 1000.0));
             out("tools:");

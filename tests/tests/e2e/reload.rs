@@ -330,7 +330,15 @@ fn layout_mismatch_is_rejected_with_a_short_summary() {
 fn another_minor_version_of_the_interface_is_rejected() {
     rejected_while_the_old_build_serves(
         &reloadable_build("other-minor", Interface::OtherMinor),
-        "built against another hotsh-abi version (plugin 0.5.0, host 0.4.0)",
+        "built against another hotsh-abi version (plugin 0.5.0, host 0.4.0): the plugin speaks a newer interface than this hotsh; update hotsh, or build the plugin against hotsh-abi 0.4.0",
+    );
+}
+
+#[test]
+fn a_build_for_an_older_interface_is_told_to_rebuild() {
+    rejected_while_the_old_build_serves(
+        &reloadable_build("older-minor", Interface::OlderMinor),
+        "built against another hotsh-abi version (plugin 0.3.0, host 0.4.0): the plugin speaks an older interface than this hotsh; rebuild it against hotsh-abi 0.4.0",
     );
 }
 
@@ -486,7 +494,13 @@ fn plugin_check_describes_a_plugin_or_says_why_it_is_rejected() {
     assert!(ok, "{text}");
     assert!(text.starts_with("plugin reloadable 0.1.0\n"), "{text}");
     // The version the plugin's own header names.
-    assert!(text.contains(&format!("  hotsh-abi: {}\n", hotsh_tests::ABI_VERSION)), "{text}");
+    let abi = hotsh_tests::ABI_VERSION;
+    assert!(
+        text.contains(&format!(
+            "  hotsh-abi: {abi} (the interface it was built for; this hotsh speaks {abi}: this hotsh loads it)\n"
+        )),
+        "{text}"
+    );
     assert!(text.contains("tools:\n  reloadable_build: Says which build is serving.\n"), "{text}");
     assert!(text.contains("prompt sections:\n  tool:reloadable (order 300, 1 lines)\n"), "{text}");
 
