@@ -16,6 +16,20 @@
 //!   `catch_unwind` and turns a panic into an error value; there is no way to export a
 //!   function without that guard.
 
+//!
+//! # Stability
+//!
+//! hotsh-abi is not released yet: it is `0.y`, and a plugin must be built against the `0.y`
+//! of the hotsh that loads it. abi_stable checks this when the library is loaded, with the
+//! layout of every type that crosses the boundary; a build for another `0.y` is refused,
+//! saying which side is newer and what to do (update hotsh, or rebuild the plugin), and the
+//! previous build of the plugin keeps serving. A change that keeps every layout (a new
+//! function or host service after the last one, a documentation change) bumps the patch
+//! number only. `hotsh plugin check PATH` names the version a build was made for and whether
+//! this hotsh loads it. [`VERSION`] is this crate's version.
+
+#![warn(missing_docs)]
+
 pub mod v1;
 
 mod sandbox;
@@ -39,12 +53,52 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Exports `$plugin` (a type implementing [`Plugin`]) as this library's hotsh plugin.
 ///
-/// Use it exactly once, at the root of a `cdylib` crate:
+/// Use it exactly once, at the root of a `cdylib` crate. A complete plugin with one tool:
 ///
-/// ```ignore
+/// ```
+/// use hotsh_abi::{
+///     Card, CardStatus, FinalCard, GenericCard, HostRef, Manifest, Plugin, ROption, ToolCall,
+///     ToolKind, ToolOutput, ToolSpec,
+/// };
+///
 /// struct Echo;
-/// impl hotsh_abi::Plugin for Echo { /* … */ }
+///
+/// impl Plugin for Echo {
+///     fn manifest() -> Manifest {
+///         Manifest::new("echo", "0.1.0")
+///     }
+///
+///     fn tools() -> Vec<ToolSpec> {
+///         let schema = serde_json::json!({
+///             "type": "object",
+///             "properties": {"text": {"type": "string"}},
+///             "required": ["text"]
+///         });
+///         vec![ToolSpec::new("echo", "Says the text back.", &schema)]
+///     }
+///
+///     fn invoke(call: &ToolCall, _host: &HostRef<'_>) -> Result<ToolOutput, String> {
+///         #[derive(serde::Deserialize)]
+///         struct Args {
+///             text: String,
+///         }
+///         let args: Args = call.arguments()?;
+///         Ok(ToolOutput::new(args.text.clone(), &serde_json::json!({ "echoed": args.text })))
+///     }
+///
+///     fn present_call(_call: &ToolCall) -> Result<Card, String> {
+///         Ok(Card::Generic(GenericCard::new("Echo", ToolKind::Other, None)))
+///     }
+///
+///     fn present_result(_call: &ToolCall, output: &ToolOutput) -> Result<FinalCard, String> {
+///         let mut card = GenericCard::new("Echo", ToolKind::Other, None);
+///         card.content = ROption::RSome(output.text.clone());
+///         Ok(FinalCard { card: Card::Generic(card), status: CardStatus::Completed })
+///     }
+/// }
+///
 /// hotsh_abi::export_plugin!(Echo);
+/// # fn main() {}
 /// ```
 ///
 /// Every function it exports runs the plugin's code inside `catch_unwind`, so a panic comes

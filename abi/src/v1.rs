@@ -21,11 +21,14 @@ use abi_stable::{StableAbi, declare_root_module_statics, package_version_strings
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
 pub struct Manifest {
+    /// The plugin's name: cards and logs name it so, and two files with one name are one plugin.
     pub name: RString,
+    /// The plugin's own version, shown with its name.
     pub version: RString,
 }
 
 impl Manifest {
+    /// A manifest naming the plugin `name` at `version`.
     pub fn new(name: &str, version: &str) -> Self {
         Self { name: name.into(), version: version.into() }
     }
@@ -80,7 +83,9 @@ impl ToolSpec {
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ToolEffects {
+    /// Its calls run commands (through [`HostServices::run`] or [`HostServices::start`]).
     pub runs_commands: bool,
+    /// Its calls write files (through [`HostServices::write_text_file`]).
     pub writes_files: bool,
 }
 
@@ -90,11 +95,14 @@ pub struct ToolEffects {
 pub struct PromptSection {
     /// Stable identifier, e.g. `tool:bash`.
     pub id: RString,
+    /// Sections are sorted by this, lowest first (the host's own come at 0 to 99).
     pub order: u32,
+    /// The section's text (markdown), as the model reads it.
     pub text: RString,
 }
 
 impl PromptSection {
+    /// A section `id` at `order` with `text`.
     pub fn new(id: &str, order: u32, text: &str) -> Self {
         Self { id: id.into(), order, text: text.into() }
     }
@@ -108,6 +116,7 @@ pub struct ToolCall {
     pub call_id: RString,
     /// The session the call belongs to; an opaque token.
     pub session_id: RString,
+    /// The tool called (one of the plugin's own).
     pub tool: RString,
     /// The model's arguments, as JSON text. Not validated by the host.
     pub arguments: RString,
@@ -158,6 +167,7 @@ pub struct ToolOutput {
 }
 
 impl ToolOutput {
+    /// An output of `text` for the model and `raw_output` for the client.
     pub fn new(text: impl Into<String>, raw_output: &serde_json::Value) -> Self {
         Self { text: text.into().into(), raw_output: raw_output.to_string().into() }
     }
@@ -177,9 +187,11 @@ pub enum Card {
 
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+/// The card of a command: a terminal the client labels with the command.
 pub struct TerminalCard {
     /// The exact command line, shown as the card's title.
     pub command: RString,
+    /// What the command does, in a few words (the model's `description`), shown with it.
     pub description: ROption<RString>,
     /// Absolute directory the command runs in.
     pub cwd: RString,
@@ -189,7 +201,9 @@ pub struct TerminalCard {
 
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+/// How a terminal card's command ended.
 pub struct TerminalExit {
+    /// The exit code; `None` when a signal ended it.
     pub exit_code: ROption<i32>,
     /// Signal name such as `SIGKILL`, when a signal ended the command.
     pub signal: ROption<RString>,
@@ -197,8 +211,11 @@ pub struct TerminalExit {
 
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+/// The card of anything that is not a command.
 pub struct GenericCard {
+    /// One line: what the call does.
     pub title: RString,
+    /// The icon the client shows.
     pub kind: ToolKind,
     /// Markdown shown in the card's body.
     pub content: ROption<RString>,
@@ -239,6 +256,7 @@ pub struct Diff {
     pub path: RString,
     /// The text before the change; `None` for a new file.
     pub old_text: ROption<RString>,
+    /// The text after the change.
     pub new_text: RString,
 }
 
@@ -246,14 +264,23 @@ pub struct Diff {
 #[repr(u8)]
 #[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolKind {
+    /// Reads files or state.
     Read,
+    /// Changes a file.
     Edit,
+    /// Removes something.
     Delete,
+    /// Moves or renames something.
     Move,
+    /// Searches.
     Search,
+    /// Runs a command.
     Execute,
+    /// Thinks or plans, touching nothing.
     Think,
+    /// Fetches from the network.
     Fetch,
+    /// Anything else.
     Other,
 }
 
@@ -261,14 +288,19 @@ pub enum ToolKind {
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
 pub struct FinalCard {
+    /// The card as the call ended.
     pub card: Card,
+    /// How the call ended, as the card shows it.
     pub status: CardStatus,
 }
 
 #[repr(u8)]
 #[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq)]
+/// How a finished call's card is shown.
 pub enum CardStatus {
+    /// The call did what it was asked.
     Completed,
+    /// The call failed (the model read an error).
     Failed,
     /// The call started a background task: the card stays open, and the host closes it with the
     /// task's outcome when the task ends.
@@ -307,6 +339,7 @@ impl SandboxMode {
         }
     }
 
+    /// The mode named `text` (as [`SandboxMode::as_str`] spells it), if it is one.
     pub fn parse(text: &str) -> Option<Self> {
         [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite, SandboxMode::DangerFullAccess]
             .into_iter()
@@ -318,6 +351,7 @@ impl SandboxMode {
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
 pub struct SandboxRequest {
+    /// The mode wanted.
     pub mode: SandboxMode,
     /// Why, in the model's words; shown to the user with the exact command.
     pub justification: RString,
@@ -372,6 +406,7 @@ pub struct CommandOutcome {
     pub aborted: bool,
     /// Bounded for the model: a long stream keeps its head and tail around a marker.
     pub stdout: RString,
+    /// Bounded for the model, as `stdout` is.
     pub stderr: RString,
     /// Some output is missing from `stdout`/`stderr`.
     pub truncated: bool,
@@ -381,7 +416,9 @@ pub struct CommandOutcome {
     pub spill_bytes: u64,
     /// Bytes the command wrote to stdout and stderr.
     pub total_bytes: u64,
+    /// How long the command ran.
     pub duration_ms: u64,
+    /// How the sandbox treated it.
     pub sandbox: SandboxFacts,
 }
 
@@ -389,6 +426,7 @@ pub struct CommandOutcome {
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
 pub struct TaskStatus {
+    /// Running, or how it ended.
     pub state: TaskState,
     /// Set once the task has exited normally.
     pub exit_code: ROption<i32>,
@@ -398,7 +436,9 @@ pub struct TaskStatus {
 
 #[repr(u8)]
 #[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq)]
+/// Where a background task is in its life.
 pub enum TaskState {
+    /// It runs.
     Running,
     /// Ended on its own (see the exit code or signal).
     Exited,
@@ -421,11 +461,14 @@ pub struct TaskStarted {
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
 pub struct TaskOutput {
+    /// What the task printed since the previous read (bounded: see `dropped_bytes`).
     pub text: RString,
     /// Bytes that were produced since the previous read but no longer fit the host's bound;
     /// they are in `output_path`.
     pub dropped_bytes: u64,
+    /// The file holding the task's whole output.
     pub output_path: RString,
+    /// Its status now.
     pub status: TaskStatus,
 }
 
@@ -441,10 +484,15 @@ pub struct KillOutcome {
 
 #[repr(u8)]
 #[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq)]
+/// How important a plugin's log line is (the host's log level filters it).
 pub enum LogLevel {
+    /// Something failed.
     Error,
+    /// Something is wrong but the call goes on.
     Warn,
+    /// Worth knowing.
     Info,
+    /// Detail for debugging.
     Debug,
 }
 
@@ -508,6 +556,7 @@ pub struct FileRead {
 pub struct FileText {
     /// The absolute path the file was read from.
     pub path: RString,
+    /// The file's whole text.
     pub text: RString,
     /// Read from the client's buffer rather than the disk.
     pub from_client: bool,
@@ -534,6 +583,7 @@ pub enum Seen {
 pub struct FileWrite {
     /// Absolute, or relative to the session's cwd.
     pub path: RString,
+    /// The new text, whole.
     pub text: RString,
     /// The text the new one was made from: the host writes only if the file still holds it
     /// (`None`: no such check, e.g. a new file).
@@ -554,6 +604,7 @@ pub struct FileWritten {
     pub created: bool,
     /// Written through the client's editor rather than to disk.
     pub through_client: bool,
+    /// How the sandbox treated the write.
     pub sandbox: SandboxFacts,
 }
 
@@ -570,12 +621,18 @@ pub type HostBox = HostServices_TO<'static, RBox<()>>;
 #[allow(missing_debug_implementations, reason = "a table of function pointers")]
 #[sabi(kind(Prefix(prefix_ref = PluginModuleRef)))]
 pub struct PluginModule {
+    /// The plugin's name and version.
     pub manifest: extern "C" fn() -> RResult<Manifest, RString>,
+    /// The plugin's tools, in the context the host gives.
     pub tools: extern "C" fn(&ToolsContext) -> RResult<RVec<ToolSpec>, RString>,
+    /// The plugin's sections of the system prompt, in the context the host gives.
     pub prompt_sections: extern "C" fn(&ToolsContext) -> RResult<RVec<PromptSection>, RString>,
+    /// Runs one call, with the host services bound to it.
     pub invoke: extern "C" fn(&ToolCall, HostRef<'_>) -> RResult<ToolOutput, RString>,
+    /// The card of a call as it starts (pure: it sees the call only).
     pub present_call: extern "C" fn(&ToolCall) -> RResult<Card, RString>,
     #[sabi(last_prefix_field)]
+    /// The card of a call as it ended, and its status (pure: it sees the call and its output).
     pub present_result: extern "C" fn(&ToolCall, &ToolOutput) -> RResult<FinalCard, RString>,
     /// Called once when the host replaces or drops this generation of the plugin.
     pub shutdown: extern "C" fn() -> RResult<(), RString>,
@@ -591,8 +648,11 @@ impl RootModule for PluginModuleRef {
 /// What a plugin implements. All functions are associated functions: a plugin holds no state
 /// (the host may load a new build at any moment and never unloads the old one).
 pub trait Plugin {
+    /// The plugin's name and version.
     fn manifest() -> Manifest;
+    /// The tools the plugin offers.
     fn tools() -> Vec<ToolSpec>;
+    /// Its sections of the system prompt (none by default).
     fn prompt_sections() -> Vec<PromptSection> {
         Vec::new()
     }
@@ -609,7 +669,9 @@ pub trait Plugin {
     /// Runs one call. `Err` is a tool error the model reads (bad arguments, a failure of the
     /// machinery); a command that ran and failed is an `Ok` describing the failure.
     fn invoke(call: &ToolCall, host: &HostRef<'_>) -> Result<ToolOutput, String>;
+    /// The card of a call as it starts; pure (the host draws it again when a session is loaded).
     fn present_call(call: &ToolCall) -> Result<Card, String>;
+    /// The card of a call as it ended, and its status; pure, like [`Plugin::present_call`].
     fn present_result(call: &ToolCall, output: &ToolOutput) -> Result<FinalCard, String>;
     /// Called when the host replaces or drops this build. Plugins hold no resources, so the
     /// default does nothing.
