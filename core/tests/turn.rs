@@ -243,16 +243,8 @@ async fn a_turn_runs_tools_until_the_model_answers_and_its_log_folds_back_to_its
     );
     let requests = model.requests.lock().unwrap().clone();
     assert_eq!(requests[0].system, "You are a test.");
-    let results: Vec<_> = requests[1]
-        .messages
-        .iter()
-        .filter_map(|m| match &**m {
-            hotsh_core::model::Message::Tool { text, is_error, .. } => {
-                Some((text.clone(), *is_error))
-            }
-            _ => None,
-        })
-        .collect();
+    assert_eq!(requests.len(), 2);
+    let results = results_sent(&model);
     assert_eq!(results[0], (r#"{"x":1}"#.to_owned(), false));
     assert_eq!(results[1], ("unknown tool `nope`; the tools are: echo, shell".to_owned(), true));
     // The log keeps a card's output once, in the tool result.
@@ -791,12 +783,7 @@ async fn a_turn_runs_a_command_through_the_executor_port() {
     let cancel = f.session.begin_turn(prompt("where am I"), |_| false).await.unwrap();
     assert_eq!(answer(&work, &f.session, Work::Prompt, cancel).await, Ok(StopReason::EndTurn));
     assert_eq!(*executor.asked.lock().unwrap(), [r#"run pwd (writable ["/w"])"#]);
-    let second = model.requests.lock().unwrap()[1].clone();
-    let result = second.messages.iter().find_map(|m| match &**m {
-        hotsh_core::model::Message::Tool { text, .. } => Some(text.clone()),
-        _ => None,
-    });
-    assert_eq!(result.as_deref(), Some("ran pwd"));
+    assert_eq!(results_sent(&model), [("ran pwd".to_owned(), false)]);
 }
 
 /// The record a call that started `task` logs.

@@ -4,6 +4,7 @@
 //! SIGKILL in the middle of its turn. Each was checked to fail with its promise broken.
 
 use crate::sandbox::{backends, elsewhere, options, raw_outputs};
+use crate::sessions::sharing;
 use hotsh_tests::{
     Agent, AgentOptions, bash_call, call_with, eventually, processes_matching, say, tool_fs_plugin,
 };
@@ -170,9 +171,7 @@ fn a_closed_card_survives_a_sigkill_in_the_middle_of_its_turn() {
     let data = tempfile::tempdir().unwrap();
     let marker = "sleep 60.0919";
     let script = vec![bash_call("echo first-card"), bash_call(marker)];
-    let mut options = AgentOptions::script(script);
-    options.env = vec![("HOTSH_DATA_DIR".into(), data.path().to_string_lossy().into_owned())];
-    let mut agent = Agent::start(options);
+    let mut agent = Agent::start(sharing(data.path(), script));
     agent.initialize(true);
     let session = agent.new_session();
     agent.start_prompt(&session, "go");
@@ -181,9 +180,7 @@ fn a_closed_card_survives_a_sigkill_in_the_middle_of_its_turn() {
     let cwd = agent.workdir.clone();
     agent.kill9();
 
-    let mut options = AgentOptions::script(vec![say("back")]);
-    options.env = vec![("HOTSH_DATA_DIR".into(), data.path().to_string_lossy().into_owned())];
-    let mut again = Agent::start(options);
+    let mut again = Agent::start(sharing(data.path(), vec![say("back")]));
     again.initialize(true);
     let (updates, answer) = again.load(&session, &cwd);
     assert!(answer.get("result").is_some(), "{answer}");

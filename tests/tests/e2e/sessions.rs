@@ -8,7 +8,7 @@ use hotsh_tests::{
 use serde_json::{Value, json};
 
 /// Options for an agent that uses `data_dir` for its sessions.
-fn sharing(data_dir: &std::path::Path, responses: Vec<Value>) -> AgentOptions {
+pub(crate) fn sharing(data_dir: &std::path::Path, responses: Vec<Value>) -> AgentOptions {
     let mut options = AgentOptions::script(responses);
     options.env = vec![("HOTSH_DATA_DIR".into(), data_dir.to_string_lossy().into_owned())];
     options
