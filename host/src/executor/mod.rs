@@ -535,11 +535,6 @@ impl Executor {
             .ok_or_else(|| TaskError::Unknown(id.to_owned()))
     }
 
-    /// The output of a task produced since the previous read.
-    fn read_output(&self, id: &str) -> Result<TaskRead, TaskError> {
-        Ok(self.task(id)?.read())
-    }
-
     /// How a task ended, or `None` while it runs (or if the id is unknown); whether its end
     /// looks like a sandbox denial is judged from its policy and the end of its output, as a
     /// foreground command's is.
@@ -576,24 +571,6 @@ impl Executor {
         })
     }
 
-    /// A tool's answer told the model that task `id` ended (see [`Self::end_reported`]).
-    fn mark_end_reported(&self, id: &str) {
-        if let Ok(task) = self.task(id) {
-            task.end_reported.store(true, Ordering::SeqCst);
-        }
-    }
-
-    /// Whether the model already learnt from a tool's answer that task `id` ended; its ended
-    /// notice would only repeat that.
-    fn end_reported(&self, id: &str) -> bool {
-        self.task(id).is_ok_and(|task| task.end_reported.load(Ordering::SeqCst))
-    }
-
-    /// The owner token recorded at start.
-    fn owner_of(&self, id: &str) -> Result<Option<String>, TaskError> {
-        Ok(self.task(id)?.owner.clone())
-    }
-
     /// Kills a task's whole process group and waits for it to end.
     async fn kill(&self, id: &str) -> Result<Killed, TaskError> {
         let task = self.task(id)?;
@@ -622,30 +599,6 @@ impl Executor {
             return None;
         }
         Some(Box::new(no_start))
-    }
-
-    /// The running tasks of `owner`: id, command and the sandbox mode each started under.
-    fn running_owned_by(&self, owner: &str) -> Vec<RunningTask> {
-        let mut running: Vec<RunningTask> = lock(&self.tasks)
-            .values()
-            .filter(|t| t.owner.as_deref() == Some(owner) && t.status().is_running())
-            .map(|t| RunningTask {
-                id: t.id.0.clone(),
-                command: t.command.clone(),
-                mode: t.confinement.mode.clone(),
-            })
-            .collect();
-        running.sort();
-        running
-    }
-
-    /// Starts `owner`'s sandbox environment for `policy` now, so that its first command does
-    /// not wait for it (a session that starts or changes mode). Blocking.
-    fn prepare_environment(&self, owner: &str, rules: &hotsh_core::executor::Policy) {
-        if !self.disposed.load(Ordering::SeqCst) && self.environments.serve() {
-            let policy = self.enforced(rules.clone());
-            self.environments.get(&self.supervisor, owner, &policy).supervisor.warm_up();
-        }
     }
 
     /// Kills every running task of `owner` (a session that closes) and waits for them to end;
@@ -714,7 +667,7 @@ impl ExecutorPort for Executor {
     }
 
     fn read_output(&self, id: &str) -> Result<TaskRead, TaskError> {
-        Executor::read_output(self, id)
+        Ok(self.task(id)?.read())
     }
 
     fn kill<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Killed, TaskError>> {
@@ -722,27 +675,42 @@ impl ExecutorPort for Executor {
     }
 
     fn owner_of(&self, id: &str) -> Result<Option<String>, TaskError> {
-        Executor::owner_of(self, id)
+        Ok(self.task(id)?.owner.clone())
     }
 
     fn mark_end_reported(&self, id: &str) {
-        Executor::mark_end_reported(self, id);
+        if let Ok(task) = self.task(id) {
+            task.end_reported.store(true, Ordering::SeqCst);
+        }
     }
 
     fn end_reported(&self, id: &str) -> bool {
-        Executor::end_reported(self, id)
+        self.task(id).is_ok_and(|task| task.end_reported.load(Ordering::SeqCst))
     }
 
     fn running_owned_by(&self, owner: &str) -> Vec<RunningTask> {
-        Executor::running_owned_by(self, owner)
+        let mut running: Vec<RunningTask> = lock(&self.tasks)
+            .values()
+            .filter(|t| t.owner.as_deref() == Some(owner) && t.status().is_running())
+            .map(|t| RunningTask {
+                id: t.id.0.clone(),
+                command: t.command.clone(),
+                mode: t.confinement.mode.clone(),
+            })
+            .collect();
+        running.sort();
+        running
     }
 
     fn kill_owned_by<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, ()> {
         Box::pin(Executor::kill_owned_by(self, owner))
     }
 
-    fn prepare(&self, owner: &str, policy: &hotsh_core::executor::Policy) {
-        self.prepare_environment(owner, policy);
+    fn prepare(&self, owner: &str, rules: &hotsh_core::executor::Policy) {
+        if !self.disposed.load(Ordering::SeqCst) && self.environments.serve() {
+            let policy = self.enforced(rules.clone());
+            self.environments.get(&self.supervisor, owner, &policy).supervisor.warm_up();
+        }
     }
 
     fn pause_confined(&self) -> BoxFuture<'_, Option<hotsh_core::executor::Pause>> {

@@ -158,13 +158,14 @@ struct Conversation {
 pub(crate) struct RequestBody {
     pieces: Arc<[bytes::Bytes]>,
     next: usize,
-    length: u64,
+    /// Bytes of the pieces not sent yet.
+    remaining: u64,
 }
 
 impl RequestBody {
     fn new(pieces: Vec<bytes::Bytes>) -> Self {
-        let length = pieces.iter().map(|piece| piece.len() as u64).sum();
-        Self { pieces: pieces.into(), next: 0, length }
+        let remaining = pieces.iter().map(|piece| piece.len() as u64).sum();
+        Self { pieces: pieces.into(), next: 0, remaining }
     }
 
     /// The whole body in one buffer (tests).
@@ -183,7 +184,10 @@ impl http_body::Body for RequestBody {
         _cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
         let piece = self.pieces.get(self.next).cloned();
-        self.next += 1;
+        if let Some(piece) = &piece {
+            self.next += 1;
+            self.remaining -= piece.len() as u64;
+        }
         std::task::Poll::Ready(piece.map(|piece| Ok(http_body::Frame::data(piece))))
     }
 
@@ -192,11 +196,7 @@ impl http_body::Body for RequestBody {
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        let sent: u64 = self.pieces[..self.next.min(self.pieces.len())]
-            .iter()
-            .map(|piece| piece.len() as u64)
-            .sum();
-        http_body::SizeHint::with_exact(self.length - sent)
+        http_body::SizeHint::with_exact(self.remaining)
     }
 }
 

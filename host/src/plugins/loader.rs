@@ -83,10 +83,7 @@ pub(crate) enum Rejection {
 /// What a plugin built against hotsh-abi `found` is told by a host speaking `expected`: which
 /// side is newer, and what to do.
 fn version_mismatch(expected: &str, found: &str) -> String {
-    let number = |version: &str| -> Vec<u64> {
-        version.split('.').map(|part| part.parse().unwrap_or(0)).collect()
-    };
-    if number(found) > number(expected) {
+    if version_number(found) > version_number(expected) {
         format!(
             "built against another hotsh-abi version (plugin {found}, host {expected}): the plugin \
              speaks a newer interface than this hotsh; update hotsh, or build the plugin against \
@@ -103,14 +100,16 @@ fn version_mismatch(expected: &str, found: &str) -> String {
 /// Whether this hotsh loads a build made against hotsh-abi `version` (the rule abi_stable
 /// keeps: the same major version, and for a `0.y` the same `y`).
 pub(crate) fn speaks(version: &str) -> bool {
-    let number = |version: &str| -> Vec<u64> {
-        version.split('.').map(|part| part.parse().unwrap_or(0)).collect()
-    };
-    let (ours, theirs) = (number(hotsh_abi::VERSION), number(version));
+    let (ours, theirs) = (version_number(hotsh_abi::VERSION), version_number(version));
     match (ours.first(), theirs.first()) {
         (Some(0), Some(0)) => ours.get(1) == theirs.get(1),
         (a, b) => a == b,
     }
+}
+
+/// `major.minor.patch` as numbers, to compare (a part that is not a number counts as 0).
+fn version_number(version: &str) -> Vec<u64> {
+    version.split('.').map(|part| part.parse().unwrap_or(0)).collect()
 }
 
 /// Reads a plugin file, with a rejection a user can read when it cannot be read.
