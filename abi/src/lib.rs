@@ -19,17 +19,36 @@
 //!
 //! # Stability
 //!
-//! hotsh-abi is not released yet: it is `0.y`, and a plugin must be built against the `0.y`
-//! of the hotsh that loads it. abi_stable checks this when the library is loaded, with the
-//! layout of every type that crosses the boundary; a build for another `0.y` is refused,
-//! saying which side is newer and what to do (update hotsh, or rebuild the plugin), and the
-//! previous build of the plugin keeps serving. A change that keeps every layout (a new
-//! function or host service after the last one, a documentation change) bumps the patch
-//! number only. `hotsh plugin check PATH` names the version a build was made for and whether
-//! this hotsh loads it. [`VERSION`] is this crate's version.
+//! This is hotsh-abi 1: depend on `hotsh-abi = "1"`. A plugin built against any 1.x loads in
+//! every hotsh that speaks 1.x, older or newer than the plugin's. The rule that makes it so:
+//! **after 1.0, only append.**
+//!
+//! - A function of the plugin module is added after the last one ([`PluginModule::shutdown`]),
+//!   a host service after the last one ([`HostServices::write_text_file`]); a host reads the
+//!   function as absent from an older plugin and does without, a plugin calling a service an
+//!   older host lacks gets the service's default answer.
+//! - A value of a field-less type ([`ToolKind`], [`CardStatus`], [`SandboxMode`],
+//!   [`TaskState`], [`Seen`], [`LogLevel`]) is a new constant; each type's documentation says
+//!   what a receiver that does not know the value does (a tool kind shows as `Other`, a card
+//!   status as `Completed`, a sandbox mode is refused). A flag of [`ToolEffects`] likewise.
+//! - A kind of card is a new variant of [`Card`] (non-exhaustive, with room reserved); a host
+//!   that does not know it draws a plain card titled with the tool's name.
+//! - A field of a record is a typed accessor over the record's [`Extensions`]; absent from an
+//!   older sender's record, it reads as absent, and the accessor says what that means.
+//!
+//! Nothing is removed, renamed or reordered, and no layout changes within 1.x: abi_stable
+//! checks every type that crosses the boundary when a library is loaded ([`load`] applies the
+//! rule in both directions), so a build that breaks the rule is refused, never misread. Records
+//! are `#[non_exhaustive]` and made with constructors and builders, so an addition breaks no
+//! plugin's code either. Whatever cannot be done by appending is a 2.0, with its own module
+//! beside [`v1`], and hosts keep loading 1.x plugins through the old one. A build for another
+//! major version is refused, naming both versions and what to do, and the previous build of
+//! the plugin keeps serving. `hotsh plugin check PATH` names the version a build was made for
+//! and whether this hotsh loads it. [`VERSION`] is this crate's version.
 
 #![warn(missing_docs)]
 
+pub mod load;
 pub mod v1;
 
 mod sandbox;
@@ -39,12 +58,12 @@ pub mod __private;
 
 pub use abi_stable::std_types::{ROption, RResult, RStr, RString, RVec};
 pub use v1::{
-    Card, CardStatus, CommandOutcome, CommandSpec, Diff, FileRead, FileText, FileWrite,
-    FileWritten, FinalCard, GenericCard, HostRef, HostServices, HostServices_TO, KillOutcome,
-    Location, LogLevel, Manifest, Plugin, PluginModule, PluginModuleRef, PromptSection,
-    SandboxFacts, SandboxMode, SandboxRequest, Seen, TaskOutput, TaskStarted, TaskState,
-    TaskStatus, TerminalCard, TerminalExit, ToolCall, ToolEffects, ToolKind, ToolOutput, ToolSpec,
-    ToolsContext,
+    Card, Card_NE, CardStatus, CommandOutcome, CommandSpec, Diff, Extensions, FileRead, FileText,
+    FileWrite, FileWritten, FinalCard, GenericCard, HostRef, HostServices, HostServices_TO,
+    KillOutcome, Location, LogLevel, Manifest, Plugin, PluginModule, PluginModuleRef,
+    PromptSection, SandboxFacts, SandboxMode, SandboxRequest, Seen, TaskOutput, TaskStarted,
+    TaskState, TaskStatus, TerminalCard, TerminalExit, ToolCall, ToolEffects, ToolKind, ToolOutput,
+    ToolSpec, ToolsContext,
 };
 
 /// The interface version a plugin built against this crate speaks: this crate's version,
@@ -57,8 +76,8 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 ///
 /// ```
 /// use hotsh_abi::{
-///     Card, CardStatus, FinalCard, GenericCard, HostRef, Manifest, Plugin, ROption, ToolCall,
-///     ToolKind, ToolOutput, ToolSpec,
+///     Card, CardStatus, FinalCard, GenericCard, HostRef, Manifest, Plugin, ToolCall, ToolKind,
+///     ToolOutput, ToolSpec,
 /// };
 ///
 /// struct Echo;
@@ -91,9 +110,8 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 ///     }
 ///
 ///     fn present_result(_call: &ToolCall, output: &ToolOutput) -> Result<FinalCard, String> {
-///         let mut card = GenericCard::new("Echo", ToolKind::Other, None);
-///         card.content = ROption::RSome(output.text.clone());
-///         Ok(FinalCard { card: Card::Generic(card), status: CardStatus::Completed })
+///         let card = GenericCard::new("Echo", ToolKind::Other, None).with_content(&*output.text);
+///         Ok(FinalCard::new(Card::Generic(card), CardStatus::Completed))
 ///     }
 /// }
 ///
@@ -109,8 +127,8 @@ macro_rules! export_plugin {
         const _: () = {
             use $crate::__private::{RResult, RString, RVec, guard};
             use $crate::v1::{
-                Card, FinalCard, HostRef, Manifest, PluginModule, PluginModuleRef, PromptSection,
-                ToolCall, ToolOutput, ToolSpec, ToolsContext,
+                Card_NE, FinalCard, HostRef, Manifest, PluginModule, PluginModuleRef,
+                PromptSection, ToolCall, ToolOutput, ToolSpec, ToolsContext,
             };
 
             extern "C" fn manifest() -> RResult<Manifest, RString> {
@@ -132,8 +150,10 @@ macro_rules! export_plugin {
             ) -> RResult<ToolOutput, RString> {
                 guard("invoke", || <$plugin as $crate::Plugin>::invoke(call, &host))
             }
-            extern "C" fn present_call(call: &ToolCall) -> RResult<Card, RString> {
-                guard("present_call", || <$plugin as $crate::Plugin>::present_call(call))
+            extern "C" fn present_call(call: &ToolCall) -> RResult<Card_NE, RString> {
+                guard("present_call", || {
+                    <$plugin as $crate::Plugin>::present_call(call).map($crate::Card::into_abi)
+                })
             }
             extern "C" fn present_result(
                 call: &ToolCall,

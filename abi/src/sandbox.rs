@@ -24,7 +24,7 @@ impl SandboxRequest {
                 Some(SandboxMode::ReadOnly) | None => Err(format!(
                     "invalid arguments for `{tool}`: `sandbox_permissions` must be `workspace-write` or `danger-full-access`, got `{mode}`"
                 )),
-                Some(mode) => Ok(Some(Self { mode, justification: justification.into() })),
+                Some(mode) => Ok(Some(Self::new(mode, justification))),
             },
         }
     }

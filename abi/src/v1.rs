@@ -1,15 +1,22 @@
-//! Version 1 of the plugin interface. **Frozen once released**: new optional functions are
-//! appended after the field marked `#[sabi(last_prefix_field)]`, new host services after the
-//! method marked so; anything else is a breaking change and goes into a `v2` module, with the
-//! host keeping an adapter per version.
+//! Interface 1.x: every type a plugin and the host exchange, and the module a plugin exports.
+//! From 1.0 on, only appended to (see the crate's "Stability" section): a 1.x function goes
+//! after [`PluginModule::shutdown`], a host service after [`HostServices::write_text_file`], a
+//! tool kind, card status or other listed value is a new constant of its type, a kind of card
+//! a new variant of [`Card`], a field of a record a typed accessor over its [`Extensions`].
+//! Anything else is a 2.0 and goes into a `v2` module, the host keeping an adapter per major
+//! version.
 //!
 //! Data crosses the boundary in two forms. Free-form structured data (tool arguments, JSON
 //! schemas, a tool's structured result) crosses as JSON text, which keeps the interface small
 //! and lets plugins evolve their own formats. Everything the host must understand to do its
 //! job (cards, command specs and outcomes) crosses as `#[repr(C)]` types whose layout
 //! abi_stable checks when a library is loaded.
+//!
+//! Records are `#[non_exhaustive]`: a plugin makes them with their constructors (`new`,
+//! `Default`) and builder methods, reads and sets their public fields, and never writes a
+//! struct literal, so a field added in 1.x breaks no plugin's code.
 
-// `#[sabi_trait]` expands to impl blocks inside a const item.
+// `#[sabi_trait]` and `StableAbi` expand to impl blocks inside const items.
 #![allow(non_local_definitions)]
 
 use abi_stable::library::RootModule;
@@ -17,26 +24,150 @@ use abi_stable::sabi_types::VersionStrings;
 use abi_stable::std_types::{RBox, ROption, RResult, RStr, RString, RVec};
 use abi_stable::{StableAbi, declare_root_module_statics, package_version_strings, sabi_trait};
 
+/// Defines a field-less type that may gain values in 1.x: a `u8` behind a
+/// `#[repr(transparent)]` struct (abi_stable's growable form of a field-less enum), with one
+/// constant per value. Constants are named like enum variants, so that a plugin writes and
+/// matches them as it would an enum's; a match needs a `_` arm, for a value from a later 1.x.
+macro_rules! open_enum {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident;
+        default = $default:ident;
+        $( $(#[$value_meta:meta])* $value:ident = $number:literal, $text:literal; )+
+    ) => {
+        $(#[$meta])*
+        #[repr(transparent)]
+        #[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash)]
+        pub struct $name(u8);
+
+        #[allow(non_upper_case_globals, reason = "named like the enum variants they stand for")]
+        impl $name {
+            $( $(#[$value_meta])* pub const $value: Self = Self($number); )+
+
+            /// Every value this version of the interface defines, in order.
+            pub const ALL: &'static [Self] = &[$(Self::$value),+];
+
+            /// The value's name as text; `unknown` for a value this version of the interface
+            /// does not define (one from a later 1.x).
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $( Self::$value => $text, )+
+                    _ => "unknown",
+                }
+            }
+
+            /// The value named `text` (as [`as_str`](Self::as_str) spells it), if this version
+            /// of the interface defines one.
+            pub fn parse(text: &str) -> Option<Self> {
+                Self::ALL.iter().copied().find(|value| value.as_str() == text)
+            }
+
+            /// Whether this version of the interface defines the value (false for one from a
+            /// later 1.x: the receiver then does what the type's documentation says).
+            pub fn is_known(self) -> bool {
+                Self::ALL.contains(&self)
+            }
+
+            /// The number that crosses the boundary.
+            pub const fn number(self) -> u8 {
+                self.0
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::$default
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                if self.is_known() {
+                    f.write_str(self.as_str())
+                } else {
+                    write!(f, "{}({})", stringify!($name), self.0)
+                }
+            }
+        }
+    };
+}
+
+/// Members added to a record in a later 1.x, as a JSON object (empty text: none).
+///
+/// Every record ends with one: a record cannot gain a field without changing its layout (only
+/// abi_stable's prefix types can, and they cross by reference only), so a field added in 1.x
+/// lives here, behind typed accessor methods of the record in the hotsh-abi that adds it. A
+/// receiver built against an older 1.x ignores members it does not know; one built against
+/// a newer 1.x reads a member an older sender did not write as absent, and its accessor says
+/// what that means. Hosts and plugins never read or write the members by name.
+#[repr(transparent)]
+#[derive(StableAbi, Debug, Clone, Default, PartialEq, Eq)]
+pub struct Extensions(RString);
+
+impl Extensions {
+    /// No members (what every record of a 1.0 sender carries).
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// Whether the record carries no members.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The names of the members, for a receiver that logs what it ignored.
+    pub fn names(&self) -> Vec<String> {
+        self.object().map(|members| members.keys().cloned().collect()).unwrap_or_default()
+    }
+
+    fn object(&self) -> Option<serde_json::Map<String, serde_json::Value>> {
+        if self.0.is_empty() {
+            return None;
+        }
+        serde_json::from_str(&self.0).ok()
+    }
+
+    /// The member `name` as a `T`: `None` when absent, or not a `T` (a sender's mistake is
+    /// treated as absence).
+    #[allow(dead_code, reason = "for the accessors of fields added in 1.x")]
+    pub(crate) fn get<T: serde::de::DeserializeOwned>(&self, name: &str) -> Option<T> {
+        let value = self.object()?.remove(name)?;
+        serde_json::from_value(value).ok()
+    }
+
+    /// Sets the member `name` to `value`.
+    #[allow(dead_code, reason = "for the accessors of fields added in 1.x")]
+    pub(crate) fn set(&mut self, name: &str, value: impl serde::Serialize) {
+        let mut members = self.object().unwrap_or_default();
+        members.insert(name.to_owned(), serde_json::to_value(value).unwrap_or_default());
+        self.0 = serde_json::Value::Object(members).to_string().into();
+    }
+}
+
 /// The name and version a plugin reports about itself.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Manifest {
     /// The plugin's name: cards and logs name it so, and two files with one name are one plugin.
     pub name: RString,
     /// The plugin's own version, shown with its name.
     pub version: RString,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
 }
 
 impl Manifest {
     /// A manifest naming the plugin `name` at `version`.
     pub fn new(name: &str, version: &str) -> Self {
-        Self { name: name.into(), version: version.into() }
+        Self { name: name.into(), version: version.into(), extensions: Extensions::none() }
     }
 }
 
 /// A tool the model can call.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ToolSpec {
     /// Unique across all loaded plugins; the model calls the tool by this name.
     pub name: RString,
@@ -46,6 +177,8 @@ pub struct ToolSpec {
     pub input_schema: RString,
     /// What its calls may do, for what the host offers when (see [`ToolEffects`]).
     pub effects: ToolEffects,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
 }
 
 impl ToolSpec {
@@ -56,42 +189,70 @@ impl ToolSpec {
             name: name.into(),
             description: description.into(),
             input_schema: input_schema.to_string().into(),
-            effects: ToolEffects::default(),
+            effects: ToolEffects::NONE,
+            extensions: Extensions::none(),
         }
     }
 
     /// Its calls run commands (through [`HostServices::run`] or [`HostServices::start`]).
     #[must_use]
     pub fn runs_commands(mut self) -> Self {
-        self.effects.runs_commands = true;
+        self.effects = self.effects.with(ToolEffects::RUNS_COMMANDS);
         self
     }
 
     /// Its calls write files (through [`HostServices::write_text_file`]).
     #[must_use]
     pub fn writes_files(mut self) -> Self {
-        self.effects.writes_files = true;
+        self.effects = self.effects.with(ToolEffects::WRITES_FILES);
         self
     }
 }
 
-/// What a tool's calls may do, as the tool declares it. The host decides from it what to
-/// offer the model (in plan mode without a backend that can confine commands, no tool that
-/// runs commands is offered); what a call actually does is still checked by the host services
-/// it goes through (the sandbox gates every command and write), so a wrong declaration hides
-/// or shows a tool, and allows nothing.
-#[repr(C)]
-#[derive(StableAbi, Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ToolEffects {
+/// What a tool's calls may do, as the tool declares it: a set of flags. The host decides from
+/// it what to offer the model (in plan mode without a backend that can confine commands, no
+/// tool that runs commands is offered); what a call actually does is still checked by the
+/// host services it goes through (the sandbox gates every command and write), so a wrong
+/// declaration hides or shows a tool, and allows nothing. A flag added in 1.x is ignored by a
+/// host that does not know it.
+#[repr(transparent)]
+#[derive(StableAbi, Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct ToolEffects(u32);
+
+impl ToolEffects {
+    /// Its calls only read.
+    pub const NONE: Self = Self(0);
     /// Its calls run commands (through [`HostServices::run`] or [`HostServices::start`]).
-    pub runs_commands: bool,
+    pub const RUNS_COMMANDS: Self = Self(1);
     /// Its calls write files (through [`HostServices::write_text_file`]).
-    pub writes_files: bool,
+    pub const WRITES_FILES: Self = Self(1 << 1);
+
+    /// These effects and `other`'s.
+    #[must_use]
+    pub const fn with(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
+
+    /// Whether every effect of `other` is among these.
+    pub const fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Its calls run commands.
+    pub const fn runs_commands(self) -> bool {
+        self.contains(Self::RUNS_COMMANDS)
+    }
+
+    /// Its calls write files.
+    pub const fn writes_files(self) -> bool {
+        self.contains(Self::WRITES_FILES)
+    }
 }
 
 /// A piece of the system prompt. The host sorts all loaded sections by `order`, then `id`.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PromptSection {
     /// Stable identifier, e.g. `tool:bash`.
     pub id: RString,
@@ -99,18 +260,21 @@ pub struct PromptSection {
     pub order: u32,
     /// The section's text (markdown), as the model reads it.
     pub text: RString,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
 }
 
 impl PromptSection {
     /// A section `id` at `order` with `text`.
     pub fn new(id: &str, order: u32, text: &str) -> Self {
-        Self { id: id.into(), order, text: text.into() }
+        Self { id: id.into(), order, text: text.into(), extensions: Extensions::none() }
     }
 }
 
 /// One call of one tool, as the host hands it to [`Plugin::invoke`] and the presenters.
 #[repr(C)]
-#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+#[derive(StableAbi, Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ToolCall {
     /// The host's id for this call (also the client's card id).
     pub call_id: RString,
@@ -122,9 +286,17 @@ pub struct ToolCall {
     pub arguments: RString,
     /// The session's working directory (absolute).
     pub cwd: RString,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
 }
 
 impl ToolCall {
+    /// A call of `tool` with `arguments` (JSON text) in `cwd`; the ids are set by the host
+    /// (tests of a plugin may leave them empty).
+    pub fn new(tool: &str, arguments: &str, cwd: &str) -> Self {
+        Self { tool: tool.into(), arguments: arguments.into(), cwd: cwd.into(), ..Self::default() }
+    }
+
     /// `path` made absolute against the session's cwd, with `.` and `..` taken out lexically
     /// (symlinks are not followed).
     pub fn absolute_path(&self, path: &str) -> std::path::PathBuf {
@@ -158,25 +330,44 @@ pub fn absolute_path(cwd: &std::path::Path, path: &str) -> std::path::PathBuf {
 /// What a successful call returns.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ToolOutput {
     /// What the model reads.
     pub text: RString,
     /// The structured result as JSON text (`null` if none); the client receives it as the
     /// final card's raw output.
     pub raw_output: RString,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
 }
 
 impl ToolOutput {
     /// An output of `text` for the model and `raw_output` for the client.
     pub fn new(text: impl Into<String>, raw_output: &serde_json::Value) -> Self {
-        Self { text: text.into().into(), raw_output: raw_output.to_string().into() }
+        Self::from_json_text(text, raw_output.to_string())
+    }
+
+    /// An output whose raw output is JSON text already (as the host hands it back).
+    pub fn from_json_text(text: impl Into<String>, raw_output: impl Into<String>) -> Self {
+        Self {
+            text: text.into().into(),
+            raw_output: raw_output.into().into(),
+            extensions: Extensions::none(),
+        }
     }
 }
 
 /// How a call is shown to the user. Presentation is pure and display-only: it sees only the
 /// call (and result), so the host can rebuild every card from its log.
+///
+/// Kinds of card may be added in 1.x: the enum is non-exhaustive, and it crosses the boundary
+/// as [`Card_NE`] (abi_stable's `NonExhaustive` wrapper, with room for larger variants), into
+/// which [`export_plugin!`](crate::export_plugin) puts what a plugin returns. A host that
+/// does not know a plugin's kind of card draws a plain card titled with the tool's name.
 #[repr(u8)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+#[sabi(kind(WithNonExhaustive(size = [usize; 48], traits(Debug, Clone, PartialEq))))]
+#[non_exhaustive]
 pub enum Card {
     /// A live terminal labelled with the exact command; the host streams the command's output
     /// into it and closes it with the exit status.
@@ -185,9 +376,17 @@ pub enum Card {
     Generic(GenericCard),
 }
 
+impl Card {
+    /// The card as it crosses the boundary.
+    pub fn into_abi(self) -> Card_NE {
+        Card_NE::new(self)
+    }
+}
+
+/// The card of a command: a terminal the client labels with the command.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
-/// The card of a command: a terminal the client labels with the command.
+#[non_exhaustive]
 pub struct TerminalCard {
     /// The exact command line, shown as the card's title.
     pub command: RString,
@@ -197,21 +396,65 @@ pub struct TerminalCard {
     pub cwd: RString,
     /// How the command ended; `None` while it runs.
     pub exit: ROption<TerminalExit>,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
 }
 
+impl TerminalCard {
+    /// The card of `command` running in `cwd`, without a description.
+    pub fn new(command: &str, cwd: &str) -> Self {
+        Self {
+            command: command.into(),
+            description: ROption::RNone,
+            cwd: cwd.into(),
+            exit: ROption::RNone,
+            extensions: Extensions::none(),
+        }
+    }
+
+    /// With a few words on what the command does.
+    #[must_use]
+    pub fn with_description(mut self, description: Option<&str>) -> Self {
+        self.description = description.map(RString::from).into();
+        self
+    }
+
+    /// As the command ended.
+    #[must_use]
+    pub fn with_exit(mut self, exit: TerminalExit) -> Self {
+        self.exit = ROption::RSome(exit);
+        self
+    }
+}
+
+/// How a terminal card's command ended.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
-/// How a terminal card's command ended.
+#[non_exhaustive]
 pub struct TerminalExit {
     /// The exit code; `None` when a signal ended it.
     pub exit_code: ROption<i32>,
     /// Signal name such as `SIGKILL`, when a signal ended the command.
     pub signal: ROption<RString>,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
 }
 
+impl TerminalExit {
+    /// An end with `exit_code`, or by `signal` (either may be absent).
+    pub fn new(exit_code: Option<i32>, signal: Option<&str>) -> Self {
+        Self {
+            exit_code: exit_code.into(),
+            signal: signal.map(RString::from).into(),
+            extensions: Extensions::none(),
+        }
+    }
+}
+
+/// The card of anything that is not a command.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
-/// The card of anything that is not a command.
+#[non_exhaustive]
 pub struct GenericCard {
     /// One line: what the call does.
     pub title: RString,
@@ -223,6 +466,8 @@ pub struct GenericCard {
     pub locations: RVec<Location>,
     /// Changes to files, shown by the client as diffs it can review.
     pub diffs: RVec<Diff>,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
 }
 
 impl GenericCard {
@@ -234,23 +479,56 @@ impl GenericCard {
             content: content.map(RString::from).into(),
             locations: RVec::new(),
             diffs: RVec::new(),
+            extensions: Extensions::none(),
         }
+    }
+
+    /// With markdown in its body.
+    #[must_use]
+    pub fn with_content(mut self, content: impl Into<String>) -> Self {
+        self.content = ROption::RSome(content.into().into());
+        self
+    }
+
+    /// With one more place in a file.
+    #[must_use]
+    pub fn with_location(mut self, location: Location) -> Self {
+        self.locations.push(location);
+        self
+    }
+
+    /// With one more change to a file.
+    #[must_use]
+    pub fn with_diff(mut self, diff: Diff) -> Self {
+        self.diffs.push(diff);
+        self
     }
 }
 
 /// A place in a file.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Location {
     /// Absolute path.
     pub path: RString,
     /// 1-based line, when the call is about one place in the file.
     pub line: ROption<u32>,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
+}
+
+impl Location {
+    /// `path`, at `line` if the call is about one place in it.
+    pub fn new(path: &str, line: Option<u32>) -> Self {
+        Self { path: path.into(), line: line.into(), extensions: Extensions::none() }
+    }
 }
 
 /// A change to one file.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Diff {
     /// Absolute path.
     pub path: RString,
@@ -258,108 +536,140 @@ pub struct Diff {
     pub old_text: ROption<RString>,
     /// The text after the change.
     pub new_text: RString,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
 }
 
-/// The category of a tool call, mirrored by the client's icon.
-#[repr(u8)]
-#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToolKind {
+impl Diff {
+    /// The change of `path` from `old_text` (`None`: a new file) to `new_text`.
+    pub fn new(path: &str, old_text: Option<&str>, new_text: &str) -> Self {
+        Self {
+            path: path.into(),
+            old_text: old_text.map(RString::from).into(),
+            new_text: new_text.into(),
+            extensions: Extensions::none(),
+        }
+    }
+}
+
+open_enum! {
+    /// The category of a tool call, mirrored by the client's icon. A host shows a kind it
+    /// does not know (from a later 1.x) as `Other`.
+    pub struct ToolKind;
+    default = Other;
     /// Reads files or state.
-    Read,
+    Read = 0, "read";
     /// Changes a file.
-    Edit,
+    Edit = 1, "edit";
     /// Removes something.
-    Delete,
+    Delete = 2, "delete";
     /// Moves or renames something.
-    Move,
+    Move = 3, "move";
     /// Searches.
-    Search,
+    Search = 4, "search";
     /// Runs a command.
-    Execute,
+    Execute = 5, "execute";
     /// Thinks or plans, touching nothing.
-    Think,
+    Think = 6, "think";
     /// Fetches from the network.
-    Fetch,
+    Fetch = 7, "fetch";
     /// Anything else.
-    Other,
+    Other = 8, "other";
 }
 
 /// The card of a finished call and how it is shown.
 #[repr(C)]
-#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+#[derive(StableAbi, Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct FinalCard {
     /// The card as the call ended.
-    pub card: Card,
+    pub card: Card_NE,
     /// How the call ended, as the card shows it.
     pub status: CardStatus,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
 }
 
-#[repr(u8)]
-#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq)]
-/// How a finished call's card is shown.
-pub enum CardStatus {
+impl FinalCard {
+    /// `card`, shown with `status`.
+    pub fn new(card: Card, status: CardStatus) -> Self {
+        Self { card: card.into_abi(), status, extensions: Extensions::none() }
+    }
+}
+
+open_enum! {
+    /// How a finished call's card is shown. A host shows a status it does not know (from a
+    /// later 1.x) as `Completed`.
+    pub struct CardStatus;
+    default = Completed;
     /// The call did what it was asked.
-    Completed,
+    Completed = 0, "completed";
     /// The call failed (the model read an error).
-    Failed,
-    /// The call started a background task: the card stays open, and the host closes it with the
-    /// task's outcome when the task ends.
-    Running,
+    Failed = 1, "failed";
+    /// The call started a background task: the card stays open, and the host closes it with
+    /// the task's outcome when the task ends.
+    Running = 2, "running";
 }
 
 /// What the host tells a plugin when it asks for its tools and prompt sections.
 #[repr(C)]
-#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+#[derive(StableAbi, Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ToolsContext {
     /// The executor confines commands to sandbox modes: a tool that runs commands may offer
     /// escalation ([`CommandSpec::sandbox_permissions`]) and explain denials.
     pub sandboxed: bool,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
 }
 
-/// The sandbox modes, narrowest first (the order is part of the contract).
-#[repr(u8)]
-#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum SandboxMode {
+impl ToolsContext {
+    /// The context of a host whose executor does (or does not) confine commands.
+    pub fn new(sandboxed: bool) -> Self {
+        Self { sandboxed, extensions: Extensions::none() }
+    }
+}
+
+open_enum! {
+    /// The sandbox modes, narrowest first (the order is part of the contract, and a mode
+    /// added in 1.x is placed by its number). A host refuses a request for a mode it does not
+    /// know; a plugin told of one describes it as `unknown`.
+    #[derive(PartialOrd, Ord)]
+    pub struct SandboxMode;
+    default = ReadOnly;
     /// No writes anywhere, no network.
-    ReadOnly,
+    ReadOnly = 0, "read-only";
     /// Writes only under the session's cwd and `$TMPDIR` (the cwd's `.git` stays read-only);
     /// no network unless the host's configuration allows it.
-    WorkspaceWrite,
+    WorkspaceWrite = 1, "workspace-write";
     /// Unconfined.
-    DangerFullAccess,
-}
-
-impl SandboxMode {
-    /// `read-only`, `workspace-write`, `danger-full-access`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SandboxMode::ReadOnly => "read-only",
-            SandboxMode::WorkspaceWrite => "workspace-write",
-            SandboxMode::DangerFullAccess => "danger-full-access",
-        }
-    }
-
-    /// The mode named `text` (as [`SandboxMode::as_str`] spells it), if it is one.
-    pub fn parse(text: &str) -> Option<Self> {
-        [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite, SandboxMode::DangerFullAccess]
-            .into_iter()
-            .find(|mode| mode.as_str() == text)
-    }
+    DangerFullAccess = 2, "danger-full-access";
 }
 
 /// A wider mode for one command, which the host grants only if the user allows it.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SandboxRequest {
     /// The mode wanted.
     pub mode: SandboxMode,
     /// Why, in the model's words; shown to the user with the exact command.
     pub justification: RString,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
+}
+
+impl SandboxRequest {
+    /// A request for `mode`, for the reason given.
+    pub fn new(mode: SandboxMode, justification: &str) -> Self {
+        Self { mode, justification: justification.into(), extensions: Extensions::none() }
+    }
 }
 
 /// A command for the host's bash executor.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CommandSpec {
     /// Run as `bash -c <command>`.
     pub command: RString,
@@ -371,11 +681,41 @@ pub struct CommandSpec {
     /// Run this one command under a wider mode, if the user allows it. The host asks before
     /// anything runs; a refusal is an error and nothing executes.
     pub sandbox_permissions: ROption<SandboxRequest>,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
+}
+
+impl CommandSpec {
+    /// `command` run by bash in `workdir`, with the default timeout, under the session's mode.
+    pub fn new(command: &str, workdir: &str) -> Self {
+        Self {
+            command: command.into(),
+            workdir: workdir.into(),
+            timeout_ms: ROption::RNone,
+            sandbox_permissions: ROption::RNone,
+            extensions: Extensions::none(),
+        }
+    }
+
+    /// With a timeout (`None`: the executor's default).
+    #[must_use]
+    pub fn with_timeout_ms(mut self, timeout_ms: Option<u64>) -> Self {
+        self.timeout_ms = timeout_ms.into();
+        self
+    }
+
+    /// Under a wider mode, if the user allows it (`None`: the session's mode).
+    #[must_use]
+    pub fn with_sandbox_permissions(mut self, request: Option<SandboxRequest>) -> Self {
+        self.sandbox_permissions = request.into();
+        self
+    }
 }
 
 /// How the sandbox treated a command.
 #[repr(C)]
-#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+#[derive(StableAbi, Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SandboxFacts {
     /// The mode the command ran under.
     pub mode: SandboxMode,
@@ -387,12 +727,15 @@ pub struct SandboxFacts {
     pub denial: ROption<RString>,
     /// A wider mode could be asked for (and would cure the denial): the tool may say so.
     pub escalation_available: bool,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
 }
 
 /// How a foreground command ended. A non-zero exit, a timeout or an abort are outcomes, not
 /// errors: only an infrastructure failure (bad workdir, no shell) is an error.
 #[repr(C)]
-#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+#[derive(StableAbi, Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CommandOutcome {
     /// `None` when a signal ended the command.
     pub exit_code: ROption<i32>,
@@ -420,11 +763,14 @@ pub struct CommandOutcome {
     pub duration_ms: u64,
     /// How the sandbox treated it.
     pub sandbox: SandboxFacts,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
 }
 
 /// A background task as the host reports it.
 #[repr(C)]
-#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+#[derive(StableAbi, Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TaskStatus {
     /// Running, or how it ended.
     pub state: TaskState,
@@ -432,34 +778,41 @@ pub struct TaskStatus {
     pub exit_code: ROption<i32>,
     /// Name of the signal that ended the task, e.g. `SIGTERM`.
     pub signal: ROption<RString>,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
 }
 
-#[repr(u8)]
-#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq)]
-/// Where a background task is in its life.
-pub enum TaskState {
+open_enum! {
+    /// Where a background task is in its life. A plugin told of a state it does not know
+    /// (from a later 1.x) should treat it as ended.
+    pub struct TaskState;
+    default = Running;
     /// It runs.
-    Running,
+    Running = 0, "running";
     /// Ended on its own (see the exit code or signal).
-    Exited,
+    Exited = 1, "exited";
     /// Ended because it was killed (`kill`, or the host shutting down).
-    Killed,
+    Killed = 2, "killed";
 }
 
 /// A background task that was just started.
 #[repr(C)]
-#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+#[derive(StableAbi, Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TaskStarted {
     /// `<tool>-N`: the name of the tool whose call started it and a number unique within the
     /// host process (`bash-3`).
     pub task_id: RString,
     /// The file that receives the task's full output.
     pub output_path: RString,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
 }
 
 /// Output produced since the previous read (each byte is delivered once).
 #[repr(C)]
-#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+#[derive(StableAbi, Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TaskOutput {
     /// What the task printed since the previous read (bounded: see `dropped_bytes`).
     pub text: RString,
@@ -470,37 +823,45 @@ pub struct TaskOutput {
     pub output_path: RString,
     /// Its status now.
     pub status: TaskStatus,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
 }
 
 /// What a kill did.
 #[repr(C)]
-#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+#[derive(StableAbi, Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct KillOutcome {
     /// False when the task had already ended: nothing was killed.
     pub killed: bool,
     /// The task's final status.
     pub status: TaskStatus,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
 }
 
-#[repr(u8)]
-#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq)]
-/// How important a plugin's log line is (the host's log level filters it).
-pub enum LogLevel {
+open_enum! {
+    /// How important a plugin's log line is (the host's log level filters it). A host logs a
+    /// level it does not know (from a later 1.x) as `Info`.
+    pub struct LogLevel;
+    default = Info;
     /// Something failed.
-    Error,
+    Error = 0, "error";
     /// Something is wrong but the call goes on.
-    Warn,
+    Warn = 1, "warn";
     /// Worth knowing.
-    Info,
+    Info = 2, "info";
     /// Detail for debugging.
-    Debug,
+    Debug = 3, "debug";
 }
 
 /// What the host offers a plugin during one call. The object is bound to that call: output of
 /// a command it runs streams into the call's card, and cancelling the turn aborts it.
 ///
 /// Methods block until the host has answered; plugin calls run on a host thread made for
-/// blocking.
+/// blocking. A service added in 1.x comes after the last one here, with a default body that
+/// answers as a host without it would (an error naming the service), which is what a plugin
+/// gets from an older host.
 #[sabi_trait]
 pub trait HostServices: Send + Sync {
     /// Runs a command in the foreground and returns when it has ended.
@@ -542,17 +903,28 @@ pub trait HostServices: Send + Sync {
 /// A read of a text file.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FileRead {
     /// Absolute, or relative to the session's cwd.
     pub path: RString,
     /// The model sees this text: the host remembers it, so a later write can tell whether the
     /// file changed since (see [`FileText::seen`]).
     pub remember: bool,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
+}
+
+impl FileRead {
+    /// A read of `path`, remembered as what the model saw of it (or not).
+    pub fn new(path: &str, remember: bool) -> Self {
+        Self { path: path.into(), remember, extensions: Extensions::none() }
+    }
 }
 
 /// A text file as read.
 #[repr(C)]
-#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+#[derive(StableAbi, Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FileText {
     /// The absolute path the file was read from.
     pub path: RString,
@@ -563,23 +935,27 @@ pub struct FileText {
     /// How this text compares with what the model last saw of the file in this session
     /// (before this read is remembered).
     pub seen: Seen,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
 }
 
-/// Whether the model has seen a file's current text.
-#[repr(u8)]
-#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Seen {
+open_enum! {
+    /// Whether the model has seen a file's current text. A plugin told of a value it does not
+    /// know (from a later 1.x) should treat it as `Changed`.
+    pub struct Seen;
+    default = Never;
     /// The model never read (or wrote) the file in this session.
-    Never,
+    Never = 0, "never";
     /// The model's last read or write of the file left exactly this text.
-    Same,
+    Same = 1, "same";
     /// The file changed (on disk or in the buffer) since the model last read or wrote it.
-    Changed,
+    Changed = 2, "changed";
 }
 
 /// A write of a whole text file.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FileWrite {
     /// Absolute, or relative to the session's cwd.
     pub path: RString,
@@ -590,11 +966,41 @@ pub struct FileWrite {
     pub expected: ROption<RString>,
     /// Write under a wider mode, if the user allows it (as for commands).
     pub sandbox_permissions: ROption<SandboxRequest>,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
+}
+
+impl FileWrite {
+    /// A write of `text` to `path`, whatever the file holds now.
+    pub fn new(path: &str, text: &str) -> Self {
+        Self {
+            path: path.into(),
+            text: text.into(),
+            expected: ROption::RNone,
+            sandbox_permissions: ROption::RNone,
+            extensions: Extensions::none(),
+        }
+    }
+
+    /// Written only if the file still holds `expected` (`None`: no such check).
+    #[must_use]
+    pub fn expecting(mut self, expected: Option<&str>) -> Self {
+        self.expected = expected.map(RString::from).into();
+        self
+    }
+
+    /// Under a wider mode, if the user allows it (`None`: the session's mode).
+    #[must_use]
+    pub fn with_sandbox_permissions(mut self, request: Option<SandboxRequest>) -> Self {
+        self.sandbox_permissions = request.into();
+        self
+    }
 }
 
 /// What a write did.
 #[repr(C)]
-#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+#[derive(StableAbi, Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FileWritten {
     /// The absolute path written (symlinks resolved).
     pub path: RString,
@@ -606,6 +1012,8 @@ pub struct FileWritten {
     pub through_client: bool,
     /// How the sandbox treated the write.
     pub sandbox: SandboxFacts,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
 }
 
 /// The host services as a plugin receives them: borrowed for the duration of one call.
@@ -615,7 +1023,8 @@ pub type HostRef<'a> = HostServices_TO<'a, abi_stable::sabi_types::RRef<'a, ()>>
 pub type HostBox = HostServices_TO<'static, RBox<()>>;
 
 /// The table of functions a plugin exports. Built by [`export_plugin!`](crate::export_plugin);
-/// never written by hand.
+/// never written by hand. A function added in 1.x comes after `shutdown`: the host reads it as
+/// absent from an older plugin's table and does without.
 #[repr(C)]
 #[derive(StableAbi)]
 #[allow(missing_debug_implementations, reason = "a table of function pointers")]
@@ -630,11 +1039,11 @@ pub struct PluginModule {
     /// Runs one call, with the host services bound to it.
     pub invoke: extern "C" fn(&ToolCall, HostRef<'_>) -> RResult<ToolOutput, RString>,
     /// The card of a call as it starts (pure: it sees the call only).
-    pub present_call: extern "C" fn(&ToolCall) -> RResult<Card, RString>,
-    #[sabi(last_prefix_field)]
+    pub present_call: extern "C" fn(&ToolCall) -> RResult<Card_NE, RString>,
     /// The card of a call as it ended, and its status (pure: it sees the call and its output).
     pub present_result: extern "C" fn(&ToolCall, &ToolOutput) -> RResult<FinalCard, RString>,
     /// Called once when the host replaces or drops this generation of the plugin.
+    #[sabi(last_prefix_field)]
     pub shutdown: extern "C" fn() -> RResult<(), RString>,
 }
 
@@ -642,6 +1051,7 @@ impl RootModule for PluginModuleRef {
     declare_root_module_statics! {PluginModuleRef}
     const BASE_NAME: &'static str = "hotsh_plugin";
     const NAME: &'static str = "hotsh_plugin";
+    /// The interface version a plugin declares: this crate's.
     const VERSION_STRINGS: VersionStrings = package_version_strings!();
 }
 
@@ -680,6 +1090,36 @@ pub trait Plugin {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_from_a_later_minor_version_reads_as_unknown_and_falls_back_where_documented() {
+        let later = ToolKind(42);
+        assert!(!later.is_known());
+        assert_eq!(later.as_str(), "unknown");
+        assert_eq!(format!("{later:?}"), "ToolKind(42)");
+        assert_eq!(format!("{:?}", ToolKind::Edit), "edit");
+        assert_eq!(ToolKind::parse("search"), Some(ToolKind::Search));
+        assert_eq!(ToolKind::parse("unknown"), None);
+        assert!(SandboxMode::ReadOnly < SandboxMode::WorkspaceWrite);
+        assert!(SandboxMode::WorkspaceWrite < SandboxMode::DangerFullAccess);
+    }
+
+    #[test]
+    fn extensions_read_what_was_set_and_treat_anything_else_as_absent() {
+        let mut extensions = Extensions::none();
+        assert!(extensions.is_empty());
+        assert_eq!(extensions.get::<u32>("width"), None);
+        extensions.set("width", 80);
+        extensions.set("label", "wide");
+        assert_eq!(extensions.get::<u32>("width"), Some(80));
+        assert_eq!(extensions.get::<u32>("label"), None, "not a number: absent");
+        assert_eq!(extensions.names(), ["label", "width"]);
+        let garbage = Extensions(RString::from("{not json"));
+        assert_eq!(garbage.get::<u32>("width"), None);
+        assert!(garbage.names().is_empty());
+    }
+
     #[test]
     fn export_name_matches_abi_stable() {
         assert_eq!(

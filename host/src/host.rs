@@ -208,7 +208,7 @@ impl Host {
         tracing::info!("{}", sandbox.describe());
         let executor_config = ExecutorConfig { bwrap: sandbox.backend.bwrap(), ..config.executor };
         let (executor, mut completions) = Executor::new(executor_config, command_env)?;
-        let context = hotsh_abi::ToolsContext { sandboxed: sandbox.offered() };
+        let context = hotsh_abi::ToolsContext::new(sandbox.offered());
         let registry = Arc::new(Registry::new(config.plugin_dirs.clone(), context));
         let runtime = tokio::runtime::Handle::current();
         // Watch first, then scan: a build that lands during the scan is not missed.

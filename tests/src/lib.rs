@@ -184,10 +184,11 @@ pub enum Interface {
     Same,
     /// A copy of hotsh-abi whose `ToolCall` has an extra field: a layout mismatch.
     ChangedLayout,
-    /// A copy of hotsh-abi versioned `OTHER_ABI_VERSION`: another `0.y`, newer than this one.
-    OtherMinor,
-    /// A copy of hotsh-abi versioned `OLDER_ABI_VERSION`: an older `0.y`.
-    OlderMinor,
+    /// A copy of hotsh-abi versioned `OTHER_ABI_VERSION`: another major version, newer than
+    /// this one.
+    NewerMajor,
+    /// A copy of hotsh-abi versioned `OLDER_ABI_VERSION`: the unreleased interface before 1.0.
+    PreRelease,
 }
 
 /// A build of the `reloadable` fixture whose tools answer `build <label>`, compiled against
@@ -316,18 +317,18 @@ pub fn fixture_target_dir() -> PathBuf {
 }
 
 /// The version of hotsh-abi in this checkout.
-pub const ABI_VERSION: &str = "0.4.0";
+pub const ABI_VERSION: &str = "1.0.0";
 /// Another minor version of it (which abi_stable refuses).
-pub const OTHER_ABI_VERSION: &str = "0.5.0";
+pub const OTHER_ABI_VERSION: &str = "2.0.0";
 /// An older minor version of it (refused too).
-pub const OLDER_ABI_VERSION: &str = "0.3.0";
+pub const OLDER_ABI_VERSION: &str = "0.4.0";
 
 /// A copy of hotsh-abi with one change, for builds that must be rejected.
 fn changed_interface(interface: Interface) -> PathBuf {
     let dir = target_dir().join("fixture-src").join(format!("abi-{interface:?}"));
     let version = match interface {
-        Interface::OtherMinor => OTHER_ABI_VERSION,
-        Interface::OlderMinor => OLDER_ABI_VERSION,
+        Interface::NewerMajor => OTHER_ABI_VERSION,
+        Interface::PreRelease => OLDER_ABI_VERSION,
         Interface::Same | Interface::ChangedLayout => ABI_VERSION,
     };
     let manifest = format!(
@@ -347,6 +348,121 @@ fn changed_interface(interface: Interface) -> PathBuf {
         write_if_changed(&dir.join("src").join(file), &code);
     }
     dir
+}
+
+/// Which hotsh-abi 1.x the `plugin-abi-1.0` fixture is built against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compat {
+    /// The frozen copy of hotsh-abi 1.0 (`tests/fixtures/abi-1.0`), with the fixture's lock file.
+    V1_0,
+    /// [`derived_abi_1_1`]: 1.0 with one thing of each kind appended.
+    V1_1,
+}
+
+/// A build of the `plugin-abi-1.0` fixture against `interface`, kept as
+/// `libhotsh_fixture_compat.so` (both builds are the plugin `compat`).
+pub fn compat_build(interface: Compat) -> PathBuf {
+    let template = workspace().join("tests/fixtures/plugin-abi-1.0");
+    let manifest = match interface {
+        Compat::V1_0 => template.join("Cargo.toml"),
+        Compat::V1_1 => {
+            let source = target_dir().join("fixture-src").join("plugin-abi-1.1");
+            let manifest = std::fs::read_to_string(template.join("Cargo.toml"))
+                .expect("fixture manifest")
+                .replace("name = \"hotsh-fixture-abi-1-0\"", "name = \"hotsh-fixture-abi-1-1\"")
+                .replace("path = \"../abi-1.0\"", &format!("path = {:?}", derived_abi_1_1()))
+                .replace("abi-1-1 = []", "default = [\"abi-1-1\"]\nabi-1-1 = []");
+            write_if_changed(&source.join("Cargo.toml"), &manifest);
+            for file in ["src/lib.rs", "Cargo.lock"] {
+                let text = std::fs::read_to_string(template.join(file)).expect("fixture file");
+                write_if_changed(&source.join(file), &text);
+            }
+            source.join("Cargo.toml")
+        }
+    };
+    let built = match interface {
+        Compat::V1_0 => "libhotsh_fixture_abi_1_0.so",
+        Compat::V1_1 => "libhotsh_fixture_abi_1_1.so",
+    };
+    build_fixture(&format!("compat-{interface:?}"), &manifest, built, "libhotsh_fixture_compat.so")
+}
+
+/// The frozen hotsh-abi 1.0 with what a 1.1 may append, one of each kind: a variant of `Card`
+/// (`Notice`), a value of `ToolKind` (`Browse`), a field of `GenericCard` (`subtitle`, over its
+/// extensions) and a function of the plugin module (`describe`, with a default in `Plugin`).
+/// Written under `target/fixture-src/abi-1.1`; returns its directory.
+pub fn derived_abi_1_1() -> PathBuf {
+    let frozen = workspace().join("tests/fixtures/abi-1.0");
+    let dir = target_dir().join("fixture-src").join("abi-1.1");
+    let appended: &[(&str, &str, &str)] = &[
+        ("Cargo.toml", "version = \"1.0.0\"\n", "version = \"1.1.0\"\n"),
+        (
+            "src/v1.rs",
+            "    Generic(GenericCard),\n}\n",
+            "    Generic(GenericCard),\n    /// A notice (added in 1.1).\n    Notice(RString),\n}\n",
+        ),
+        (
+            "src/v1.rs",
+            "    Other = 8, \"other\";\n",
+            "    Other = 8, \"other\";\n    /// Browses (added in 1.1).\n    Browse = 9, \"browse\";\n",
+        ),
+        (
+            "src/v1.rs",
+            "    pub shutdown: extern \"C\" fn() -> RResult<(), RString>,\n",
+            "    pub shutdown: extern \"C\" fn() -> RResult<(), RString>,\n    \
+             /// What the plugin says of itself (added in 1.1).\n    \
+             pub describe: extern \"C\" fn() -> RResult<RString, RString>,\n",
+        ),
+        (
+            "src/v1.rs",
+            "    fn shutdown() {}\n",
+            "    fn shutdown() {}\n    /// What the plugin says of itself (added in 1.1).\n    \
+             fn describe() -> String {\n        String::new()\n    }\n",
+        ),
+        (
+            "src/v1.rs",
+            "/// A place in a file.\n",
+            "impl GenericCard {\n    /// A second line under the title (added in 1.1); `None` from an older plugin.\n    \
+             pub fn subtitle(&self) -> Option<String> {\n        self.extensions.get(\"subtitle\")\n    }\n\n    \
+             /// With a second line under the title.\n    #[must_use]\n    \
+             pub fn with_subtitle(mut self, subtitle: &str) -> Self {\n        \
+             self.extensions.set(\"subtitle\", subtitle);\n        self\n    }\n}\n\n/// A place in a file.\n",
+        ),
+        (
+            "src/lib.rs",
+            "            fn module() -> PluginModuleRef {\n",
+            "            extern \"C\" fn describe() -> RResult<RString, RString> {\n                \
+             guard(\"describe\", || Ok(<$plugin as $crate::Plugin>::describe().into()))\n            }\n\n            \
+             fn module() -> PluginModuleRef {\n",
+        ),
+        ("src/lib.rs", "                    shutdown,\n", "                    shutdown,\n                    describe,\n"),
+    ];
+    for file in ["Cargo.toml", "src/lib.rs", "src/v1.rs", "src/__private.rs", "src/sandbox.rs", "src/load.rs"] {
+        let mut text = std::fs::read_to_string(frozen.join(file)).expect("frozen hotsh-abi 1.0");
+        for (_, anchor, replacement) in appended.iter().filter(|(f, _, _)| *f == file) {
+            assert_eq!(text.matches(anchor).count(), 1, "{file} of hotsh-abi 1.0 changed: {anchor}");
+            text = text.replace(anchor, replacement);
+        }
+        write_if_changed(&dir.join(file), &text);
+    }
+    dir
+}
+
+/// A small loader built against [`derived_abi_1_1`] (`tests/fixtures/host-abi-1.1`), standing
+/// for a hotsh that knows what 1.1 appended; returns the binary.
+pub fn host_knowing_abi_1_1() -> PathBuf {
+    let template = workspace().join("tests/fixtures/host-abi-1.1");
+    let source = target_dir().join("fixture-src").join("host-abi-1.1");
+    let manifest = std::fs::read_to_string(template.join("Cargo.toml"))
+        .expect("fixture manifest")
+        .replace("path = \"../abi-1.0\"", &format!("path = {:?}", derived_abi_1_1()));
+    write_if_changed(&source.join("Cargo.toml"), &manifest);
+    let code = std::fs::read_to_string(template.join("src/main.rs")).expect("fixture source");
+    write_if_changed(&source.join("src/main.rs"), &code);
+    let lock = std::fs::read_to_string(workspace().join("tests/fixtures/plugin-abi-1.0/Cargo.lock"))
+        .expect("fixture lock");
+    write_if_changed(&source.join("Cargo.lock"), &lock);
+    build_fixture("host-abi-1.1", &source.join("Cargo.toml"), "hotsh-fixture-host-abi-1-1", "host-abi-1.1")
 }
 
 /// Writes a file unless it already holds `text` (so cargo sees no change).

@@ -58,7 +58,7 @@ impl Plugin for Hello {
             return Err("hello cards are generic".to_owned());
         };
         card.content = ROption::RSome(output.text.clone());
-        Ok(FinalCard { card: Card::Generic(card), status: CardStatus::Completed })
+        Ok(FinalCard::new(Card::Generic(card), CardStatus::Completed))
     }
 }
 

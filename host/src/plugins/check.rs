@@ -153,7 +153,7 @@ pub(crate) fn child_main(path: &Path) -> ! {
         (_, Err(error)) => Err(loader::Rejection::Unconfined(error)),
         // A check asks as an unsandboxed host would; the agent asks again in its own context.
         (Ok(_), Ok(())) => {
-            loader::load_bytes(path, &bytes, &hotsh_abi::ToolsContext { sandboxed: false })
+            loader::load_bytes(path, &bytes, &hotsh_abi::ToolsContext::new(false))
         }
         (Err(source), Ok(())) => {
             Err(loader::Rejection::Unreadable { path: path.to_owned(), source })

@@ -47,7 +47,12 @@ impl CallServices {
         if read.remember {
             self.remember(real, sha256)?;
         }
-        Ok(abi::FileText { path: display(&path).into(), text: text.into(), from_client, seen })
+        let mut file = abi::FileText::default();
+        file.path = display(&path).into();
+        file.text = text.into();
+        file.from_client = from_client;
+        file.seen = seen;
+        Ok(file)
     }
 
     pub(super) fn write_file(&self, write: abi::FileWrite) -> Result<abi::FileWritten, String> {
@@ -74,12 +79,14 @@ impl CallServices {
         let gate = self.runtime(async move { sandbox.gate(&action, &cancel).await })??;
         let allowed = self.sandbox.sandbox.may_write(gate.mode, &self.sandbox.cwd, &real);
         let existed = real.exists();
-        let written = |written: bool, through_client: bool| abi::FileWritten {
-            path: display(&real).into(),
-            written,
-            created: !existed,
-            through_client,
-            sandbox: gate.write_facts(allowed),
+        let written = |written: bool, through_client: bool| {
+            let mut outcome = abi::FileWritten::default();
+            outcome.path = display(&real).into();
+            outcome.written = written;
+            outcome.created = !existed;
+            outcome.through_client = through_client;
+            outcome.sandbox = gate.write_facts(allowed);
+            outcome
         };
         if !allowed {
             return Ok(written(false, false));

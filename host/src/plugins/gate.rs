@@ -6,6 +6,7 @@ use crate::executor::RunOutcome;
 use crate::sandbox::classify::{Evidence, classify};
 use crate::sandbox::{Enforcement, Mode, Policy, Sandbox};
 use crate::session::{EscalationAnswer, EscalationAsk, Session};
+use hotsh_abi::RString;
 use hotsh_abi::v1 as abi;
 use std::path::Path;
 use std::sync::Arc;
@@ -133,8 +134,13 @@ impl CallSandbox {
         cap: Option<Mode>,
         cancel: &CancellationToken,
     ) -> Result<Mode, String> {
-        let wanted = crate::sandbox::mode_from_abi(request.mode);
         let (noun, nothing) = action.words();
+        let Some(wanted) = crate::sandbox::mode_from_abi(request.mode) else {
+            return Err(format!(
+                "sandbox_permissions asks for a sandbox mode this hotsh does not know ({:?}); {nothing}",
+                request.mode
+            ));
+        };
         if !self.sandbox.offered() {
             return Err(format!(
                 "sandbox_permissions cannot be used: this agent does not sandbox commands or writes; retry the {noun} without it"
@@ -201,13 +207,7 @@ fn refusal(answer: EscalationAnswer, wanted: Mode, action: &Action) -> String {
 impl Gate {
     /// The facts of a file write under this gate: `allowed` says whether the mode allowed it.
     pub(crate) fn write_facts(&self, allowed: bool) -> abi::SandboxFacts {
-        abi::SandboxFacts {
-            mode: crate::sandbox::mode_to_abi(self.mode),
-            backend: self.backend.into(),
-            enforcement: self.enforcement.describe().into(),
-            denial: (!allowed).then(|| "file".into()).into(),
-            escalation_available: !allowed && self.widenable,
-        }
+        self.facts_of((!allowed).then_some("file"))
     }
 
     /// The facts of a command that ran under this gate.
@@ -224,12 +224,18 @@ impl Gate {
                 },
             )
         });
-        abi::SandboxFacts {
-            mode: crate::sandbox::mode_to_abi(self.mode),
-            backend: self.backend.into(),
-            enforcement: self.enforcement.describe().into(),
-            denial: denial.map(|d| d.as_str().into()).into(),
-            escalation_available: denial.is_some() && self.widenable,
-        }
+        self.facts_of(denial.map(|d| d.as_str()))
+    }
+
+    /// The facts of a command or write under this gate that the sandbox refused for `denial`
+    /// (`None`: not refused).
+    fn facts_of(&self, denial: Option<&str>) -> abi::SandboxFacts {
+        let mut facts = abi::SandboxFacts::default();
+        facts.mode = crate::sandbox::mode_to_abi(self.mode);
+        facts.backend = self.backend.into();
+        facts.enforcement = self.enforcement.describe().into();
+        facts.denial = denial.map(RString::from).into();
+        facts.escalation_available = denial.is_some() && self.widenable;
+        facts
     }
 }

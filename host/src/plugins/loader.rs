@@ -13,8 +13,10 @@
 
 use super::v1::PluginV1;
 use crate::model::ToolDefinition;
-use abi_stable::library::{LibraryError, RawLibrary, RootModuleError, lib_header_from_raw_library};
-use hotsh_abi::{PluginModuleRef, ToolsContext};
+use abi_stable::library::{
+    LibHeader, LibraryError, RawLibrary, RootModuleError, lib_header_from_raw_library,
+};
+use hotsh_abi::ToolsContext;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -83,28 +85,29 @@ pub(crate) enum Rejection {
 /// What a plugin built against hotsh-abi `found` is told by a host speaking `expected`: which
 /// side is newer, and what to do.
 fn version_mismatch(expected: &str, found: &str) -> String {
+    let wanted = match version_number(expected).as_slice() {
+        [0, minor, ..] => format!("hotsh-abi 0.{minor}"),
+        [major, ..] => format!("hotsh-abi {major} (any {major}.x)"),
+        [] => format!("hotsh-abi {expected}"),
+    };
     if version_number(found) > version_number(expected) {
         format!(
             "built against another hotsh-abi version (plugin {found}, host {expected}): the plugin \
              speaks a newer interface than this hotsh; update hotsh, or build the plugin against \
-             hotsh-abi {expected}"
+             {wanted}"
         )
     } else {
         format!(
             "built against another hotsh-abi version (plugin {found}, host {expected}): the plugin \
-             speaks an older interface than this hotsh; rebuild it against hotsh-abi {expected}"
+             speaks an older interface than this hotsh; rebuild it against {wanted}"
         )
     }
 }
 
-/// Whether this hotsh loads a build made against hotsh-abi `version` (the rule abi_stable
-/// keeps: the same major version, and for a `0.y` the same `y`).
+/// Whether this hotsh loads a build made against hotsh-abi `version`: one of the major
+/// versions [`adapter`] has an adapter for (1: any 1.x, older or newer than this hotsh's).
 pub(crate) fn speaks(version: &str) -> bool {
-    let (ours, theirs) = (version_number(hotsh_abi::VERSION), version_number(version));
-    match (ours.first(), theirs.first()) {
-        (Some(0), Some(0)) => ours.get(1) == theirs.get(1),
-        (a, b) => a == b,
-    }
+    version_number(version).first() == Some(&1)
 }
 
 /// `major.minor.patch` as numbers, to compare (a part that is not a number counts as 0).
@@ -178,15 +181,14 @@ pub(crate) fn load_bytes(
     // SAFETY: the library is never unloaded (forgotten below), so the header's 'static
     // references stay valid.
     let mut abi_version = String::new();
-    let module = unsafe { lib_header_from_raw_library(&library) }.and_then(|header| {
+    let api = unsafe { lib_header_from_raw_library(&library) }.and_then(|header| {
         // Copied out at once: the string lives in the library.
         abi_version = header.version_strings().version.as_str().to_owned();
-        header.init_root_module::<PluginModuleRef>()
+        adapter(header)
     });
     // Never unload, even on failure: an error value may still point into the library.
     std::mem::forget(library);
-    let module = module.map_err(reject)?;
-    let api = PluginV1::new(module);
+    let api = api.map_err(reject)?;
     let manifest = api.manifest().map_err(Rejection::Plugin)?;
     let tools = api.tools(context).map_err(Rejection::Plugin)?;
     let prompt_sections = api.prompt_sections(context).map_err(Rejection::Plugin)?;
@@ -203,6 +205,22 @@ pub(crate) fn load_bytes(
         prompt_sections,
         api,
     })
+}
+
+/// The adapter for the interface the library declares, by its major version: one per major
+/// version this host speaks (a 2.x would get its own beside 1.x). Within a major version,
+/// hotsh-abi's rule applies (`hotsh_abi::load`): the older side's layout must be what the
+/// newer side's begins with.
+fn adapter(header: &LibHeader) -> Result<PluginV1, LibraryError> {
+    let declared = hotsh_abi::load::declared_version(header)?;
+    match declared.major {
+        1 => hotsh_abi::load::plugin_module(header).map(PluginV1::new),
+        _ => Err(LibraryError::IncompatibleVersionNumber {
+            library_name: "hotsh_plugin",
+            expected_version: hotsh_abi::load::this_version(),
+            actual_version: declared,
+        }),
+    }
 }
 
 fn reject(error: LibraryError) -> Rejection {

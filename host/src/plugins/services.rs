@@ -176,8 +176,9 @@ impl CallServices {
         match level {
             abi::LogLevel::Error => tracing::error!(plugin, "{message}"),
             abi::LogLevel::Warn => tracing::warn!(plugin, "{message}"),
-            abi::LogLevel::Info => tracing::info!(plugin, "{message}"),
             abi::LogLevel::Debug => tracing::debug!(plugin, "{message}"),
+            // `Info`, or a level from a later 1.x.
+            _ => tracing::info!(plugin, "{message}"),
         }
     }
 
@@ -206,10 +207,10 @@ impl CallServices {
                     command,
                     output_path: started.output_path.clone(),
                 });
-                RResult::ROk(abi::TaskStarted {
-                    task_id: started.id.0.into(),
-                    output_path: started.output_path.to_string_lossy().into_owned().into(),
-                })
+                let mut task = abi::TaskStarted::default();
+                task.task_id = started.id.0.into();
+                task.output_path = started.output_path.to_string_lossy().into_owned().into();
+                RResult::ROk(task)
             }
             Ok(Err(error)) => RResult::RErr(error.to_string().into()),
             Err(error) => RResult::RErr(error),
@@ -236,7 +237,10 @@ impl CallServices {
                 if !status.is_running() {
                     self.executor.mark_end_reported(task_id.as_str());
                 }
-                RResult::ROk(abi::KillOutcome { killed, status: to_abi_status(status) })
+                let mut outcome = abi::KillOutcome::default();
+                outcome.killed = killed;
+                outcome.status = to_abi_status(status);
+                RResult::ROk(outcome)
             }
             Ok(Err(error)) => RResult::RErr(error.to_string().into()),
             Err(error) => RResult::RErr(error),
@@ -272,45 +276,45 @@ fn end_reason(outcome: &RunOutcome) -> Option<String> {
 }
 
 fn to_abi_status(status: TaskStatus) -> abi::TaskStatus {
-    abi::TaskStatus {
-        state: match status.state {
-            TaskState::Running => abi::TaskState::Running,
-            TaskState::Exited => abi::TaskState::Exited,
-            TaskState::Killed => abi::TaskState::Killed,
-        },
-        exit_code: status.exit_code.into(),
-        signal: status.signal.map(RString::from).into(),
-    }
+    let mut abi_status = abi::TaskStatus::default();
+    abi_status.state = match status.state {
+        TaskState::Running => abi::TaskState::Running,
+        TaskState::Exited => abi::TaskState::Exited,
+        TaskState::Killed => abi::TaskState::Killed,
+    };
+    abi_status.exit_code = status.exit_code.into();
+    abi_status.signal = status.signal.map(RString::from).into();
+    abi_status
 }
 
 fn to_abi_read(read: TaskRead) -> abi::TaskOutput {
-    abi::TaskOutput {
-        text: read.text.into(),
-        dropped_bytes: read.dropped_bytes,
-        output_path: read.output_path.to_string_lossy().into_owned().into(),
-        status: to_abi_status(read.status),
-    }
+    let mut output = abi::TaskOutput::default();
+    output.text = read.text.into();
+    output.dropped_bytes = read.dropped_bytes;
+    output.output_path = read.output_path.to_string_lossy().into_owned().into();
+    output.status = to_abi_status(read.status);
+    output
 }
 
 fn to_abi_outcome(outcome: RunOutcome, sandbox: abi::SandboxFacts) -> abi::CommandOutcome {
-    abi::CommandOutcome {
-        exit_code: outcome.exit_code.into(),
-        signal: outcome.signal.map(RString::from).into(),
-        timed_out: outcome.timed_out,
-        timeout_ms: outcome.timeout.as_millis() as u64,
-        aborted: outcome.aborted,
-        stdout: outcome.stdout.into(),
-        stderr: outcome.stderr.into(),
-        truncated: outcome.truncated,
-        spill_path: match &outcome.spill {
-            Some(spill) => ROption::RSome(spill.path.to_string_lossy().into_owned().into()),
-            None => ROption::RNone,
-        },
-        spill_bytes: outcome.spill.as_ref().map_or(0, |s| s.bytes),
-        total_bytes: outcome.total_bytes,
-        duration_ms: outcome.duration.as_millis() as u64,
-        sandbox,
-    }
+    let mut abi_outcome = abi::CommandOutcome::default();
+    abi_outcome.exit_code = outcome.exit_code.into();
+    abi_outcome.signal = outcome.signal.map(RString::from).into();
+    abi_outcome.timed_out = outcome.timed_out;
+    abi_outcome.timeout_ms = outcome.timeout.as_millis() as u64;
+    abi_outcome.aborted = outcome.aborted;
+    abi_outcome.stdout = outcome.stdout.into();
+    abi_outcome.stderr = outcome.stderr.into();
+    abi_outcome.truncated = outcome.truncated;
+    abi_outcome.spill_path = match &outcome.spill {
+        Some(spill) => ROption::RSome(spill.path.to_string_lossy().into_owned().into()),
+        None => ROption::RNone,
+    };
+    abi_outcome.spill_bytes = outcome.spill.as_ref().map_or(0, |s| s.bytes);
+    abi_outcome.total_bytes = outcome.total_bytes;
+    abi_outcome.duration_ms = outcome.duration.as_millis() as u64;
+    abi_outcome.sandbox = sandbox;
+    abi_outcome
 }
 
 #[cfg(test)]

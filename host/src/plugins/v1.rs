@@ -70,8 +70,8 @@ impl PluginV1 {
                     description: tool.description.into_string(),
                     input_schema,
                     effects: crate::model::ToolEffects {
-                        runs_commands: tool.effects.runs_commands,
-                        writes_files: tool.effects.writes_files,
+                        runs_commands: tool.effects.runs_commands(),
+                        writes_files: tool.effects.writes_files(),
                     },
                 })
             })
@@ -115,7 +115,7 @@ impl PluginV1 {
     }
 
     pub(crate) fn present_call(&self, call: &PluginCall) -> Result<Card, String> {
-        result((self.module.present_call())(&to_abi(call))).map(from_abi_card)
+        result((self.module.present_call())(&to_abi(call))).map(|card| from_abi_card(&card, call))
     }
 
     /// The final card and whether it shows as failed.
@@ -124,27 +124,22 @@ impl PluginV1 {
         call: &PluginCall,
         output: &PluginOutput,
     ) -> Result<(Card, CallStatus), String> {
-        let output = abi::ToolOutput {
-            text: output.text.as_str().into(),
-            raw_output: output.raw_output.as_str().into(),
-        };
+        let output = abi::ToolOutput::from_json_text(&*output.text, &*output.raw_output);
         let card = result((self.module.present_result())(&to_abi(call), &output))?;
         let status = match card.status {
-            abi::CardStatus::Completed => CallStatus::Completed,
             abi::CardStatus::Failed => CallStatus::Failed,
             abi::CardStatus::Running => CallStatus::Running,
+            // `Completed`, or a status from a later 1.x.
+            _ => CallStatus::Completed,
         };
-        Ok((from_abi_card(card.card), status))
+        Ok((from_abi_card(&card.card, call), status))
     }
 }
 
 impl PluginV1 {
-    /// Calls the plugin's `shutdown` hook, if its build has one.
+    /// Calls the plugin's `shutdown` hook.
     pub(crate) fn shutdown(&self) -> Result<(), String> {
-        match self.module.shutdown() {
-            Some(shutdown) => result(shutdown()),
-            None => Ok(()),
-        }
+        result((self.module.shutdown())())
     }
 }
 
@@ -164,17 +159,20 @@ pub(crate) fn bounded(text: &str, cap: usize) -> String {
 }
 
 fn to_abi(call: &PluginCall) -> abi::ToolCall {
-    abi::ToolCall {
-        call_id: call.call_id.as_str().into(),
-        session_id: call.session_id.as_str().into(),
-        tool: call.tool.as_str().into(),
-        arguments: call.arguments.as_str().into(),
-        cwd: call.cwd.as_str().into(),
-    }
+    let mut abi_call = abi::ToolCall::new(&call.tool, &call.arguments, &call.cwd);
+    abi_call.call_id = call.call_id.as_str().into();
+    abi_call.session_id = call.session_id.as_str().into();
+    abi_call
 }
 
-fn from_abi_card(card: abi::Card) -> Card {
-    match card {
+/// The host's card for a plugin's. A kind of card from a later hotsh-abi 1.x, which this
+/// host cannot draw, becomes a plain card titled with the tool's name.
+fn from_abi_card(card: &abi::Card_NE, call: &PluginCall) -> Card {
+    let Ok(card) = card.as_enum() else {
+        tracing::debug!(tool = %call.tool, "a kind of card this hotsh does not know; drawn plain");
+        return plain_card(call);
+    };
+    match card.clone() {
         abi::Card::Terminal(t) => Card::Terminal(TerminalCard {
             command: bounded(&t.command, MAX_CARD_TEXT),
             description: t.description.into_option().map(|d| bounded(&d, MAX_CARD_TEXT)),
@@ -196,7 +194,8 @@ fn from_abi_card(card: abi::Card) -> Card {
                 abi::ToolKind::Execute => ToolKind::Execute,
                 abi::ToolKind::Think => ToolKind::Think,
                 abi::ToolKind::Fetch => ToolKind::Fetch,
-                abi::ToolKind::Other => ToolKind::Other,
+                // `Other`, or a kind from a later 1.x.
+                _ => ToolKind::Other,
             },
             content: g.content.into_option().map(|c| bounded(&c, MAX_CARD_TEXT)),
             locations: g
@@ -216,7 +215,20 @@ fn from_abi_card(card: abi::Card) -> Card {
                 })
                 .collect(),
         }),
+        // A variant this build of the interface defines but does not draw: none today.
+        _ => plain_card(call),
     }
+}
+
+/// The card of a call whose plugin's card this host cannot draw: the tool's name.
+fn plain_card(call: &PluginCall) -> Card {
+    Card::Generic(GenericCard {
+        title: call.tool.clone(),
+        kind: ToolKind::Other,
+        content: None,
+        locations: Vec::new(),
+        diffs: Vec::new(),
+    })
 }
 
 #[cfg(test)]

@@ -63,12 +63,9 @@ impl BashArgs {
     }
 
     fn spec(&self, call: &ToolCall) -> CommandSpec {
-        CommandSpec {
-            command: self.command.as_str().into(),
-            workdir: self.workdir(call).into(),
-            timeout_ms: self.timeout.into(),
-            sandbox_permissions: self.sandbox_request.clone().into(),
-        }
+        CommandSpec::new(&self.command, &self.workdir(call))
+            .with_timeout_ms(self.timeout)
+            .with_sandbox_permissions(self.sandbox_request.clone())
     }
 }
 
@@ -147,7 +144,7 @@ impl Plugin for ToolBash {
     }
 
     fn tools() -> Vec<ToolSpec> {
-        Self::tools_in(&ToolsContext { sandboxed: false })
+        Self::tools_in(&ToolsContext::new(false))
     }
 
     fn tools_in(context: &ToolsContext) -> Vec<ToolSpec> {
@@ -240,12 +237,10 @@ impl Plugin for ToolBash {
                 if args.run_in_background {
                     return Ok(generic(format!("Start in the background: {}", args.command), None));
                 }
-                Ok(Card::Terminal(TerminalCard {
-                    command: args.command.as_str().into(),
-                    description: args.description.as_deref().map(Into::into).into(),
-                    cwd: args.workdir(call).into(),
-                    exit: ROption::RNone,
-                }))
+                Ok(Card::Terminal(
+                    TerminalCard::new(&args.command, &args.workdir(call))
+                        .with_description(args.description.as_deref()),
+                ))
             }
             "bash_output" => {
                 let args = TaskArgs::parse(call)?;
@@ -268,35 +263,30 @@ impl Plugin for ToolBash {
                 if args.run_in_background {
                     let task_id = raw["task_id"].as_str().unwrap_or("?");
                     let path = raw["output_path"].as_str().unwrap_or("?");
-                    return Ok(FinalCard {
-                        card: generic(
+                    return Ok(FinalCard::new(
+                        generic(
                             format!("Background task {task_id}: {}", args.command),
                             Some(format!("Running; full output: {path}")),
                         ),
-                        status: CardStatus::Running,
-                    });
+                        CardStatus::Running,
+                    ));
                 }
-                let Card::Terminal(mut card) = Self::present_call(call)? else {
+                let Card::Terminal(card) = Self::present_call(call)? else {
                     return Err("foreground bash cards are terminals".to_owned());
                 };
                 let raw: RawOutput = serde_json::from_value(raw)
                     .map_err(|e| format!("bash result is not the expected JSON: {e}"))?;
                 let failed = raw.exit_code != Some(0);
-                card.exit = ROption::RSome(TerminalExit {
-                    exit_code: raw.exit_code.into(),
-                    signal: raw.signal.map(Into::into).into(),
-                });
-                Ok(FinalCard {
-                    card: Card::Terminal(card),
-                    status: if failed { CardStatus::Failed } else { CardStatus::Completed },
-                })
+                let card = card.with_exit(TerminalExit::new(raw.exit_code, raw.signal.as_deref()));
+                let status = if failed { CardStatus::Failed } else { CardStatus::Completed };
+                Ok(FinalCard::new(Card::Terminal(card), status))
             }
             "bash_output" | "bash_kill" => {
                 let Card::Generic(mut card) = Self::present_call(call)? else {
                     return Err("task cards are generic".to_owned());
                 };
                 card.content = ROption::RSome(render::fenced(&output.text).into());
-                Ok(FinalCard { card: Card::Generic(card), status: CardStatus::Completed })
+                Ok(FinalCard::new(Card::Generic(card), CardStatus::Completed))
             }
             other => Err(format!("tool-bash has no tool `{other}`")),
         }

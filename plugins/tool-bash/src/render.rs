@@ -112,6 +112,8 @@ pub(crate) fn status_line(status: &TaskStatus) -> String {
             format!("[status: completed, killed by signal: {signal}]")
         }
         (TaskState::Exited, None, None) => "[status: completed]".to_owned(),
+        // A state from a later 1.x: ended, in a way this build cannot name.
+        (state, _, _) => format!("[status: {}]", state.as_str()),
     }
 }
 
@@ -168,11 +170,7 @@ impl TaskReport {
     pub(crate) fn raw(&self) -> serde_json::Value {
         serde_json::json!({
             "task_id": self.task_id,
-            "state": match self.status.state {
-                TaskState::Running => "running",
-                TaskState::Exited => "exited",
-                TaskState::Killed => "killed",
-            },
+            "state": self.status.state.as_str(),
             "exit_code": self.status.exit_code.into_option(),
             "signal": self.status.signal.as_ref().map(|s| s.to_string()).into_option(),
             "dropped_bytes": self.dropped_bytes,

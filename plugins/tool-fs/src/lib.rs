@@ -101,7 +101,7 @@ impl Plugin for ToolFs {
     }
 
     fn tools() -> Vec<ToolSpec> {
-        Self::tools_in(&ToolsContext { sandboxed: false })
+        Self::tools_in(&ToolsContext::new(false))
     }
 
     fn tools_in(context: &ToolsContext) -> Vec<ToolSpec> {
@@ -177,14 +177,8 @@ impl Plugin for ToolFs {
             "edit_file" => {
                 let args: EditArgs = parse(call)?;
                 let path = absolute(call, &args.path);
-                let mut card = file_card("Edit", ToolKind::Edit, &path, None);
-                card.diffs = vec![Diff {
-                    path: path.into(),
-                    old_text: ROption::RSome(args.old_string.into()),
-                    new_text: args.new_string.into(),
-                }]
-                .into();
-                card
+                let card = file_card("Edit", ToolKind::Edit, &path, None);
+                card.with_diff(Diff::new(&path, Some(&args.old_string), &args.new_string))
             }
             other => return Err(format!("tool-fs has no tool `{other}`")),
         };
@@ -233,7 +227,7 @@ impl Plugin for ToolFs {
             }
             other => return Err(format!("tool-fs has no tool `{other}`")),
         }
-        Ok(FinalCard { card: Card::Generic(card), status: CardStatus::Completed })
+        Ok(FinalCard::new(Card::Generic(card), CardStatus::Completed))
     }
 }
 
@@ -245,17 +239,17 @@ fn file_card(verb: &str, kind: ToolKind, path: &str, line: Option<usize>) -> Gen
 }
 
 fn location(path: &str, line: Option<usize>) -> Location {
-    Location { path: path.into(), line: line.map(|l| l.min(u32::MAX as usize) as u32).into() }
+    Location::new(path, line.map(|l| l.min(u32::MAX as usize) as u32))
 }
 
 /// A write's diff: the text written is the file's (in its line-ending style), from the result.
 fn diff(path: &str, old: Option<&str>, raw: &serde_json::Value, content: &str) -> Diff {
     let new_text = raw["new_text"].as_str().unwrap_or(content);
-    Diff { path: path.into(), old_text: old.map(Into::into).into(), new_text: new_text.into() }
+    Diff::new(path, old, new_text)
 }
 
 fn read(host: &HostRef<'_>, path: &str, remember: bool) -> Result<FileText, String> {
-    host.read_text_file(FileRead { path: path.into(), remember }).into_result().map_err(Into::into)
+    host.read_text_file(FileRead::new(path, remember)).into_result().map_err(Into::into)
 }
 
 fn read_file(call: &ToolCall, host: &HostRef<'_>) -> Result<ToolOutput, String> {
@@ -399,7 +393,8 @@ fn check_seen(file: &FileText, why: &str) -> Result<(), String> {
             "{} has not been read in this session; read it with read_file first ({why}). Nothing was changed",
             file.path
         )),
-        Seen::Changed => Err(format!(
+        // `Changed`, or a value from a later 1.x: not known to be what the model saw.
+        _ => Err(format!(
             "{} changed since you last read it (on disk or in the user's editor); read it again with read_file, then redo the change. Nothing was changed",
             file.path
         )),
@@ -416,12 +411,7 @@ fn write(
     request: Option<SandboxRequest>,
 ) -> Result<FileWritten, String> {
     let written = host
-        .write_text_file(FileWrite {
-            path: path.into(),
-            text: text.into(),
-            expected: expected.map(Into::into).into(),
-            sandbox_permissions: request.into(),
-        })
+        .write_text_file(FileWrite::new(path, text).expecting(expected).with_sandbox_permissions(request))
         .into_result()
         .map_err(|e| e.into_string())?;
     if written.written {

@@ -8,6 +8,7 @@ mod background;
 mod bad_input;
 mod cancel;
 mod cards;
+mod compat;
 mod files;
 mod first_run;
 mod guarantees;
