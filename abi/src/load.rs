@@ -62,8 +62,11 @@ pub fn plugin_module(header: &LibHeader) -> Result<PluginModuleRef, LibraryError
         return Err(LibraryError::InvalidAbiHeader(abi_stable::library::AbiHeader::VALUE));
     };
     let host = <PluginModuleRef as StableAbi>::LAYOUT;
-    let (interface, implementation) =
-        if (theirs.minor, theirs.patch) < (ours.minor, ours.patch) { (layout, host) } else { (host, layout) };
+    let (interface, implementation) = if (theirs.minor, theirs.patch) < (ours.minor, ours.patch) {
+        (layout, host)
+    } else {
+        (host, layout)
+    };
     check_layout_compatibility(interface, implementation)
         .map_err(|errors| LibraryError::AbiInstability(RBoxError::from_fmt(&errors)))?;
     // SAFETY: the layouts were checked just above, as `check_layout` would.

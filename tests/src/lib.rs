@@ -337,7 +337,7 @@ fn changed_interface(interface: Interface) -> PathBuf {
          serde = {{ version = \"1\", features = [\"derive\"] }}\nserde_json = \"1\"\n"
     );
     write_if_changed(&dir.join("Cargo.toml"), &manifest);
-    for file in ["lib.rs", "v1.rs", "__private.rs", "sandbox.rs"] {
+    for file in ["lib.rs", "v1.rs", "__private.rs", "sandbox.rs", "load.rs"] {
         let mut code =
             std::fs::read_to_string(workspace().join("abi/src").join(file)).expect("abi source");
         if interface == Interface::ChangedLayout && file == "v1.rs" {
@@ -435,12 +435,27 @@ pub fn derived_abi_1_1() -> PathBuf {
              guard(\"describe\", || Ok(<$plugin as $crate::Plugin>::describe().into()))\n            }\n\n            \
              fn module() -> PluginModuleRef {\n",
         ),
-        ("src/lib.rs", "                    shutdown,\n", "                    shutdown,\n                    describe,\n"),
+        (
+            "src/lib.rs",
+            "                    shutdown,\n",
+            "                    shutdown,\n                    describe,\n",
+        ),
     ];
-    for file in ["Cargo.toml", "src/lib.rs", "src/v1.rs", "src/__private.rs", "src/sandbox.rs", "src/load.rs"] {
+    for file in [
+        "Cargo.toml",
+        "src/lib.rs",
+        "src/v1.rs",
+        "src/__private.rs",
+        "src/sandbox.rs",
+        "src/load.rs",
+    ] {
         let mut text = std::fs::read_to_string(frozen.join(file)).expect("frozen hotsh-abi 1.0");
         for (_, anchor, replacement) in appended.iter().filter(|(f, _, _)| *f == file) {
-            assert_eq!(text.matches(anchor).count(), 1, "{file} of hotsh-abi 1.0 changed: {anchor}");
+            assert_eq!(
+                text.matches(anchor).count(),
+                1,
+                "{file} of hotsh-abi 1.0 changed: {anchor}"
+            );
             text = text.replace(anchor, replacement);
         }
         write_if_changed(&dir.join(file), &text);
@@ -459,10 +474,16 @@ pub fn host_knowing_abi_1_1() -> PathBuf {
     write_if_changed(&source.join("Cargo.toml"), &manifest);
     let code = std::fs::read_to_string(template.join("src/main.rs")).expect("fixture source");
     write_if_changed(&source.join("src/main.rs"), &code);
-    let lock = std::fs::read_to_string(workspace().join("tests/fixtures/plugin-abi-1.0/Cargo.lock"))
-        .expect("fixture lock");
+    let lock =
+        std::fs::read_to_string(workspace().join("tests/fixtures/plugin-abi-1.0/Cargo.lock"))
+            .expect("fixture lock");
     write_if_changed(&source.join("Cargo.lock"), &lock);
-    build_fixture("host-abi-1.1", &source.join("Cargo.toml"), "hotsh-fixture-host-abi-1-1", "host-abi-1.1")
+    build_fixture(
+        "host-abi-1.1",
+        &source.join("Cargo.toml"),
+        "hotsh-fixture-host-abi-1-1",
+        "host-abi-1.1",
+    )
 }
 
 /// Writes a file unless it already holds `text` (so cargo sees no change).

@@ -152,9 +152,7 @@ pub(crate) fn child_main(path: &Path) -> ! {
     let loaded = match (read, confined) {
         (_, Err(error)) => Err(loader::Rejection::Unconfined(error)),
         // A check asks as an unsandboxed host would; the agent asks again in its own context.
-        (Ok(_), Ok(())) => {
-            loader::load_bytes(path, &bytes, &hotsh_abi::ToolsContext::new(false))
-        }
+        (Ok(_), Ok(())) => loader::load_bytes(path, &bytes, &hotsh_abi::ToolsContext::new(false)),
         (Err(source), Ok(())) => {
             Err(loader::Rejection::Unreadable { path: path.to_owned(), source })
         }

@@ -361,12 +361,7 @@ mod tests {
             }
         });
         // Called from inside the runtime, the service's `block_on` panics.
-        let spec = abi::CommandSpec {
-            command: "true".into(),
-            workdir: "/".into(),
-            timeout_ms: ROption::RNone,
-            sandbox_permissions: ROption::RNone,
-        };
+        let spec = abi::CommandSpec::new("true", "/");
         let result = runtime.block_on(async { services.run(spec) });
         match result {
             RResult::RErr(error) => {

@@ -411,7 +411,9 @@ fn write(
     request: Option<SandboxRequest>,
 ) -> Result<FileWritten, String> {
     let written = host
-        .write_text_file(FileWrite::new(path, text).expecting(expected).with_sandbox_permissions(request))
+        .write_text_file(
+            FileWrite::new(path, text).expecting(expected).with_sandbox_permissions(request),
+        )
         .into_result()
         .map_err(|e| e.into_string())?;
     if written.written {

@@ -34,7 +34,10 @@ fn a_plugin_built_against_hotsh_abi_1_0_runs_its_tools_and_draws_its_cards() {
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert_eq!(
         agent.tool_results(),
-        [("compat 1.0 compat_card".to_owned(), false), ("compat 1.0 ran: run-by-42".to_owned(), false)]
+        [
+            ("compat 1.0 compat_card".to_owned(), false),
+            ("compat 1.0 ran: run-by-42".to_owned(), false)
+        ]
     );
     let updates = agent.updates(&session);
     let cwd = agent.workdir.to_string_lossy().into_owned();
@@ -45,11 +48,13 @@ fn a_plugin_built_against_hotsh_abi_1_0_runs_its_tools_and_draws_its_cards() {
     assert_eq!(last["status"], "completed", "{last}");
     assert_eq!(last["locations"], json!([{"path": file, "line": 3}]), "{last}");
     let content = last["content"].as_array().expect("content");
-    assert!(content.contains(&json!({"type": "diff", "path": file, "oldText": "old line\n", "newText": "new line\n"})), "{last}");
     assert!(
-        content.iter().any(|c| c["content"]["text"] == "**compat 1.0 compat_card**"),
+        content.contains(
+            &json!({"type": "diff", "path": file, "oldText": "old line\n", "newText": "new line\n"})
+        ),
         "{last}"
     );
+    assert!(content.iter().any(|c| c["content"]["text"] == "**compat 1.0 compat_card**"), "{last}");
 
     let (first, last) = card(&updates, "echo run-by-$((40 + 2))");
     assert_eq!(first["kind"], "execute", "{first}");
@@ -63,6 +68,7 @@ fn a_plugin_built_against_hotsh_abi_1_0_runs_its_tools_and_draws_its_cards() {
 }
 
 #[test]
+#[allow(clippy::disallowed_methods, reason = "runs hotsh plugin check")]
 fn a_plugin_built_against_a_later_1_x_loads_and_what_it_appended_falls_back() {
     let mut options = AgentOptions::script(vec![]);
     options.per_session = vec![vec![
@@ -131,6 +137,7 @@ fn a_plugin_built_against_a_later_1_x_loads_and_what_it_appended_falls_back() {
 }
 
 #[test]
+#[allow(clippy::disallowed_methods, reason = "runs the loader that knows 1.1")]
 fn a_host_that_knows_a_later_1_x_reads_its_additions_as_present_or_absent() {
     let host = host_knowing_abi_1_1();
     let read = |build: Compat| -> Value {

@@ -322,7 +322,7 @@ fn layout_mismatch_is_rejected_with_a_short_summary() {
         "its interface does not match this host's",
     );
     assert!(text.contains("in PluginModule.invoke → &'a ToolCall → ToolCall:"), "{text}");
-    assert!(text.contains("incompatible type size: expected 160, found 168"), "{text}");
+    assert!(text.contains("incompatible type size: expected 192, found 200"), "{text}");
     assert!(text.lines().count() <= 20, "the reason is not short:\n{text}");
 }
 
@@ -509,7 +509,7 @@ fn plugin_check_describes_a_plugin_or_says_why_it_is_rejected() {
     assert!(!ok && text.is_empty(), "{text}");
     assert!(error.starts_with("error: "), "{error}");
     assert!(error.contains("its interface does not match this host's"), "{error}");
-    assert!(error.contains("incompatible type size: expected 160, found 168"), "{error}");
+    assert!(error.contains("incompatible type size: expected 192, found 200"), "{error}");
 
     let (ok, text, error) = check(std::path::Path::new("/bin/true"));
     assert!(!ok && text.is_empty());
