@@ -194,27 +194,17 @@ mod tests {
     use hotsh_abi::{ROption, RString};
 
     fn outcome(stdout: &str, stderr: &str, exit_code: Option<i32>) -> CommandOutcome {
-        CommandOutcome {
-            exit_code: exit_code.into(),
-            signal: ROption::RNone,
-            timed_out: false,
-            timeout_ms: 120_000,
-            aborted: false,
-            stdout: stdout.into(),
-            stderr: stderr.into(),
-            truncated: false,
-            spill_path: ROption::RNone,
-            spill_bytes: 0,
-            total_bytes: (stdout.len() + stderr.len()) as u64,
-            duration_ms: 3,
-            sandbox: hotsh_abi::SandboxFacts {
-                mode: hotsh_abi::SandboxMode::WorkspaceWrite,
-                backend: "landlock".into(),
-                enforcement: "full".into(),
-                denial: ROption::RNone,
-                escalation_available: false,
-            },
-        }
+        let mut outcome = CommandOutcome::default();
+        outcome.exit_code = exit_code.into();
+        outcome.timeout_ms = 120_000;
+        outcome.stdout = stdout.into();
+        outcome.stderr = stderr.into();
+        outcome.total_bytes = (stdout.len() + stderr.len()) as u64;
+        outcome.duration_ms = 3;
+        outcome.sandbox.mode = hotsh_abi::SandboxMode::WorkspaceWrite;
+        outcome.sandbox.backend = "landlock".into();
+        outcome.sandbox.enforcement = "full".into();
+        outcome
     }
 
     fn check(outcome: &CommandOutcome, expected: Expect) {
@@ -328,10 +318,12 @@ mod tests {
 
     #[test]
     fn status_lines() {
-        let status = |state, code: Option<i32>, signal: Option<&str>| TaskStatus {
-            state,
-            exit_code: code.into(),
-            signal: signal.map(RString::from).into(),
+        let status = |state, code: Option<i32>, signal: Option<&str>| {
+            let mut status = TaskStatus::default();
+            status.state = state;
+            status.exit_code = code.into();
+            status.signal = signal.map(RString::from).into();
+            status
         };
         assert_eq!(status_line(&status(TaskState::Running, None, None)), "[status: running]");
         assert_eq!(
