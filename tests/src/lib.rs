@@ -388,8 +388,9 @@ pub fn compat_build(interface: Compat) -> PathBuf {
 }
 
 /// The frozen hotsh-abi 1.0 with what a 1.1 may append, one of each kind: a variant of `Card`
-/// (`Notice`), a value of `ToolKind` (`Browse`), a field of `GenericCard` (`subtitle`, over its
-/// extensions) and a function of the plugin module (`describe`, with a default in `Plugin`).
+/// (`Notice`), values of `ToolKind` (`Browse`) and `SandboxMode` (`NetworkOnly`), a field of
+/// `GenericCard` (`subtitle`, over its extensions) and a function of the plugin module
+/// (`describe`, with a default in `Plugin`).
 /// Written under `target/fixture-src/abi-1.1`; returns its directory.
 pub fn derived_abi_1_1() -> PathBuf {
     let frozen = workspace().join("tests/fixtures/abi-1.0");
@@ -405,6 +406,12 @@ pub fn derived_abi_1_1() -> PathBuf {
             "src/v1.rs",
             "    Other = 8, \"other\";\n",
             "    Other = 8, \"other\";\n    /// Browses (added in 1.1).\n    Browse = 9, \"browse\";\n",
+        ),
+        (
+            "src/v1.rs",
+            "    DangerFullAccess = 2, \"danger-full-access\";\n",
+            "    DangerFullAccess = 2, \"danger-full-access\";\n    \
+             /// Only the network (added in 1.1).\n    NetworkOnly = 3, \"network-only\";\n",
         ),
         (
             "src/v1.rs",
