@@ -176,3 +176,38 @@ fn a_host_that_knows_a_later_1_x_reads_its_additions_as_present_or_absent() {
         "{new}"
     );
 }
+
+/// The packages of a lock file, as (name, version) pairs.
+fn locked(path: &std::path::Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(path).expect("a lock file");
+    text.split("[[package]]")
+        .filter_map(|entry| {
+            let field = |key: &str| {
+                entry.lines().find_map(|line| {
+                    line.strip_prefix(&format!("{key} = \""))?.strip_suffix('"').map(str::to_owned)
+                })
+            };
+            Some((field("name")?, field("version")?))
+        })
+        .collect()
+}
+
+#[test]
+fn the_frozen_plugins_lock_file_pins_what_the_workspace_builds_with() {
+    // Fixture builds run without the network: the plugin's own lock may name only versions a
+    // build of the workspace has fetched.
+    let workspace = locked(&hotsh_tests::workspace().join("Cargo.lock"));
+    let fixture =
+        locked(&hotsh_tests::workspace().join("tests/fixtures/plugin-abi-1.0/Cargo.lock"));
+    assert!(fixture.iter().any(|(name, _)| name == "abi_stable"), "{fixture:?}");
+    let stale: Vec<&(String, String)> = fixture
+        .iter()
+        .filter(|(name, _)| !name.starts_with("hotsh-"))
+        .filter(|package| !workspace.contains(package))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "tests/fixtures/plugin-abi-1.0/Cargo.lock pins versions the workspace does not: {stale:?}; \
+         copy the workspace's Cargo.lock over it and build the fixture once to trim it"
+    );
+}
