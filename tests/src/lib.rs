@@ -389,8 +389,9 @@ pub fn compat_build(interface: Compat) -> PathBuf {
 
 /// The frozen hotsh-abi 1.0 with what a 1.1 may append, one of each kind: a variant of `Card`
 /// (`Notice`), values of `ToolKind` (`Browse`) and `SandboxMode` (`NetworkOnly`), a field of
-/// `GenericCard` (`subtitle`, over its extensions) and a function of the plugin module
-/// (`describe`, with a default in `Plugin`).
+/// `GenericCard` (`subtitle`, over its extensions), a function of the plugin module
+/// (`describe`, with a default in `Plugin`) and a host service (`host_name`, with a default
+/// body).
 /// Written under `target/fixture-src/abi-1.1`; returns its directory.
 pub fn derived_abi_1_1() -> PathBuf {
     let frozen = workspace().join("tests/fixtures/abi-1.0");
@@ -412,6 +413,13 @@ pub fn derived_abi_1_1() -> PathBuf {
             "    DangerFullAccess = 2, \"danger-full-access\";\n",
             "    DangerFullAccess = 2, \"danger-full-access\";\n    \
              /// Only the network (added in 1.1).\n    NetworkOnly = 3, \"network-only\";\n",
+        ),
+        (
+            "src/v1.rs",
+            "    fn write_text_file(&self, write: FileWrite) -> RResult<FileWritten, RString>;\n",
+            "    fn write_text_file(&self, write: FileWrite) -> RResult<FileWritten, RString>;\n\n    \
+             /// The host's name (added in 1.1); what a host without it answers.\n    \
+             fn host_name(&self) -> RString {\n        \"a host without host_name\".into()\n    }\n",
         ),
         (
             "src/v1.rs",

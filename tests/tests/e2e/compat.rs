@@ -111,9 +111,10 @@ fn a_plugin_built_against_a_later_1_x_loads_and_what_it_appended_falls_back() {
         results,
         [
             "compat 1.0 compat_card",
-            // A sandbox mode this hotsh does not know is refused, and nothing runs.
+            // A sandbox mode this hotsh does not know is refused, and nothing runs; a service
+            // it does not offer gives the plugin the service's default answer.
             "compat 1.1 compat_new: sandbox_permissions asks for a sandbox mode this hotsh does \
-             not know (SandboxMode(3)); nothing was run",
+             not know (SandboxMode(3)); nothing was run; host: a host without host_name",
             "compat 1.1 compat_card",
             "compat 1.0 compat_card"
         ]
