@@ -1,9 +1,10 @@
 //! The stable plugin interface of hotsh: the only crate a hotsh plugin depends on.
 //!
 //! A plugin is a `cdylib` that implements [`Plugin`] on a unit type and exports it with
-//! [`export_plugin!`]. The host loads the library, checks that its interface layout matches
-//! the host's (abi_stable does this), and then calls the plugin through the frozen [`v1`]
-//! module of `extern "C"` functions.
+//! [`export_plugin!`]. The host loads the library, checks that its interface is one the host
+//! speaks (the same major version, and layouts that differ only by what the newer side
+//! appended: see [`load`]), and then calls the plugin through the [`v1`] module of
+//! `extern "C"` functions.
 //!
 //! Two rules make a plugin safe to load into a long-running host:
 //!
@@ -15,7 +16,6 @@
 //!   host cannot catch its panics. [`export_plugin!`] wraps every exported function in
 //!   `catch_unwind` and turns a panic into an error value; there is no way to export a
 //!   function without that guard.
-
 //!
 //! # Stability
 //!
