@@ -104,10 +104,13 @@ fn version_mismatch(expected: &str, found: &str) -> String {
     }
 }
 
+/// The major version of the interface `plugins/v1.rs` adapts.
+const V1: u32 = 1;
+
 /// Whether this hotsh loads a build made against hotsh-abi `version`: one of the major
 /// versions [`adapter`] has an adapter for (1: any 1.x, older or newer than this hotsh's).
 pub(crate) fn speaks(version: &str) -> bool {
-    version_number(version).first() == Some(&1)
+    version_number(version).first() == Some(&u64::from(V1))
 }
 
 /// `major.minor.patch` as numbers, to compare (a part that is not a number counts as 0).
@@ -214,7 +217,7 @@ pub(crate) fn load_bytes(
 fn adapter(header: &LibHeader) -> Result<PluginV1, LibraryError> {
     let declared = hotsh_abi::load::declared_version(header)?;
     match declared.major {
-        1 => hotsh_abi::load::plugin_module(header).map(PluginV1::new),
+        V1 => hotsh_abi::load::plugin_module(header).map(PluginV1::new),
         _ => Err(LibraryError::IncompatibleVersionNumber {
             library_name: "hotsh_plugin",
             expected_version: hotsh_abi::load::this_version(),
