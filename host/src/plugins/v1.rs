@@ -115,7 +115,7 @@ impl PluginV1 {
     }
 
     pub(crate) fn present_call(&self, call: &PluginCall) -> Result<Card, String> {
-        result((self.module.present_call())(&to_abi(call))).map(|card| from_abi_card(&card, call))
+        result((self.module.present_call())(&to_abi(call))).map(|card| from_abi_card(card, call))
     }
 
     /// The final card and whether it shows as failed.
@@ -132,7 +132,7 @@ impl PluginV1 {
             // `Completed`, or a status from a later 1.x.
             _ => CallStatus::Completed,
         };
-        Ok((from_abi_card(&card.card, call), status))
+        Ok((from_abi_card(card.card, call), status))
     }
 }
 
@@ -167,12 +167,13 @@ fn to_abi(call: &PluginCall) -> abi::ToolCall {
 
 /// The host's card for a plugin's. A kind of card from a later hotsh-abi 1.x, which this
 /// host cannot draw, becomes a plain card titled with the tool's name.
-fn from_abi_card(card: &abi::Card_NE, call: &PluginCall) -> Card {
-    let Ok(card) = card.as_enum() else {
+fn from_abi_card(card: abi::Card_NE, call: &PluginCall) -> Card {
+    // Taken whole, not copied: a card's diffs hold whole file texts.
+    let Ok(card) = card.into_enum() else {
         tracing::debug!(tool = %call.tool, "a kind of card this hotsh does not know; drawn plain");
         return plain_card(call);
     };
-    match card.clone() {
+    match card {
         abi::Card::Terminal(t) => Card::Terminal(TerminalCard {
             command: bounded(&t.command, MAX_CARD_TEXT),
             description: t.description.into_option().map(|d| bounded(&d, MAX_CARD_TEXT)),
