@@ -208,15 +208,15 @@ pub fn reloadable_build_in(profile: Profile, label: &str, interface: Interface) 
     };
     // A package (and so a library) name of its own for every variant.
     let package = format!("hotsh-fixture-reloadable-{label}-{interface:?}").to_lowercase();
-    let manifest = std::fs::read_to_string(template.join("Cargo.toml"))
-        .expect("fixture manifest")
-        .replace("name = \"hotsh-fixture-reloadable\"", &format!("name = {package:?}"))
-        .replace("path = \"../../../abi\"", &format!("path = {:?}", abi.display().to_string()));
-    let code = std::fs::read_to_string(template.join("src/lib.rs"))
-        .expect("fixture source")
-        .replace("\"original\"", &format!("{label:?}"));
-    write_if_changed(&source.join("Cargo.toml"), &manifest);
-    write_if_changed(&source.join("src/lib.rs"), &code);
+    let name = format!("name = {package:?}");
+    let abi = format!("path = {:?}", abi.display().to_string());
+    copy_fixture_file(
+        &template,
+        &source,
+        "Cargo.toml",
+        &[("name = \"hotsh-fixture-reloadable\"", &name), ("path = \"../../../abi\"", &abi)],
+    );
+    copy_fixture_file(&template, &source, "src/lib.rs", &[("\"original\"", &format!("{label:?}"))]);
     let built = format!("lib{}.so", package.replace('-', "_"));
     build_fixture_in(
         profile,
@@ -237,18 +237,21 @@ pub fn misbehaving_build(mode: &str) -> PathBuf {
     let source = target_dir().join("fixture-src").join(&key);
     let template = workspace().join("tests/fixtures/misbehaving");
     let package = format!("hotsh-fixture-{key}");
-    let manifest = std::fs::read_to_string(template.join("Cargo.toml"))
-        .expect("fixture manifest")
-        .replace("name = \"hotsh-fixture-misbehaving\"", &format!("name = {package:?}"))
-        .replace(
-            "path = \"../../../abi\"",
-            &format!("path = {:?}", workspace().join("abi").display().to_string()),
-        );
-    let code = std::fs::read_to_string(template.join("src/lib.rs"))
-        .expect("fixture source")
-        .replace("const MODE: &str = \"well-behaved\";", &format!("const MODE: &str = {mode:?};"));
-    write_if_changed(&source.join("Cargo.toml"), &manifest);
-    write_if_changed(&source.join("src/lib.rs"), &code);
+    let name = format!("name = {package:?}");
+    let abi = format!("path = {:?}", workspace().join("abi").display().to_string());
+    copy_fixture_file(
+        &template,
+        &source,
+        "Cargo.toml",
+        &[("name = \"hotsh-fixture-misbehaving\"", &name), ("path = \"../../../abi\"", &abi)],
+    );
+    let mode = format!("const MODE: &str = {mode:?};");
+    copy_fixture_file(
+        &template,
+        &source,
+        "src/lib.rs",
+        &[("const MODE: &str = \"well-behaved\";", &mode)],
+    );
     let built = format!("lib{}.so", package.replace('-', "_"));
     build_fixture(&key, &source.join("Cargo.toml"), &built, "libhotsh_fixture_misbehaving.so")
 }
@@ -286,16 +289,20 @@ fn elf_section(bytes: &[u8], wanted: &str) -> Option<(usize, usize)> {
 pub fn write_renamed_fixture(dir: &Path, name: &str, label: &str) {
     let template = workspace().join("tests/fixtures/reloadable");
     let abi = workspace().join("abi");
-    let manifest = std::fs::read_to_string(template.join("Cargo.toml"))
-        .expect("fixture manifest")
-        .replace("path = \"../../../abi\"", &format!("path = {:?}", abi.display().to_string()))
-        .replace("reloadable", name);
-    let code = std::fs::read_to_string(template.join("src/lib.rs"))
-        .expect("fixture source")
-        .replace("\"original\"", &format!("{label:?}"))
-        .replace("reloadable", name);
-    write_if_changed(&dir.join("Cargo.toml"), &manifest);
-    write_if_changed(&dir.join("src/lib.rs"), &code);
+    let abi = format!("path = {:?}", abi.display().to_string());
+    copy_fixture_file(
+        &template,
+        dir,
+        "Cargo.toml",
+        &[("path = \"../../../abi\"", &abi), ("reloadable", name)],
+    );
+    let label = format!("{label:?}");
+    copy_fixture_file(
+        &template,
+        dir,
+        "src/lib.rs",
+        &[("\"original\"", &label), ("reloadable", name)],
+    );
 }
 
 /// The directory cargo puts fixture libraries in (`target/fixtures/debug`).
@@ -367,16 +374,19 @@ pub fn compat_build(interface: Compat) -> PathBuf {
         Compat::V1_0 => template.join("Cargo.toml"),
         Compat::V1_1 => {
             let source = target_dir().join("fixture-src").join("plugin-abi-1.1");
-            let manifest = std::fs::read_to_string(template.join("Cargo.toml"))
-                .expect("fixture manifest")
-                .replace("name = \"hotsh-fixture-abi-1-0\"", "name = \"hotsh-fixture-abi-1-1\"")
-                .replace("path = \"../abi-1.0\"", &format!("path = {:?}", derived_abi_1_1()))
-                .replace("abi-1-1 = []", "default = [\"abi-1-1\"]\nabi-1-1 = []");
-            write_if_changed(&source.join("Cargo.toml"), &manifest);
-            for file in ["src/lib.rs", "Cargo.lock"] {
-                let text = std::fs::read_to_string(template.join(file)).expect("fixture file");
-                write_if_changed(&source.join(file), &text);
-            }
+            let abi = format!("path = {:?}", derived_abi_1_1());
+            copy_fixture_file(
+                &template,
+                &source,
+                "Cargo.toml",
+                &[
+                    ("name = \"hotsh-fixture-abi-1-0\"", "name = \"hotsh-fixture-abi-1-1\""),
+                    ("path = \"../abi-1.0\"", &abi),
+                    ("abi-1-1 = []", "default = [\"abi-1-1\"]\nabi-1-1 = []"),
+                ],
+            );
+            copy_fixture_file(&template, &source, "src/lib.rs", &[]);
+            copy_fixture_file(&template, &source, "Cargo.lock", &[]);
             source.join("Cargo.toml")
         }
     };
@@ -483,22 +493,30 @@ pub fn derived_abi_1_1() -> PathBuf {
 pub fn host_knowing_abi_1_1() -> PathBuf {
     let template = workspace().join("tests/fixtures/host-abi-1.1");
     let source = target_dir().join("fixture-src").join("host-abi-1.1");
-    let manifest = std::fs::read_to_string(template.join("Cargo.toml"))
-        .expect("fixture manifest")
-        .replace("path = \"../abi-1.0\"", &format!("path = {:?}", derived_abi_1_1()));
-    write_if_changed(&source.join("Cargo.toml"), &manifest);
-    let code = std::fs::read_to_string(template.join("src/main.rs")).expect("fixture source");
-    write_if_changed(&source.join("src/main.rs"), &code);
-    let lock =
-        std::fs::read_to_string(workspace().join("tests/fixtures/plugin-abi-1.0/Cargo.lock"))
-            .expect("fixture lock");
-    write_if_changed(&source.join("Cargo.lock"), &lock);
+    let abi = format!("path = {:?}", derived_abi_1_1());
+    copy_fixture_file(&template, &source, "Cargo.toml", &[("path = \"../abi-1.0\"", &abi)]);
+    copy_fixture_file(&template, &source, "src/main.rs", &[]);
+    // The lock of the plugin built against the same interface.
+    let plugin = workspace().join("tests/fixtures/plugin-abi-1.0");
+    copy_fixture_file(&plugin, &source, "Cargo.lock", &[]);
     build_fixture(
         "host-abi-1.1",
         &source.join("Cargo.toml"),
         "hotsh-fixture-host-abi-1-1",
         "host-abi-1.1",
     )
+}
+
+/// Writes `file` of the fixture crate at `template` into `dest`, with each `(from, to)` of
+/// `replacements` replaced throughout (unless `dest` already holds that text).
+fn copy_fixture_file(template: &Path, dest: &Path, file: &str, replacements: &[(&str, &str)]) {
+    let path = template.join(file);
+    let mut text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read the fixture file {}: {e}", path.display()));
+    for (from, to) in replacements {
+        text = text.replace(from, to);
+    }
+    write_if_changed(&dest.join(file), &text);
 }
 
 /// Writes a file unless it already holds `text` (so cargo sees no change).
