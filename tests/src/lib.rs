@@ -1158,13 +1158,22 @@ impl Agent {
 
     /// Peak resident memory of hotsh so far (VmHWM), in KiB.
     pub fn peak_rss_kib(&self) -> u64 {
+        self.proc_status_kib("VmHWM")
+    }
+
+    /// Resident memory of hotsh now (VmRSS), in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        self.proc_status_kib("VmRSS")
+    }
+
+    fn proc_status_kib(&self, field: &str) -> u64 {
         let status =
             std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("proc status");
         status
             .lines()
-            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmHWM")
+            .unwrap_or_else(|| panic!("{field} in /proc/{}/status", self.pid()))
     }
 
     /// The text of the tool result the model received last.
