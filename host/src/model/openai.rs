@@ -330,7 +330,10 @@ impl OpenAiModel {
             .count();
         conversation.messages.truncate(same);
         for message in &request.messages[same..] {
-            let json = format!(",{}", self.message(message));
+            // Kept for the session's life, so in a buffer of its exact size: the encoder grows
+            // its buffer by doubling, and `Bytes` keeps a vector's spare capacity (up to as
+            // much again as the message, an image's base64 included).
+            let json = format!(",{}", self.message(message)).into_bytes().into_boxed_slice();
             conversation.messages.push((Arc::clone(message), bytes::Bytes::from(json)));
         }
         let mut pieces = Vec::with_capacity(conversation.messages.len() + 2);
