@@ -634,24 +634,7 @@ impl AgentOptions {
     }
 
     pub fn bare() -> Self {
-        Self {
-            responses: Vec::new(),
-            per_session: Vec::new(),
-            plugins: Vec::new(),
-            env: Vec::new(),
-            bare: true,
-            config: None,
-            extra_plugin_dirs: Vec::new(),
-            default_plugins: true,
-            without_acp_word: false,
-            model_args: None,
-            run_as: None,
-            soft_open_files: None,
-            record: None,
-            without_shim: false,
-            home_is_workdir: false,
-            inherited_file: None,
-        }
+        Self { plugins: Vec::new(), bare: true, default_plugins: true, ..Self::script(Vec::new()) }
     }
 }
 
