@@ -1208,6 +1208,21 @@ fn is_plugin_card(update: &Value) -> bool {
     update["title"].as_str().is_some_and(|t| t.starts_with("Plugin "))
 }
 
+/// The agent's private copies of plugin builds (memory files it keeps open): each one's name,
+/// size and the bytes it holds in memory.
+pub fn private_copies(pid: u32) -> Vec<(String, u64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).expect("the agent's descriptors");
+    fds.filter_map(|fd| {
+        let path = fd.ok()?.path();
+        let target = std::fs::read_link(&path).ok()?.to_string_lossy().into_owned();
+        let name = target.strip_prefix("/memfd:hotsh-")?.trim_end_matches(" (deleted)").to_owned();
+        let meta = std::fs::metadata(&path).ok()?;
+        Some((name, meta.size(), meta.blocks() * 512))
+    })
+    .collect()
+}
+
 /// Pids of live processes whose command line contains `needle`.
 pub fn processes_matching(needle: &str) -> Vec<u32> {
     let mut found = Vec::new();

@@ -174,13 +174,14 @@ pub(crate) fn load_bytes(
     precheck(bytes)?;
     let generation = Generation(NEXT_GENERATION.fetch_add(1, Ordering::Relaxed));
     let stem = path.file_stem().map_or_else(|| "plugin".into(), |s| s.to_string_lossy());
-    let copy = private_copy(&format!("hotsh-{stem}-{generation}"), bytes)
+    let (fd, copy) = private_copy(&format!("hotsh-{stem}-{generation}"), bytes)
         .map_err(|e| Rejection::Open(format!("cannot make a private copy in memory: {e}")))?;
     let library = RawLibrary::load_at(&copy).map_err(|e| {
         Rejection::Open(
             one_line(&e.to_string()).replace(&*copy.to_string_lossy(), &path.to_string_lossy()),
         )
     })?;
+    release_unmapped(fd, bytes);
     // SAFETY: the library is never unloaded (forgotten below), so the header's 'static
     // references stay valid.
     let mut abi_version = String::new();
@@ -376,11 +377,14 @@ fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// Copies `bytes` into a new anonymous memory file and returns the path that opens it
-/// (`/proc/self/fd/N`). The descriptor is never closed: its number, and so the path, stays
-/// unique to this copy for the life of the process, which the dynamic loader's cache by name
-/// requires.
-fn private_copy(name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
+/// Copies `bytes` into a new anonymous memory file and returns its descriptor and the path
+/// that opens it (`/proc/self/fd/N`). The descriptor is never closed: its number, and so the
+/// path, stays unique to this copy for the life of the process, which the dynamic loader's
+/// cache by name requires.
+fn private_copy(
+    name: &str,
+    bytes: &[u8],
+) -> std::io::Result<(std::os::fd::BorrowedFd<'static>, PathBuf)> {
     use std::io::Write as _;
     use std::os::fd::{FromRawFd as _, IntoRawFd as _};
     let name = std::ffi::CString::new(name.replace('\0', "_")).map_err(std::io::Error::other)?;
@@ -393,7 +397,82 @@ fn private_copy(name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
     let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
     file.write_all(bytes)?;
     let fd = file.into_raw_fd();
-    Ok(PathBuf::from(format!("/proc/self/fd/{fd}")))
+    // SAFETY: the descriptor is never closed (see above), so it outlives every borrow.
+    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    Ok((borrowed, PathBuf::from(format!("/proc/self/fd/{fd}"))))
+}
+
+/// Alignment of the parts of a private copy that are kept: the largest page size of Linux's
+/// architectures, so a freed range never shares a page with a mapped one whatever the page
+/// size.
+const KEEP_ALIGN: u64 = 64 << 10;
+
+/// Frees the parts of a loaded private copy that the dynamic loader did not map (debug
+/// information, the symbol table, section headers): a memory file holds all it was given for
+/// as long as it is open, which is the life of the process (generations are never unloaded),
+/// and a debug build is mostly debug information (a plugin's of 15 MB maps 1.3). Nothing
+/// reads the file once it is loaded; a backtrace through the plugin loses its function
+/// names, which a copy loaded through `/proc/self/fd` already had for every debugger. The
+/// kept parts are every program header's range (the loaded segments hold all the others),
+/// widened to [`KEEP_ALIGN`]; with headers that cannot be read, nothing is freed.
+fn release_unmapped(fd: std::os::fd::BorrowedFd<'_>, bytes: &[u8]) {
+    use rustix::fs::{FallocateFlags, fallocate};
+    let Some(kept) = mapped_ranges(bytes) else { return };
+    for hole in holes(&kept, bytes.len() as u64) {
+        let flags = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+        if let Err(error) = fallocate(fd, flags, hole.start, hole.end - hole.start) {
+            tracing::debug!(%error, "cannot free the unmapped parts of a plugin's private copy");
+            return;
+        }
+    }
+}
+
+/// The file ranges of a 64-bit little-endian ELF's program headers (and the headers
+/// themselves), each widened to [`KEEP_ALIGN`], sorted; `None` if the headers are not all
+/// within `bytes`.
+fn mapped_ranges(bytes: &[u8]) -> Option<Vec<std::ops::Range<u64>>> {
+    let u16_at = |at: usize| Some(u16::from_le_bytes(bytes.get(at..at + 2)?.try_into().ok()?));
+    let u64_at = |at: usize| Some(u64::from_le_bytes(bytes.get(at..at + 8)?.try_into().ok()?));
+    if bytes.get(..6)? != b"\x7fELF\x02\x01" {
+        return None;
+    }
+    let (table, size, count) = (u64_at(0x20)?, u64::from(u16_at(0x36)?), u16_at(0x38)?);
+    // An Elf64_Phdr is 56 bytes.
+    if size < 56 {
+        return None;
+    }
+    let widen = |start: u64, len: u64| {
+        let end = start.checked_add(len)?.checked_next_multiple_of(KEEP_ALIGN)?;
+        Some(start - start % KEEP_ALIGN..end)
+    };
+    let mut kept = vec![widen(0, table.checked_add(size * u64::from(count))?)?];
+    for header in 0..u64::from(count) {
+        let at = usize::try_from(table + header * size).ok()?;
+        // `p_offset` at 8, `p_filesz` at 32 (Elf64_Phdr).
+        let (offset, len) = (u64_at(at + 8)?, u64_at(at + 32)?);
+        if len > 0 {
+            kept.push(widen(offset, len)?);
+        }
+    }
+    kept.sort_by_key(|range| range.start);
+    Some(kept)
+}
+
+/// The ranges of `0..len` outside every one of `kept` (sorted by start).
+fn holes(kept: &[std::ops::Range<u64>], len: u64) -> Vec<std::ops::Range<u64>> {
+    let mut holes = Vec::new();
+    let mut from = 0;
+    for range in kept {
+        if range.start > from {
+            holes.push(from..range.start.min(len));
+        }
+        from = from.max(range.end);
+    }
+    if from < len {
+        holes.push(from..len);
+    }
+    holes.retain(|hole| hole.start < hole.end);
+    holes
 }
 
 /// True when `bytes` is a 64-bit little-endian ELF whose section header table (written last
@@ -438,6 +517,32 @@ mod tests {
         assert!(!is_complete_elf(
             b"not an elf file at all, not even close to one......................"
         ));
+    }
+
+    #[test]
+    fn only_what_the_program_headers_name_is_kept_of_a_private_copy() {
+        const K: u64 = KEEP_ALIGN;
+        // Two program headers at 64: one from 0 to 3K+10, one at 5K-1 for 2 bytes; a file
+        // of 9K+5 (the rest stands for debug information and section headers).
+        let mut elf = vec![0u8; (9 * K + 5) as usize];
+        elf[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        elf[0x20..0x28].copy_from_slice(&64u64.to_le_bytes());
+        elf[0x36..0x38].copy_from_slice(&56u16.to_le_bytes());
+        elf[0x38..0x3A].copy_from_slice(&2u16.to_le_bytes());
+        for (at, offset, len) in [(64, 0, 3 * K + 10), (120, 5 * K - 1, 2)] {
+            elf[at + 8..at + 16].copy_from_slice(&offset.to_le_bytes());
+            elf[at + 32..at + 40].copy_from_slice(&len.to_le_bytes());
+        }
+        let kept = mapped_ranges(&elf).expect("readable headers");
+        assert_eq!(kept, [0..K, 0..4 * K, 4 * K..6 * K]);
+        let tail = 6 * K..9 * K + 5;
+        assert_eq!(holes(&kept, elf.len() as u64), vec![tail]);
+        assert_eq!(holes(&[K..2 * K, 3 * K..4 * K], 5 * K), [0..K, 2 * K..3 * K, 4 * K..5 * K]);
+
+        // Headers past the end of the file, or another kind of file: nothing is freed.
+        elf[0x38..0x3A].copy_from_slice(&60_000u16.to_le_bytes());
+        assert_eq!(mapped_ranges(&elf), None);
+        assert_eq!(mapped_ranges(b"#!/bin/sh\n"), None);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- overhead [CALLS] [RUNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- tasks [COUNT] [RUNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- edit [CALLS] [RUNS]
-//! cargo run --release -p hotsh-tests --bin hotsh-bench -- reload [RELOADS]
+//! cargo run --release -p hotsh-tests --bin hotsh-bench -- reload [RELOADS] [debug]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- sessions [EVENTS] [RUNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- models [TURNS] [CHUNKS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- mcp [CALLS] [RUNS]
@@ -100,7 +100,7 @@ fn main() {
         Some("output") => output(number(&args, 1, 1024), number(&args, 2, 3)),
         Some("overhead") => overhead(number(&args, 1, 50), number(&args, 2, 5)),
         Some("tasks") => tasks(number(&args, 1, 200), number(&args, 2, 3)),
-        Some("reload") => reload(number(&args, 1, 30)),
+        Some("reload") => reload(number(&args, 1, 30), args.get(2).map(String::as_str)),
         Some("sessions") => sessions(number(&args, 1, 10_000), number(&args, 2, 5)),
         Some("models") => models(number(&args, 1, 50), number(&args, 2, 300)),
         Some("arcs") => arcs(number(&args, 1, 5)),
@@ -112,7 +112,7 @@ fn main() {
         Some("long-line") => long_line(number(&args, 1, 100), number(&args, 2, 3)),
         _ => {
             eprintln!(
-                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS] | card [TURNS] | edit [CALLS] [RUNS] | mcp [CALLS] [RUNS] | slow-client [SECONDS] [RUNS] | long [TURNS] | long-line [MIB] [RUNS])"
+                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] [debug] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS] | card [TURNS] | edit [CALLS] [RUNS] | mcp [CALLS] [RUNS] | slow-client [SECONDS] [RUNS] | long [TURNS] | long-line [MIB] [RUNS])"
             );
             std::process::exit(2);
         }
@@ -668,12 +668,18 @@ fn tasks(count: usize, runs: usize) {
     );
 }
 
-fn reload(reloads: usize) {
+fn reload(reloads: usize, profile: Option<&str>) {
     use hotsh_tests::{Interface, Profile, install_like_cargo, reloadable_build_in};
     let hotsh = release_dir().join("hotsh");
+    // Release builds of the plugin by default; `debug`: what a plugin author's loop loads.
+    let profile = match profile {
+        None | Some("release") => Profile::Release,
+        Some("debug") => Profile::Debug,
+        Some(other) => panic!("reload builds `release` or `debug` plugins, not {other:?}"),
+    };
     let builds = [
-        reloadable_build_in(Profile::Release, "bench-a", Interface::Same),
-        reloadable_build_in(Profile::Release, "bench-b", Interface::Same),
+        reloadable_build_in(profile, "bench-a", Interface::Same),
+        reloadable_build_in(profile, "bench-b", Interface::Same),
     ];
     let dir = tempfile::tempdir().expect("temp dir");
     let plugins = dir.path().join("plugins");
@@ -689,6 +695,7 @@ fn reload(reloads: usize) {
     agent.prompt("warm up");
     let mut latencies = Vec::new();
     let rss_before = proc_status_kib(agent.pid(), "VmRSS:");
+    let anon_before = proc_status_kib(agent.pid(), "RssAnon:");
     for round in 0..reloads {
         let next = (round + 1) % 2;
         let linked_at = Instant::now();
@@ -721,6 +728,21 @@ fn reload(reloads: usize) {
         median(latencies),
         rss_before as f64 / 1024.0,
         rss_after as f64 / 1024.0
+    );
+    // What a reload costs in all: the private copy (shared memory, in the RSS only where it
+    // is mapped and touched) and the process's own memory (relocated data, the heap).
+    let copies = hotsh_tests::private_copies(agent.pid());
+    let (size, held) = copies.iter().fold((0, 0), |(s, h), (_, size, held)| (s + size, h + held));
+    let per_build = held as f64 / 1048576.0 / copies.len().max(1) as f64;
+    let anon = (proc_status_kib(agent.pid(), "RssAnon:") as f64 - anon_before as f64)
+        / 1024.0
+        / reloads as f64;
+    println!(
+        "private copies of the {} builds loaded: {:.1} MiB held in memory of {:.1} MiB of files ({per_build:.2} MiB per build); anonymous memory {anon:.2} MiB per reload; in all about {:.2} MiB per reload",
+        copies.len(),
+        held as f64 / 1048576.0,
+        size as f64 / 1048576.0,
+        per_build + anon
     );
     agent.finish();
 }

@@ -4,9 +4,9 @@
 
 use hotsh_tests::{
     Agent, AgentOptions, Interface, cargo_build_cargoflow, fixture_output_dir, fixture_plugin,
-    fixture_target_dir, hello_plugin, hotsh_binary, install_like_cargo, processes_matching,
-    reloadable_build, say, tool_bash_plugin, tool_call, wait_for_file_containing,
-    write_renamed_fixture,
+    fixture_target_dir, hello_plugin, hotsh_binary, install_like_cargo, private_copies,
+    processes_matching, reloadable_build, say, tool_bash_plugin, tool_call,
+    wait_for_file_containing, write_renamed_fixture,
 };
 use serde_json::json;
 
@@ -392,6 +392,14 @@ fn fifty_reloads_with_calls_in_between_never_fail_a_call() {
     let reloads =
         agent.plugin_cards(&session).iter().filter(|(t, _, _)| t.contains("reloaded")).count();
     assert_eq!(reloads, RELOADS, "exactly one reload per build");
+
+    // Every generation stays loaded, each from a private copy in memory: a copy holds only
+    // what the loader mapped, not the debug information that is most of a debug build.
+    let copies = private_copies(agent.pid());
+    assert_eq!(copies.len(), RELOADS + 1, "every build of the fixture: {copies:?}");
+    for (name, size, held) in &copies {
+        assert!(*held * 4 < *size, "{name}: {held} of {size} bytes held: {copies:?}");
+    }
 }
 
 #[test]
