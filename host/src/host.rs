@@ -452,6 +452,13 @@ impl Host {
             // would share the two cores with writing it.
             tokio::time::sleep(PREPARE_AFTER).await;
             let _ = tokio::task::spawn_blocking(move || {
+                // A session whose folder is gone (a loaded one, say) has no sandbox to start;
+                // its first command says why it cannot run.
+                if !call.cwd.is_dir() {
+                    let cwd = call.cwd.display();
+                    tracing::info!(session = owner, %cwd, "the session's folder is gone; no sandbox started for it");
+                    return;
+                }
                 if let Some(policy) = call.standing_policy() {
                     executor.prepare(&owner, &policy);
                 }

@@ -850,6 +850,10 @@ fn greeting(
             return match (&bytes[..received.bytes], fds.next(), fds.next()) {
                 (b"ready", Some(own), Some(init)) if in_bwrap => Ok((own, Some(init))),
                 (b"ready", Some(own), None) if !in_bwrap => Ok((own, None)),
+                // The socket closed: bwrap (or the supervisor) ended before it was up.
+                (b"", None, None) => {
+                    Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "it ended"))
+                }
                 _ => Err(std::io::Error::other("it answered something else")),
             };
         }

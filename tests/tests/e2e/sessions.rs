@@ -724,3 +724,37 @@ fn a_commands_output_is_logged_once_and_comes_back_whole_after_sigkill() {
     let reloaded = again.model_requests().pop().unwrap();
     assert_eq!(tool_text(&reloaded), text, "the model's text comes back whole");
 }
+
+#[test]
+fn a_session_whose_folder_is_gone_loads_and_its_commands_say_why_they_cannot_run() {
+    let data = tempfile::tempdir().unwrap();
+    let folder = data.path().join("project");
+    std::fs::create_dir(&folder).unwrap();
+    let mut agent = Agent::start(sharing(data.path(), vec![bash_call("echo here"), say("ok")]));
+    agent.initialize(true);
+    agent.wait_for_stderr("initial plugin scan done");
+    let created = agent.call("session/new", json!({"cwd": folder, "mcpServers": []}));
+    let session = created["result"]["sessionId"].as_str().expect("a session").to_owned();
+    agent.prompt(&session, "where?");
+    assert_eq!(agent.last_tool_result(), ("here".to_owned(), false));
+    assert!(agent.finish().success());
+
+    std::fs::remove_dir_all(&folder).unwrap();
+    let responses = vec![bash_call("echo again"), say("gone")];
+    let mut agent = Agent::start(sharing(data.path(), responses));
+    agent.initialize(true);
+    let (updates, answer) = load(&mut agent, &session, &folder);
+    assert!(answer.get("result").is_some(), "the thread still loads: {answer}");
+    assert!(outline(&updates).contains("here"), "{}", outline(&updates));
+    // No sandbox is started for it (starting one would fail on the missing folder, in the
+    // log); the next command says why it cannot run.
+    let stderr = agent.wait_for_stderr("the session's folder is gone; no sandbox started for it");
+    agent.prompt(&session, "again?");
+    let (text, is_error) = agent.last_tool_result();
+    assert!(is_error, "{text}");
+    assert!(
+        text.contains(&format!("working directory {} does not exist", folder.display())),
+        "{text}"
+    );
+    assert!(!stderr.contains("cannot start the command supervisor"), "{stderr}");
+}
