@@ -17,10 +17,11 @@ pub(crate) struct HelperOutput {
 }
 
 /// Runs this executable with `args` (`input` on its stdin, stdout and stderr captured),
-/// killing it if it has not ended within `timeout`. Blocking.
+/// killing it if it has not ended within `timeout`. Blocking. `input` may be shared
+/// (`Bytes`): the caller's are not copied.
 pub(crate) fn run_helper(
     args: &[OsString],
-    input: Vec<u8>,
+    input: impl AsRef<[u8]> + Send + 'static,
     timeout: Duration,
 ) -> std::io::Result<HelperOutput> {
     let mut command = std::process::Command::new("/proc/self/exe");
@@ -31,7 +32,7 @@ pub(crate) fn run_helper(
         // A thread of its own: a helper that never reads must not block the caller.
         std::thread::spawn(move || {
             use std::io::Write as _;
-            let _ = stdin.write_all(&input);
+            let _ = stdin.write_all(input.as_ref());
         });
     }
     let stdout = read_in_background(child.stdout.take());

@@ -89,7 +89,10 @@ pub(crate) fn in_child(path: &Path) -> Result<Description, CheckFailure> {
 
 /// Checks `bytes`, the content of the plugin file `path`, in a child process (blocking, at
 /// most [`CHECK_TIMEOUT`]).
-pub(crate) fn bytes_in_child(path: &Path, bytes: Vec<u8>) -> Result<Description, CheckFailure> {
+pub(crate) fn bytes_in_child(
+    path: &Path,
+    bytes: impl AsRef<[u8]> + Send + 'static,
+) -> Result<Description, CheckFailure> {
     let args: Vec<OsString> = vec![SUBCOMMAND.into(), path.as_os_str().to_owned()];
     let output = crate::executor::run_helper(&args, bytes, CHECK_TIMEOUT).map_err(|error| {
         CheckFailure::Rejected(format!("cannot start a process to check it: {error}"))

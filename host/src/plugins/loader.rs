@@ -149,7 +149,7 @@ pub(crate) fn precheck(bytes: &[u8]) -> Result<(), Rejection> {
 /// [`LOAD_TIMEOUT`] (the thread is then abandoned; it holds no lock).
 pub(crate) fn load_with_timeout(
     path: &Path,
-    bytes: Vec<u8>,
+    bytes: bytes::Bytes,
     context: ToolsContext,
 ) -> Result<LoadedPlugin, Rejection> {
     let (send, receive) = std::sync::mpsc::channel();

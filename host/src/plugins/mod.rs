@@ -448,6 +448,8 @@ fn load_checked(
     context: hotsh_abi::ToolsContext,
 ) -> Result<LoadedPlugin, Rejection> {
     loader::precheck(&bytes)?;
+    // One buffer for the check and the load (a debug build is some 15 MB).
+    let bytes = bytes::Bytes::from(bytes);
     match check::bytes_in_child(path, bytes.clone()) {
         Ok(_) => {}
         Err(CheckFailure::NotAPlugin(_)) => return Err(Rejection::NotAPlugin),
