@@ -1,5 +1,5 @@
 //! The command line: `hotsh [acp]`, `hotsh run`, `hotsh dev`, `hotsh plugin check`,
-//! `hotsh install`, `hotsh replay`.
+//! `hotsh install`, `hotsh replay`, `hotsh sandbox`.
 
 use crate::config::ConfigFile;
 use crate::host::{Host, HostConfig};
@@ -111,6 +111,27 @@ enum Command {
         /// `~/.local/share/hotsh`).
         #[arg(long, value_name = "DIR")]
         data_dir: Option<PathBuf>,
+    },
+    /// What the sandbox gives commands on this machine, as an agent with these options sets
+    /// it up: the backend, and for each mode what a command in the folder may write, what
+    /// stays read-only there, the network and what is not enforced (exit status 1 when
+    /// confined commands cannot run here).
+    Sandbox {
+        /// The session's folder (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
+        /// The configuration file (TOML), as for `hotsh acp`.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// The data directory, as for `hotsh acp`.
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
+        /// A directory of plugins (repeatable), as for `hotsh acp`: read-only to commands.
+        #[arg(long = "plugin-dir", value_name = "DIR")]
+        plugin_dirs: Vec<PathBuf>,
+        /// Only the `--plugin-dir` directories, as for `hotsh acp`.
+        #[arg(long)]
+        no_default_plugins: bool,
     },
     /// Load a plugin build in a throwaway process and report on it (internal).
     #[command(name = "__check-plugin", hide = true)]
@@ -225,6 +246,8 @@ impl AgentArgs {
 
     fn into_config(self) -> anyhow::Result<HostConfig> {
         let plugin_dirs = self.plugin_dirs()?;
+        let data_dir = crate::dirs::data_dir(self.data_dir.as_deref());
+        let trusted = self.trusted(data_dir.clone());
         let file = ConfigFile::load(self.config.as_deref())?;
         let flags = crate::model::setup::ModelFlags { model: self.model, base_url: self.base_url };
         let models = crate::model::setup::resolve(&flags, &file, &|name| std::env::var(name).ok())
@@ -235,19 +258,44 @@ impl AgentArgs {
         if let Some(path) = &self.mcp_replay {
             config.mcp.replay = Some(std::sync::Arc::new(crate::mcp::Recording::load(path)?));
         }
-        config.data_dir = crate::dirs::data_dir(self.data_dir.as_deref());
-        // Read-only to every confined command (the plugin directories are added by the host).
+        config.data_dir = data_dir;
+        config.trusted = trusted;
+        Ok(config)
+    }
+
+    /// What is read-only to every confined command besides the plugin directories (which the
+    /// host adds): the data directory, the configuration file, hotsh's own directory.
+    fn trusted(&self, data_dir: Option<PathBuf>) -> Vec<crate::sandbox::Trusted> {
         use crate::sandbox::{Trusted, TrustedKind};
         let directory = |path: PathBuf| Trusted { path, kind: TrustedKind::Directory };
-        config.trusted = config
-            .data_dir
-            .clone()
+        data_dir
             .map(directory)
             .into_iter()
             .chain(crate::config::trusted(self.config.as_deref()))
             .chain(crate::dirs::executable_dir().ok().map(directory))
-            .collect();
-        Ok(config)
+            .collect()
+    }
+
+    /// `hotsh sandbox`: the sandbox an agent with these options sets up, for a session in
+    /// `cwd`.
+    fn sandbox_report(self, cwd: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+        let file = ConfigFile::load(self.config.as_deref())?;
+        let data_dir = crate::dirs::data_dir(self.data_dir.as_deref());
+        let trusted =
+            crate::sandbox::with_plugin_dirs(&self.plugin_dirs()?, self.trusted(data_dir));
+        let sandbox = crate::sandbox::Sandbox::detect(&file.sandbox, trusted);
+        let cwd = match cwd {
+            Some(cwd) => cwd,
+            None => std::env::current_dir().context("cannot read the current directory")?,
+        };
+        let cwd = std::path::absolute(&cwd)
+            .with_context(|| format!("cannot resolve --cwd {}", cwd.display()))?;
+        anyhow::ensure!(cwd.is_dir(), "--cwd {} is not a directory", cwd.display());
+        let (report, runs) = crate::sandbox::report(&sandbox, &cwd);
+        for line in report.lines() {
+            crate::term::out(line);
+        }
+        Ok(if runs { ExitCode::SUCCESS } else { ExitCode::FAILURE })
     }
 }
 
@@ -278,6 +326,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Dev { crate_dir, cargo_args }) => {
             init_logging("warn");
             return crate::dev::run(&crate_dir, &cargo_args);
+        }
+        Some(Command::Sandbox { cwd, config, data_dir, plugin_dirs, no_default_plugins }) => {
+            init_logging("warn");
+            let agent = AgentArgs {
+                plugin_dirs,
+                no_default_plugins,
+                data_dir,
+                config,
+                ..AgentArgs::default()
+            };
+            return agent.sandbox_report(cwd);
         }
         Some(Command::Install { bin_dir, data_dir }) => {
             init_logging("warn");

@@ -195,15 +195,7 @@ impl Host {
             .command_env
             .clone()
             .unwrap_or_else(|| config.env_policy().scrub(std::env::vars_os()));
-        let trusted = config
-            .plugin_dirs
-            .iter()
-            .map(|dir| crate::sandbox::Trusted {
-                path: dir.clone(),
-                kind: crate::sandbox::TrustedKind::Directory,
-            })
-            .chain(config.trusted.iter().cloned())
-            .collect();
+        let trusted = crate::sandbox::with_plugin_dirs(&config.plugin_dirs, config.trusted.clone());
         let sandbox = Arc::new(Sandbox::detect(&config.sandbox, trusted));
         tracing::info!("{}", sandbox.describe());
         let executor_config = ExecutorConfig { bwrap: sandbox.backend.bwrap(), ..config.executor };

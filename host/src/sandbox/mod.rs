@@ -398,6 +398,71 @@ impl Sandbox {
     }
 }
 
+/// What hotsh trusts, read-only to every confined command: the plugin directories, then
+/// `trusted` (the data directory, the configuration file, hotsh's own directory).
+pub(crate) fn with_plugin_dirs(plugin_dirs: &[PathBuf], trusted: Vec<Trusted>) -> Vec<Trusted> {
+    plugin_dirs
+        .iter()
+        .map(|dir| Trusted { path: dir.clone(), kind: TrustedKind::Directory })
+        .chain(trusted)
+        .collect()
+}
+
+/// What `hotsh sandbox` prints: the backend ([`Sandbox::describe`]), then for each mode what a
+/// command run in `cwd` may write, what stays read-only inside that, the network and what is
+/// not enforced; `false` with it when confined commands cannot run here.
+pub(crate) fn report(sandbox: &Sandbox, cwd: &Path) -> (String, bool) {
+    let mut out = format!(
+        "{}
+commands in {}:
+",
+        sandbox.describe(),
+        cwd.display()
+    );
+    let list = |paths: &[PathBuf]| {
+        paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+    };
+    if !sandbox.offered() {
+        out.push_str("  every command       unconfined: your full access, the network included (no modes are offered)\n");
+        return (out, true);
+    }
+    let mut runs = true;
+    for mode in Mode::ALL {
+        if sandbox.max_mode.is_some_and(|max| mode > max) {
+            let line =
+                "not offered: the configuration caps commands below it (`[sandbox] max_mode`)";
+            out.push_str(&format!("  {:<19} {line}\n", mode.as_str()));
+            continue;
+        }
+        let line = match sandbox.policy(mode, cwd, None) {
+            Ok((None, _)) => "unconfined: your full access, the network included".to_owned(),
+            Ok((Some(rules), enforcement)) => {
+                let writes = if rules.writable.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    list(&rules.writable)
+                };
+                let kept = if rules.read_only.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (read-only inside: {})", list(&rules.read_only))
+                };
+                let network = if rules.network { "on" } else { "off" };
+                format!(
+                    "writes {writes}{kept}; network {network}; enforced: {}",
+                    enforcement.describe()
+                )
+            }
+            Err(unenforceable) => {
+                runs = false;
+                format!("not run: {}", unenforceable.what)
+            }
+        };
+        out.push_str(&format!("  {:<19} {line}\n", mode.as_str()));
+    }
+    (out, runs)
+}
+
 fn enforcement(gaps: Vec<String>) -> Enforcement {
     if gaps.is_empty() { Enforcement::Full } else { Enforcement::Partial(gaps.join("; ")) }
 }

@@ -6,39 +6,115 @@ use hotsh_tests::{Agent, AgentOptions, bash_call, eventually, processes_matching
 use serde_json::{Value, json};
 use std::path::Path;
 
-/// The backends present here: landlock when the kernel has it (it does on this kind of
-/// machine; elsewhere its tests are skipped, saying so), bwrap when installed (`.ci/run`
-/// installs it).
+/// The backends present here, as `hotsh sandbox` finds them: landlock when the kernel has it
+/// (it does on this kind of machine; elsewhere its tests are skipped, saying so), bwrap when
+/// installed (`.ci/run` installs it).
 pub(crate) fn backends() -> Vec<&'static str> {
-    let mut backends = Vec::new();
-    match landlock_abi() {
-        Some(_) => backends.push("landlock"),
-        None => eprintln!(
-            "landlock: this kernel has no Landlock (landlock_create_ruleset: {}); its tests are skipped",
-            std::io::Error::last_os_error()
-        ),
-    }
-    let bwrap_installed = std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("bwrap").is_file()));
-    if bwrap_installed {
-        backends.push("bwrap");
-    }
-    backends
+    static FOUND: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let mut backends = Vec::new();
+            for backend in ["landlock", "bwrap"] {
+                let (report, runs) = sandbox_report(backend, &std::env::temp_dir());
+                if runs {
+                    backends.push(backend);
+                } else {
+                    let first = report.lines().next().unwrap_or_default().to_owned();
+                    eprintln!("{backend}: its tests are skipped: {first}");
+                }
+            }
+            backends
+        })
+        .clone()
 }
 
-/// The kernel's Landlock ABI version, if it has Landlock.
-fn landlock_abi() -> Option<i64> {
-    const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1;
-    // SAFETY: the version query takes no ruleset: a null attribute pointer and size 0.
-    let abi = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            LANDLOCK_CREATE_RULESET_VERSION,
-        )
-    };
-    (abi > 0).then_some(abi)
+/// `hotsh sandbox` for a session in `cwd` with `backend` forced: what it printed, and whether
+/// confined commands run (its exit status).
+#[allow(clippy::disallowed_methods, reason = "runs hotsh sandbox")]
+fn sandbox_report(backend: &str, cwd: &Path) -> (String, bool) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, format!("[sandbox]\nbackend = \"{backend}\"\n")).expect("config");
+    let output = std::process::Command::new(hotsh_tests::hotsh_binary())
+        .arg("sandbox")
+        .arg("--cwd")
+        .arg(cwd)
+        .arg("--config")
+        .arg(&config)
+        .env("HOTSH_DATA_DIR", dir.path().join("data"))
+        .output()
+        .expect("hotsh sandbox");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(
+        output.status.code(),
+        Some(if output.status.success() { 0 } else { 1 }),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (stdout, output.status.success())
+}
+
+#[test]
+fn hotsh_sandbox_says_what_each_mode_gives_a_folder_on_each_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("project");
+    std::fs::create_dir_all(project.join(".git")).unwrap();
+    let backends = backends();
+    assert!(!backends.is_empty(), "no backend to test: landlock and bwrap are both missing");
+    for backend in backends {
+        let (report, runs) = sandbox_report(backend, &project);
+        assert!(runs, "{report}");
+        let line = |mode: &str| {
+            report
+                .lines()
+                .find(|line| line.trim_start().starts_with(mode))
+                .unwrap_or_else(|| panic!("no {mode} line: {report}"))
+                .to_owned()
+        };
+        assert!(report.starts_with(&format!("sandbox: {backend} (")), "{report}");
+        let read_only = line("read-only");
+        assert!(read_only.contains("writes nothing; network off; enforced: "), "{report}");
+        let workspace = line("workspace-write");
+        let git = format!("{}/.git", project.display());
+        assert!(workspace.contains(&format!("writes {}, ", project.display())), "{report}");
+        assert!(
+            workspace.contains(&git) && workspace.contains("enforced: full")
+                || workspace.contains("enforced: partial: `.git` stays writable"),
+            "the folder's .git is read-only, or the report says it is not: {report}"
+        );
+        assert!(line("danger-full-access").contains("unconfined"), "{report}");
+    }
+
+    // Switched off: every command unconfined, and no mode offered.
+    let (report, runs) = sandbox_report("none", &project);
+    assert!(runs && report.starts_with("sandbox: off"), "{report}");
+    assert!(report.contains("every command       unconfined"), "{report}");
+}
+
+#[test]
+#[allow(clippy::disallowed_methods, reason = "runs hotsh sandbox")]
+fn hotsh_sandbox_fails_naming_what_is_missing_where_nothing_can_confine() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[sandbox]\nbackend = \"bwrap\"\n").unwrap();
+    let output = std::process::Command::new(hotsh_tests::hotsh_binary())
+        .args(["sandbox", "--config"])
+        .arg(&config)
+        .current_dir(dir.path())
+        .env("HOTSH_DATA_DIR", dir.path().join("data"))
+        // No bwrap on this PATH.
+        .env("PATH", dir.path())
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{report}");
+    assert!(report.starts_with("sandbox: no backend can confine commands here"), "{report}");
+    let lines: Vec<&str> = report.lines().skip(2).map(str::trim_start).collect();
+    assert_eq!(lines.len(), 3, "{report}");
+    for line in &lines[..2] {
+        assert!(line.contains("not run: bubblewrap (`bwrap`) is not installed"), "{report}");
+    }
+    assert!(lines[2].starts_with("danger-full-access  unconfined"), "{report}");
 }
 
 pub(crate) fn options(backend: &str, extra: &str, responses: Vec<Value>) -> AgentOptions {
