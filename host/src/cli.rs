@@ -284,19 +284,26 @@ impl AgentArgs {
         let trusted =
             crate::sandbox::with_plugin_dirs(&self.plugin_dirs()?, self.trusted(data_dir));
         let sandbox = crate::sandbox::Sandbox::detect(&file.sandbox, trusted);
-        let cwd = match cwd {
-            Some(cwd) => cwd,
-            None => std::env::current_dir().context("cannot read the current directory")?,
-        };
-        let cwd = std::path::absolute(&cwd)
-            .with_context(|| format!("cannot resolve --cwd {}", cwd.display()))?;
-        anyhow::ensure!(cwd.is_dir(), "--cwd {} is not a directory", cwd.display());
+        let cwd = session_folder(cwd)?;
         let (report, runs) = crate::sandbox::report(&sandbox, &cwd);
         for line in report.lines() {
             crate::term::out(line);
         }
         Ok(if runs { ExitCode::SUCCESS } else { ExitCode::FAILURE })
     }
+}
+
+/// The session's folder `--cwd` names (default: the current directory), made absolute; it
+/// must be a directory.
+fn session_folder(cwd: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    let cwd = match cwd {
+        Some(cwd) => cwd,
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let cwd = std::path::absolute(&cwd)
+        .with_context(|| format!("cannot resolve --cwd {}", cwd.display()))?;
+    anyhow::ensure!(cwd.is_dir(), "--cwd {} is not a directory", cwd.display());
+    Ok(cwd)
 }
 
 /// Entry point of the `hotsh` binary. Every failure ends with one `error: …` line on stderr
@@ -412,13 +419,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let (mut config, run) = match command {
         Mode::Serve(args) => (args.into_config()?, None),
         Mode::Run { agent, cwd, session, sandbox, prompt } => {
-            let cwd = match cwd {
-                Some(cwd) => cwd,
-                None => std::env::current_dir().context("cannot read the current directory")?,
-            };
-            let cwd = std::path::absolute(&cwd)
-                .with_context(|| format!("cannot resolve --cwd {}", cwd.display()))?;
-            anyhow::ensure!(cwd.is_dir(), "--cwd {} is not a directory", cwd.display());
+            let cwd = session_folder(cwd)?;
             let mut config = agent.into_config()?;
             config.warn_without_tools = false;
             (config, Some((crate::acp::run::Target { cwd, resume: session, sandbox }, prompt)))
