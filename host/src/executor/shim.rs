@@ -189,8 +189,10 @@ fn run(
         None
     };
     let bwrap_policy = job.policy.as_ref().filter(|_| under_bwrap);
-    let mut argv = confine::shell_argv(bwrap_policy, shell, &job.command, helper.as_deref());
+    let (command, env) = long_command(&job.command, &job.env);
+    let mut argv = confine::shell_argv(bwrap_policy, shell, &command, helper.as_deref());
     argv.extend(job.positional.iter().cloned());
+    let env = env.as_deref().unwrap_or(&job.env);
     // Some of a confined command's calls come to this shim to be made (`sandbox/notify.rs`),
     // which needs a fork of its own to install the filter in; under bwrap the gate inside
     // does it.
@@ -200,22 +202,16 @@ fn run(
         .filter(|_| !under_bwrap)
         .map(|policy| (policy, notify::Filters::for_policy(policy)));
     let (shell_pid, gate) = match gated {
-        Some((policy, filters)) => match spawn_gated(&argv, &job.env, shell, filters, true) {
+        Some((policy, filters)) => match spawn_gated(&argv, env, shell, filters, true) {
             Ok((pid, listener)) => (pid, Some(notify::Gate::new(listener, policy))),
             Err(Gated::Unenforced(error)) => report.fail(&format!(
                 "the sandbox cannot be enforced, so the command was not run: {error}"
             )),
-            Err(Gated::Start(error)) => {
-                eprintln!("hotsh: cannot start {}: {error}", shell.display());
-                report.exit(127 << 8);
-            }
+            Err(Gated::Start(error)) => cannot_start(shell, &argv, env, &error, report),
         },
-        None => match spawn_shell(&argv, &job.env) {
+        None => match spawn_shell(&argv, env) {
             Ok(pid) => (pid, None),
-            Err(error) => {
-                eprintln!("hotsh: cannot start {}: {error}", shell.display());
-                report.exit(127 << 8);
-            }
+            Err(error) => cannot_start(shell, &argv, env, &error, report),
         },
     };
     // The filter's last user gone, the descriptor only hangs up: no longer watched.
@@ -283,6 +279,76 @@ fn run(
             }
         }
     }
+}
+
+/// The longest string `exec` takes (`MAX_ARG_STRLEN`, 32 pages), its NUL included.
+const EXEC_STRING_MAX: usize = 32 * 4096;
+
+/// The environment variables a long command travels in, numbered from 0.
+const COMMAND_PART: &str = "HOTSH_COMMAND_PART_";
+
+/// A command too long for one `exec` string: the command `SHELL -c` gets instead, and the
+/// environment with the command's parts (`None`: `command` fits, and goes as it is). The
+/// shell joins the parts, removes them (from its variables and its children's environment)
+/// and runs the whole as `eval` does, with `$0` and the positional parameters of `-c`.
+fn long_command(
+    command: &OsString,
+    env: &[(OsString, OsString)],
+) -> (OsString, Option<Vec<(OsString, OsString)>>) {
+    use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
+    let bytes = command.as_bytes();
+    if bytes.len() < EXEC_STRING_MAX {
+        return (command.clone(), None);
+    }
+    // Each `NAME=part` under the limit.
+    let parts: Vec<&[u8]> = bytes.chunks(EXEC_STRING_MAX - 4096).collect();
+    let names: Vec<String> = (0..parts.len()).map(|n| format!("{COMMAND_PART}{n}")).collect();
+    let joined: String = names.iter().map(|name| format!("${name}")).collect();
+    let script = format!(
+        "__hotsh_command=\"{joined}\"; unset {}; eval \"unset __hotsh_command; $__hotsh_command\"",
+        names.join(" ")
+    );
+    let env = env
+        .iter()
+        .filter(|(name, _)| !name.as_bytes().starts_with(COMMAND_PART.as_bytes()))
+        .cloned()
+        .chain(
+            names
+                .into_iter()
+                .zip(parts)
+                .map(|(name, part)| (name.into(), OsString::from_vec(part.to_vec()))),
+        )
+        .collect();
+    (script.into(), Some(env))
+}
+
+/// The shell could not be started: says why on the command's stderr and exits 127, as a shell
+/// does for a program it cannot run.
+fn cannot_start(
+    shell: &std::path::Path,
+    argv: &[OsString],
+    env: &[(OsString, OsString)],
+    error: &std::io::Error,
+    report: StatusPipe,
+) -> ! {
+    if error.raw_os_error() == Some(libc::E2BIG) {
+        let strings = argv.iter().map(|a| a.len() + 1).sum::<usize>()
+            + env.iter().map(|(k, v)| k.len() + v.len() + 2).sum::<usize>();
+        eprintln!("{}", too_long(strings));
+    } else {
+        eprintln!("hotsh: cannot start {}: {error}", shell.display());
+    }
+    report.exit(127 << 8);
+}
+
+/// What a command too long to start is told: with its environment (the `bytes` of the
+/// strings `exec` is given) it is over what the system takes for one program.
+fn too_long(bytes: usize) -> String {
+    format!(
+        "hotsh: this command is too long to start: with its environment it takes {bytes} bytes, \
+         over what this system takes for one program (`getconf ARG_MAX` in all, 128 KiB for \
+         one variable); write it to a file and run the file"
+    )
 }
 
 /// Reaps every child that has ended, noting the shell's wait status.
@@ -484,6 +550,8 @@ fn spawn_gated(
     let (refuse, notify) = (program(&programs.refuse), program(&programs.notify));
     let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(Gated::Start)?;
     let failed_exec = format!("hotsh: cannot start {}: ", shell.display());
+    let strings = args.iter().chain(&vars).map(|c| c.as_bytes_with_nul().len()).sum();
+    let too_long = format!("{}\n", too_long(strings));
     let launch = Launch {
         path: arg_ptrs[0],
         argv: arg_ptrs.as_ptr(),
@@ -493,6 +561,7 @@ fn spawn_gated(
         socket: theirs.as_raw_fd(),
         own_session,
         failed_exec: failed_exec.as_bytes(),
+        too_long: too_long.as_bytes(),
     };
     let mut stack = vec![0u8; CHILD_STACK];
     // The stack grows down from its (16-byte aligned) end.
@@ -555,6 +624,8 @@ struct Launch<'a> {
     own_session: bool,
     /// `hotsh: cannot start SHELL: `, for a failed `execve`.
     failed_exec: &'a [u8],
+    /// The line for an `execve` that failed with `E2BIG` ([`too_long`]).
+    too_long: &'a [u8],
 }
 
 /// The child of [`spawn_gated`]: resets its signals, installs the filter, sends the
@@ -603,7 +674,12 @@ extern "C" fn launch_child(arg: *mut libc::c_void) -> libc::c_int {
         libc::close(listener);
         libc::close(launch.socket);
         libc::execve(launch.path, launch.argv, launch.envp);
-        let reason = std::ffi::CStr::from_ptr(libc::strerror(*libc::__errno_location()));
+        let errno = *libc::__errno_location();
+        if errno == libc::E2BIG {
+            libc::write(2, launch.too_long.as_ptr().cast(), launch.too_long.len());
+            return 127;
+        }
+        let reason = std::ffi::CStr::from_ptr(libc::strerror(errno));
         libc::write(2, launch.failed_exec.as_ptr().cast(), launch.failed_exec.len());
         libc::write(2, reason.as_ptr().cast(), reason.to_bytes().len());
         libc::write(2, b"\n".as_ptr().cast(), 1);
@@ -831,5 +907,45 @@ impl Program {
             },
             None => Self { path: "/proc/self/exe".into(), name: exe, _file: None },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_too_long_for_one_exec_string_goes_in_parts_the_shell_joins() {
+        let env = vec![
+            ("PATH".into(), "/usr/bin".into()),
+            (format!("{COMMAND_PART}7").into(), "stale".into()),
+        ];
+        let short: OsString = "echo hi".into();
+        assert_eq!(long_command(&short, &env), (short, None), "a command that fits goes as it is");
+
+        let command: OsString = "x".repeat(300_000).into();
+        let (script, parts) = long_command(&command, &env);
+        let parts = parts.expect("parts");
+        let names = |n: usize| format!("{COMMAND_PART}{n}");
+        assert_eq!(
+            script.to_str().expect("UTF-8"),
+            format!(
+                "__hotsh_command=\"${0}${1}${2}\"; unset {0} {1} {2}; eval \"unset __hotsh_command; $__hotsh_command\"",
+                names(0),
+                names(1),
+                names(2)
+            )
+        );
+        assert_eq!(parts[0], ("PATH".into(), "/usr/bin".into()), "the rest of the environment");
+        let joined: Vec<u8> = parts[1..]
+            .iter()
+            .enumerate()
+            .flat_map(|(n, (name, part))| {
+                assert_eq!(name.to_str(), Some(names(n).as_str()), "{name:?}: in order");
+                assert!(name.len() + part.len() + 2 <= EXEC_STRING_MAX, "each part fits");
+                part.as_encoded_bytes().to_vec()
+            })
+            .collect();
+        assert_eq!(joined, command.as_encoded_bytes(), "the parts are the command");
     }
 }

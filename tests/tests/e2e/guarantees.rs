@@ -540,17 +540,55 @@ fn a_command_that_stops_the_spare_shim_does_not_stop_the_next_command() {
 }
 
 #[test]
-fn a_large_command_reaches_the_shell_whole() {
+fn a_large_command_reaches_the_shell_whole_and_one_too_large_to_start_says_so() {
     // 100,000 bytes: more than one message to the supervisor takes (the job then travels in a
-    // memory file), less than `exec` takes for one string (128 KiB).
-    let payload = "x".repeat(100_000);
-    let command = format!("payload={payload}; echo ${{#payload}}");
-    let mut agent = Agent::start(AgentOptions::script(vec![bash_call(&command), say("ok")]));
-    agent.initialize(true);
-    let session = agent.new_session();
-    agent.prompt(&session, "go");
-    assert_eq!(agent.last_tool_result(), ("100000".to_owned(), false));
-    assert!(agent.finish().success());
+    // memory file); 300,000: more than `exec` takes for one string (128 KiB), so the shell
+    // gets it in parts; and more than this system takes for a program's arguments and
+    // environment in all (`getconf ARG_MAX`, 2 MiB here).
+    // SAFETY: a plain sysconf query.
+    let arg_max = usize::try_from(unsafe { libc::sysconf(libc::_SC_ARG_MAX) }).expect("ARG_MAX");
+    let too_large = arg_max + (64 << 10);
+    let sized = |size: usize| {
+        let payload = "x".repeat(size);
+        // The parts stay out of the command's sight: no variable, nothing in its environment.
+        bash_call(&format!(
+            "payload={payload}; echo ${{#payload}} \"[${{__hotsh_command-}}]\" $(env | grep -c HOTSH_COMMAND_PART) \"$0\""
+        ))
+    };
+    // Under bwrap once with a sandbox per command: the gate inside bwrap starts the shell.
+    let per_command = (
+        "bwrap, a sandbox per command",
+        "[sandbox]\nbackend = \"bwrap\"\nkeep_environment_s = 0\n".to_owned(),
+    );
+    let has_bwrap = crate::sandbox::backends().contains(&"bwrap");
+    for (setup, config) in setups().into_iter().chain(has_bwrap.then_some(per_command)) {
+        let responses = vec![sized(100_000), sized(300_000), sized(too_large), say("ok")];
+        let mut options = AgentOptions::script(responses);
+        options.config = Some(config);
+        let mut agent = Agent::start(options);
+        agent.initialize(true);
+        let session = agent.new_session();
+        let answer = agent.prompt(&session, "go");
+        let results = agent.tool_results();
+        assert_eq!(results.len(), 3, "{setup}: {answer}\n{}", agent.stderr());
+        let shell = |text: &str| text.split_whitespace().last().unwrap_or_default().to_owned();
+        for (result, size) in results[..2].iter().zip(["100000", "300000"]) {
+            let (text, is_error) = result;
+            assert!(!is_error, "{setup}: {text}");
+            assert_eq!(text, &format!("{size} [] 0 {}", shell(text)), "{setup}");
+            assert!(shell(text).ends_with("sh"), "{setup}: $0 is the shell, as with -c: {text}");
+        }
+        // A command that did not start is a fact the model reads (exit 127), like any other.
+        let (text, _) = &results[2];
+        assert!(
+            text.contains(
+                "hotsh: this command is too long to start: with its environment it takes "
+            ) && text.contains("write it to a file and run the file")
+                && text.contains("[exit code: 127]"),
+            "{setup}: {text}"
+        );
+        assert!(agent.finish().success());
+    }
 }
 
 #[test]
