@@ -189,10 +189,10 @@ fn run(
         None
     };
     let bwrap_policy = job.policy.as_ref().filter(|_| under_bwrap);
-    let (command, env) = long_command(&job.command, &job.env);
-    let mut argv = confine::shell_argv(bwrap_policy, shell, &command, helper.as_deref());
+    let long = long_command(&job.command, &job.env);
+    let (command, env) = long.as_ref().map_or((&job.command, &job.env), |(c, e)| (c, e));
+    let mut argv = confine::shell_argv(bwrap_policy, shell, command, helper.as_deref());
     argv.extend(job.positional.iter().cloned());
-    let env = env.as_deref().unwrap_or(&job.env);
     // Some of a confined command's calls come to this shim to be made (`sandbox/notify.rs`),
     // which needs a fork of its own to install the filter in; under bwrap the gate inside
     // does it.
@@ -287,18 +287,18 @@ const EXEC_STRING_MAX: usize = 32 * 4096;
 /// The environment variables a long command travels in, numbered from 0.
 const COMMAND_PART: &str = "HOTSH_COMMAND_PART_";
 
-/// A command too long for one `exec` string: the command `SHELL -c` gets instead, and the
-/// environment with the command's parts (`None`: `command` fits, and goes as it is). The
+/// For a command too long for one `exec` string: the command `SHELL -c` gets instead, and
+/// the environment with the command's parts (`None`: `command` fits, and goes as it is). The
 /// shell joins the parts, removes them (from its variables and its children's environment)
 /// and runs the whole as `eval` does, with `$0` and the positional parameters of `-c`.
 fn long_command(
     command: &OsString,
     env: &[(OsString, OsString)],
-) -> (OsString, Option<Vec<(OsString, OsString)>>) {
+) -> Option<(OsString, Vec<(OsString, OsString)>)> {
     use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
     let bytes = command.as_bytes();
     if bytes.len() < EXEC_STRING_MAX {
-        return (command.clone(), None);
+        return None;
     }
     // Each `NAME=part` under the limit.
     let parts: Vec<&[u8]> = bytes.chunks(EXEC_STRING_MAX - 4096).collect();
@@ -319,7 +319,7 @@ fn long_command(
                 .map(|(name, part)| (name.into(), OsString::from_vec(part.to_vec()))),
         )
         .collect();
-    (script.into(), Some(env))
+    Some((script.into(), env))
 }
 
 /// The shell could not be started: says why on the command's stderr and exits 127, as a shell
@@ -921,11 +921,10 @@ mod tests {
             (format!("{COMMAND_PART}7").into(), "stale".into()),
         ];
         let short: OsString = "echo hi".into();
-        assert_eq!(long_command(&short, &env), (short, None), "a command that fits goes as it is");
+        assert_eq!(long_command(&short, &env), None, "a command that fits goes as it is");
 
         let command: OsString = "x".repeat(300_000).into();
-        let (script, parts) = long_command(&command, &env);
-        let parts = parts.expect("parts");
+        let (script, parts) = long_command(&command, &env).expect("parts");
         let names = |n: usize| format!("{COMMAND_PART}{n}");
         assert_eq!(
             script.to_str().expect("UTF-8"),
