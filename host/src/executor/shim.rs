@@ -351,7 +351,6 @@ fn too_long(bytes: usize) -> String {
     )
 }
 
-/// Reaps every child that has ended, noting the shell's wait status.
 /// Starts the shell with `posix_spawn` (a vfork: nothing of the shim is copied), with the
 /// shim's descriptors 0 to 2 (the others are close-on-exec), `env` as its whole environment,
 /// in a session (and process group) of its own: the command has no controlling terminal of
@@ -732,6 +731,7 @@ const DEFAULT_SIGNALS: [i32; 13] = [
     libc::SIGTTOU,
 ];
 
+/// Reaps every child that has ended, noting the shell's wait status.
 fn reap(shell_pid: libc::pid_t, shell_status: &mut Option<i32>) {
     loop {
         let mut status = 0;

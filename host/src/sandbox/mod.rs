@@ -412,13 +412,7 @@ pub(crate) fn with_plugin_dirs(plugin_dirs: &[PathBuf], trusted: Vec<Trusted>) -
 /// command run in `cwd` may write, what stays read-only inside that, the network and what is
 /// not enforced; `false` with it when confined commands cannot run here.
 pub(crate) fn report(sandbox: &Sandbox, cwd: &Path) -> (String, bool) {
-    let mut out = format!(
-        "{}
-commands in {}:
-",
-        sandbox.describe(),
-        cwd.display()
-    );
+    let mut out = format!("{}\ncommands in {}:\n", sandbox.describe(), cwd.display());
     let list = |paths: &[PathBuf]| {
         paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
     };
