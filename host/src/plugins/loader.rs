@@ -431,12 +431,8 @@ fn release_unmapped(fd: std::os::fd::BorrowedFd<'_>, bytes: &[u8]) {
 /// themselves), each widened to [`KEEP_ALIGN`], sorted; `None` if the headers are not all
 /// within `bytes`.
 fn mapped_ranges(bytes: &[u8]) -> Option<Vec<std::ops::Range<u64>>> {
-    let u16_at = |at: usize| Some(u16::from_le_bytes(bytes.get(at..at + 2)?.try_into().ok()?));
-    let u64_at = |at: usize| Some(u64::from_le_bytes(bytes.get(at..at + 8)?.try_into().ok()?));
-    if bytes.get(..6)? != b"\x7fELF\x02\x01" {
-        return None;
-    }
-    let (table, size, count) = (u64_at(0x20)?, u64::from(u16_at(0x36)?), u16_at(0x38)?);
+    let elf = Elf64::of(bytes)?;
+    let (table, size, count) = (elf.u64_at(0x20)?, u64::from(elf.u16_at(0x36)?), elf.u16_at(0x38)?);
     // An Elf64_Phdr is 56 bytes.
     if size < 56 {
         return None;
@@ -449,7 +445,7 @@ fn mapped_ranges(bytes: &[u8]) -> Option<Vec<std::ops::Range<u64>>> {
     for header in 0..u64::from(count) {
         let at = usize::try_from(table + header * size).ok()?;
         // `p_offset` at 8, `p_filesz` at 32 (Elf64_Phdr).
-        let (offset, len) = (u64_at(at + 8)?, u64_at(at + 32)?);
+        let (offset, len) = (elf.u64_at(at + 8)?, elf.u64_at(at + 32)?);
         if len > 0 {
             kept.push(widen(offset, len)?);
         }
@@ -478,18 +474,30 @@ fn holes(kept: &[std::ops::Range<u64>], len: u64) -> Vec<std::ops::Range<u64>> {
 /// True when `bytes` is a 64-bit little-endian ELF whose section header table (written last
 /// by the linker) lies entirely within the file.
 pub(crate) fn is_complete_elf(bytes: &[u8]) -> bool {
-    const HEADER_LEN: usize = 64;
-    if bytes.len() < HEADER_LEN || &bytes[..4] != b"\x7fELF" || bytes[4] != 2 || bytes[5] != 1 {
-        return false;
+    let section_headers_end = || {
+        let elf = Elf64::of(bytes)?;
+        let len = u64::from(elf.u16_at(0x3A)?) * u64::from(elf.u16_at(0x3C)?);
+        elf.u64_at(0x28)?.checked_add(len)
+    };
+    section_headers_end().is_some_and(|end| end > 0 && end <= bytes.len() as u64)
+}
+
+/// The bytes of a 64-bit little-endian ELF file with its whole header (64 bytes), read
+/// field by field; a field past the end reads as `None`.
+struct Elf64<'a>(&'a [u8]);
+
+impl<'a> Elf64<'a> {
+    fn of(bytes: &'a [u8]) -> Option<Self> {
+        (bytes.len() >= 64 && bytes.starts_with(b"\x7fELF\x02\x01")).then_some(Self(bytes))
     }
-    let u16_at = |at: usize| u64::from(u16::from_le_bytes([bytes[at], bytes[at + 1]]));
-    let mut shoff = [0u8; 8];
-    shoff.copy_from_slice(&bytes[0x28..0x30]);
-    let section_headers_at = u64::from_le_bytes(shoff);
-    let section_headers_len = u16_at(0x3A) * u16_at(0x3C);
-    section_headers_at
-        .checked_add(section_headers_len)
-        .is_some_and(|end| end > 0 && end <= bytes.len() as u64)
+
+    fn u16_at(&self, at: usize) -> Option<u16> {
+        Some(u16::from_le_bytes(self.0.get(at..at.checked_add(2)?)?.try_into().ok()?))
+    }
+
+    fn u64_at(&self, at: usize) -> Option<u64> {
+        Some(u64::from_le_bytes(self.0.get(at..at.checked_add(8)?)?.try_into().ok()?))
+    }
 }
 
 /// Identifies a build by content (SipHash; collisions are not a security concern here, a
