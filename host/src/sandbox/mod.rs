@@ -422,15 +422,13 @@ pub(crate) fn report(sandbox: &Sandbox, cwd: &Path) -> (String, bool) {
     }
     let mut runs = true;
     for mode in Mode::ALL {
-        if sandbox.max_mode.is_some_and(|max| mode > max) {
-            let line =
-                "not offered: the configuration caps commands below it (`[sandbox] max_mode`)";
-            out.push_str(&format!("  {:<19} {line}\n", mode.as_str()));
-            continue;
-        }
-        let line = match sandbox.policy(mode, cwd, None) {
-            Ok((None, _)) => "unconfined: your full access, the network included".to_owned(),
-            Ok((Some(rules), enforcement)) => {
+        let capped = sandbox.max_mode.is_some_and(|max| mode > max);
+        let policy = if capped { None } else { Some(sandbox.policy(mode, cwd, None)) };
+        let line = match policy {
+            None => "not offered: the configuration caps commands below it (`[sandbox] max_mode`)"
+                .to_owned(),
+            Some(Ok((None, _))) => "unconfined: your full access, the network included".to_owned(),
+            Some(Ok((Some(rules), enforcement))) => {
                 let writes = if rules.writable.is_empty() {
                     "nothing".to_owned()
                 } else {
@@ -447,7 +445,7 @@ pub(crate) fn report(sandbox: &Sandbox, cwd: &Path) -> (String, bool) {
                     enforcement.describe()
                 )
             }
-            Err(unenforceable) => {
+            Some(Err(unenforceable)) => {
                 runs = false;
                 format!("not run: {}", unenforceable.what)
             }
