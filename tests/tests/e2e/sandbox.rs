@@ -31,15 +31,16 @@ pub(crate) fn backends() -> Vec<&'static str> {
 /// `hotsh sandbox` for a session in `cwd` with `backend` forced: what it printed, and whether
 /// confined commands run (its exit status).
 fn sandbox_report(backend: &str, cwd: &Path) -> (String, bool) {
-    hotsh_sandbox(backend, cwd, None)
+    hotsh_sandbox(&format!("backend = \"{backend}\"\n"), cwd, None)
 }
 
-/// [`sandbox_report`], with `path` as the `PATH` hotsh sees when given.
+/// `hotsh sandbox` with `sandbox` as the configuration's `[sandbox]` section, and `path` as
+/// the `PATH` hotsh sees when given.
 #[allow(clippy::disallowed_methods, reason = "runs hotsh sandbox")]
-fn hotsh_sandbox(backend: &str, cwd: &Path, path: Option<&Path>) -> (String, bool) {
+fn hotsh_sandbox(sandbox: &str, cwd: &Path, path: Option<&Path>) -> (String, bool) {
     let dir = tempfile::tempdir().expect("a temp dir");
     let config = dir.path().join("config.toml");
-    std::fs::write(&config, format!("[sandbox]\nbackend = \"{backend}\"\n")).expect("config");
+    std::fs::write(&config, format!("[sandbox]\n{sandbox}")).expect("config");
     let mut command = std::process::Command::new(hotsh_tests::hotsh_binary());
     command.arg("sandbox").arg("--cwd").arg(cwd).arg("--config").arg(&config);
     command.env("HOTSH_DATA_DIR", dir.path().join("data"));
@@ -60,7 +61,7 @@ fn hotsh_sandbox_says_what_each_mode_gives_a_folder_on_each_backend() {
     std::fs::create_dir_all(project.join(".git")).unwrap();
     let backends = backends();
     assert!(!backends.is_empty(), "no backend to test: landlock and bwrap are both missing");
-    for backend in backends {
+    for &backend in &backends {
         let (report, runs) = sandbox_report(backend, &project);
         assert!(runs, "{report}");
         let line = |mode: &str| {
@@ -84,6 +85,20 @@ fn hotsh_sandbox_says_what_each_mode_gives_a_folder_on_each_backend() {
         assert!(line("danger-full-access").contains("unconfined"), "{report}");
     }
 
+    // Capped: the modes past the cap are not offered.
+    let capped = format!("backend = \"{}\"\nmax_mode = \"read-only\"\n", backends[0]);
+    let (report, runs) = hotsh_sandbox(&capped, &project, None);
+    assert!(runs, "{report}");
+    for mode in ["workspace-write", "danger-full-access"] {
+        assert!(
+            report.lines().any(|line| line.trim_start().starts_with(mode)
+                && line.ends_with(
+                    "not offered: the configuration caps commands below it (`[sandbox] max_mode`)"
+                )),
+            "{mode}: {report}"
+        );
+    }
+
     // Switched off: every command unconfined, and no mode offered.
     let (report, runs) = sandbox_report("none", &project);
     assert!(runs && report.starts_with("sandbox: off"), "{report}");
@@ -94,7 +109,7 @@ fn hotsh_sandbox_says_what_each_mode_gives_a_folder_on_each_backend() {
 fn hotsh_sandbox_fails_naming_what_is_missing_where_nothing_can_confine() {
     let dir = tempfile::tempdir().unwrap();
     // No bwrap on this PATH.
-    let (report, runs) = hotsh_sandbox("bwrap", dir.path(), Some(dir.path()));
+    let (report, runs) = hotsh_sandbox("backend = \"bwrap\"\n", dir.path(), Some(dir.path()));
     assert!(!runs, "exit status 1: {report}");
     assert!(report.starts_with("sandbox: no backend can confine commands here"), "{report}");
     let lines: Vec<&str> = report.lines().skip(2).map(str::trim_start).collect();
