@@ -15,7 +15,7 @@ use hotsh_core::model::{
 };
 use hotsh_core::sandbox::Mode;
 use hotsh_core::session::{
-    CallStatus, EventSink, Fact, LogSink, Prompt, Record, Session, SessionEvent, SessionMeta,
+    CallStatus, EventSink, Fact, LogSink, Narrowing, Prompt, Record, Session, SessionEvent, SessionMeta,
     StopReason, ToolCallId, TurnOutcome, fold,
 };
 use hotsh_core::tools::{Call, CallHook, CallResult, ToolProvider, ToolRouter, open_card};
@@ -874,7 +874,7 @@ async fn an_end_whose_start_no_call_logged_is_logged_when_the_turn_ends() {
 async fn plan_mode_names_the_running_tasks_that_keep_writing_and_closing_stops_everything() {
     let f = fixture();
     let executor = FakeExecutor::default();
-    f.session.tell_of_tasks_that_keep_writing(&executor).await;
+    f.session.tell_of_tasks_that_keep_writing(&executor, Narrowing::PlanMode).await;
     assert!(f.client.0.lock().unwrap().is_empty(), "no task, nothing to say");
     *executor.running.lock().unwrap() = vec![
         RunningTask { id: "bash-1".into(), command: "cat".into(), mode: "read-only".into() },
@@ -884,7 +884,7 @@ async fn plan_mode_names_the_running_tasks_that_keep_writing_and_closing_stops_e
             mode: "workspace-write".into(),
         },
     ];
-    f.session.tell_of_tasks_that_keep_writing(&executor).await;
+    f.session.tell_of_tasks_that_keep_writing(&executor, Narrowing::PlanMode).await;
     let note = f.client.0.lock().unwrap().iter().find_map(|e| match e {
         SessionEvent::HostNote { title, detail, .. } => Some((title.clone(), detail.clone())),
         _ => None,

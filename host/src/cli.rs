@@ -264,15 +264,20 @@ impl AgentArgs {
     }
 
     /// What is read-only to every confined command besides the plugin directories (which the
-    /// host adds): the data directory, the configuration file, hotsh's own directory.
+    /// host adds): every place this or a later hotsh of this user reads its configuration,
+    /// plugins, sessions or program from, whichever flags this one was started with (the
+    /// data directories, the configuration file and directories, hotsh's own directory, the
+    /// installed executables). The one list the policy and `hotsh sandbox` share.
     fn trusted(&self, data_dir: Option<PathBuf>) -> Vec<crate::sandbox::Trusted> {
         use crate::sandbox::{Trusted, TrustedKind};
         let directory = |path: PathBuf| Trusted { path, kind: TrustedKind::Directory };
-        data_dir
-            .map(directory)
+        let file = |path: PathBuf| Trusted { path, kind: TrustedKind::File };
+        crate::dirs::every_data_dir(data_dir.as_deref())
             .into_iter()
+            .map(directory)
             .chain(crate::config::trusted(self.config.as_deref()))
             .chain(crate::dirs::executable_dir().ok().map(directory))
+            .chain(crate::dirs::installed_executables().into_iter().map(file))
             .collect()
     }
 

@@ -152,20 +152,21 @@ pub(crate) fn default_path() -> Option<PathBuf> {
 }
 
 /// What of the configuration a confined command must not change: the file given with
-/// `--config`, else the directory the default file is looked for in (so that none can be
-/// made there either).
-pub(crate) fn trusted(explicit: Option<&Path>) -> Option<crate::sandbox::Trusted> {
+/// `--config`, and whatever it is, every directory a later hotsh started without it reads its
+/// default file from (`$XDG_CONFIG_HOME/hotsh` and `~/.config/hotsh`), so that none can be
+/// made or changed there either.
+pub(crate) fn trusted(explicit: Option<&Path>) -> Vec<crate::sandbox::Trusted> {
     use crate::sandbox::{Trusted, TrustedKind};
-    match explicit {
-        Some(file) => Some(Trusted {
-            path: std::path::absolute(file).unwrap_or_else(|_| file.to_owned()),
-            kind: TrustedKind::File,
-        }),
-        None => Some(Trusted {
-            path: default_path()?.parent()?.to_owned(),
-            kind: TrustedKind::Directory,
-        }),
-    }
+    let from_env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let explicit = explicit.map(|file| Trusted {
+        path: std::path::absolute(file).unwrap_or_else(|_| file.to_owned()),
+        kind: TrustedKind::File,
+    });
+    let defaults = [from_env("XDG_CONFIG_HOME"), from_env("HOME").map(|home| home.join(".config"))]
+        .into_iter()
+        .flatten()
+        .map(|base| Trusted { path: base.join("hotsh"), kind: TrustedKind::Directory });
+    explicit.into_iter().chain(defaults).collect()
 }
 
 impl ConfigFile {

@@ -19,6 +19,42 @@ pub(crate) fn data_dir(explicit: Option<&Path>) -> Option<PathBuf> {
         .or_else(|| from_env("HOME").map(|h| h.join(".local/share/hotsh")))
 }
 
+/// Every data directory a hotsh of this user may read plugins and sessions from, whatever
+/// this one was started with: `explicit` (`--data-dir`), `$HOTSH_DATA_DIR`,
+/// `$XDG_DATA_HOME/hotsh` and `~/.local/share/hotsh` (the plugin directory is inside each).
+pub(crate) fn every_data_dir(explicit: Option<&Path>) -> Vec<PathBuf> {
+    let from_env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let mut dirs: Vec<PathBuf> = [
+        explicit.map(Path::to_owned),
+        from_env("HOTSH_DATA_DIR"),
+        from_env("XDG_DATA_HOME").map(|d| d.join("hotsh")),
+        from_env("HOME").map(|h| h.join(".local/share/hotsh")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    dirs.dedup();
+    dirs
+}
+
+/// The installed `hotsh` and `hotsh-shim` a later start may run: those in `~/.local/bin`
+/// (where `hotsh install` puts them) and the `hotsh` first on `PATH`, with its shim.
+pub(crate) fn installed_executables() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let on_path = std::env::var_os("PATH")
+        .and_then(|path| find_on_path(Path::new("hotsh"), &path))
+        .and_then(|hotsh| hotsh.parent().map(Path::to_owned));
+    for dir in user_bin_dir().into_iter().chain(on_path) {
+        for name in ["hotsh", "hotsh-shim"] {
+            let file = dir.join(name);
+            if !files.contains(&file) {
+                files.push(file);
+            }
+        }
+    }
+    files
+}
+
 /// The per-user plugin directory inside a data directory.
 pub(crate) fn user_plugin_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("plugins")

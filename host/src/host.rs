@@ -2,14 +2,16 @@
 //! background tasks, the model).
 
 use crate::config::ConfigFile;
-use crate::executor::{EnvPolicy, Executor, ExecutorConfig, OutputRoot};
+use crate::executor::{EnvPolicy, Executor, ExecutorConfig, OutputRoot, SessionTemp};
 use crate::model::setup::ModelChoices;
 use crate::model::{self, Model, Transcript};
 use crate::plugins::{PluginChange, Registry, watch_plugin_dirs};
 use crate::sandbox::Sandbox;
 use crate::session::fold::Folded;
 use crate::session::store::{SessionStore, StoreError};
-use crate::session::{EventSink, LogWriter, Session, SessionEvent, SessionId, SessionMeta};
+use crate::session::{
+    EventSink, LogWriter, Narrowing, Session, SessionEvent, SessionId, SessionMeta,
+};
 use crate::sync::lock;
 use hotsh_core::executor::Executor as _;
 use std::collections::HashMap;
@@ -128,7 +130,7 @@ pub(crate) struct Host {
     models: Vec<Offered>,
     takes_images: bool,
     transcript: Option<Arc<Transcript>>,
-    output_root: OutputRoot,
+    output_root: Arc<OutputRoot>,
     runtime: tokio::runtime::Handle,
     sessions: Mutex<HashMap<SessionId, Arc<Session>>>,
     store: SessionStore,
@@ -195,7 +197,22 @@ impl Host {
             .command_env
             .clone()
             .unwrap_or_else(|| config.env_policy().scrub(std::env::vars_os()));
-        let trusted = crate::sandbox::with_plugin_dirs(&config.plugin_dirs, config.trusted.clone());
+        let output_root = OutputRoot::create(&config.temp_dir).unwrap_or_else(|error| {
+            tracing::warn!(
+                dir = %config.temp_dir.display(),
+                %error,
+                "cannot make a private directory for command output; output files will be unavailable"
+            );
+            OutputRoot::unavailable()
+        });
+        let output_root = Arc::new(output_root);
+        // hotsh writes command output there and shows it: no confined command may.
+        let mut trusted = config.trusted.clone();
+        trusted.extend(output_root.path().map(|path| crate::sandbox::Trusted {
+            path: path.to_owned(),
+            kind: crate::sandbox::TrustedKind::Directory,
+        }));
+        let trusted = crate::sandbox::with_plugin_dirs(&config.plugin_dirs, trusted);
         let sandbox = Arc::new(Sandbox::detect(&config.sandbox, trusted));
         tracing::info!("{}", sandbox.describe());
         let executor_config = ExecutorConfig { bwrap: sandbox.backend.bwrap(), ..config.executor };
@@ -215,14 +232,6 @@ impl Host {
             if warn_without_tools && loading.snapshot().tool_definitions().is_empty() {
                 tracing::warn!("{}", crate::plugins::no_tools_message(loading.dirs()));
             }
-        });
-        let output_root = OutputRoot::create(&config.temp_dir).unwrap_or_else(|error| {
-            tracing::warn!(
-                dir = %config.temp_dir.display(),
-                %error,
-                "cannot make a private directory for command output; output files will be unavailable"
-            );
-            OutputRoot::unavailable()
         });
         let recorder = config
             .record
@@ -436,7 +445,7 @@ impl Host {
             session: Some(Arc::clone(session)),
             call_id: String::new(),
             cwd: session.cwd.clone(),
-            temp_dir: Some(self.output_root.session_temp_dir(&session.id.0)),
+            temp: Some(SessionTemp::new(&self.output_root, &session.id.0)),
         };
         let (executor, owner) = (Arc::clone(&self.executor), session.id.0.clone());
         tokio::spawn(async move {
@@ -468,7 +477,7 @@ impl Host {
             sandbox: Arc::clone(&self.sandbox),
             runtime: self.runtime.clone(),
             output_dir: self.output_root.session_dir(&session.id.0),
-            temp_dir: self.output_root.session_temp_dir(&session.id.0),
+            temp: SessionTemp::new(&self.output_root, &session.id.0),
         };
         let mut providers: Vec<Arc<dyn hotsh_core::tools::ToolProvider>> =
             vec![Arc::new(plugins), Arc::new(hotsh_core::plan::PlanTool)];
@@ -505,9 +514,11 @@ impl Host {
         self.output_root.remove();
     }
 
-    /// The session entered plan mode ([`Session::tell_of_tasks_that_keep_writing`]).
-    pub(crate) async fn entered_plan_mode(&self, session: &Session) {
-        session.tell_of_tasks_that_keep_writing(&*self.executor).await;
+    /// The session's commands were narrowed (plan mode, a narrower sandbox mode): the
+    /// background tasks still running under a wider mode are named
+    /// ([`Session::tell_of_tasks_that_keep_writing`]).
+    pub(crate) async fn narrowed(&self, session: &Session, narrowing: Narrowing) {
+        session.tell_of_tasks_that_keep_writing(&*self.executor, narrowing).await;
     }
 
     /// Tells every session's client that a plugin was reloaded, rejected or unloaded.

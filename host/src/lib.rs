@@ -12,6 +12,7 @@ mod http;
 mod install;
 mod mcp;
 mod model;
+mod nofollow;
 mod plugins;
 mod prompt;
 mod sandbox;

@@ -42,7 +42,7 @@ pub(crate) struct PluginTools {
     /// Where this session's output files go.
     pub(crate) output_dir: std::path::PathBuf,
     /// The session's private temp dir, its commands' `$TMPDIR`.
-    pub(crate) temp_dir: std::path::PathBuf,
+    pub(crate) temp: crate::executor::SessionTemp,
 }
 
 impl ToolProvider for PluginTools {
@@ -240,7 +240,7 @@ impl PluginTools {
                 session: Some(Arc::clone(call.session)),
                 call_id: call.call_id.0.clone(),
                 cwd: call.session.cwd.clone(),
-                temp_dir: Some(self.temp_dir.clone()),
+                temp: Some(self.temp.clone()),
             },
         }
     }

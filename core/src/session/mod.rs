@@ -14,7 +14,7 @@ pub mod log;
 mod tasks;
 
 pub use log::{Fact, OutputPrefix, Prompt, Record, SessionMeta, TurnOutcome};
-pub use tasks::task_end_of;
+pub use tasks::{Narrowing, task_end_of};
 
 use crate::model::Message;
 use crate::sandbox::Mode;
@@ -414,6 +414,9 @@ pub const PLAN_MODE: &str = "plan";
 pub struct EscalationAsk {
     pub call_id: String,
     pub command: String,
+    /// The session's folder.
+    pub cwd: String,
+    /// The folder the command runs in (the call's working directory).
     pub workdir: String,
     pub justification: String,
     pub mode: Mode,

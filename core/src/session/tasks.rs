@@ -192,24 +192,31 @@ impl Session {
         self.flush_or_warn().await;
     }
 
-    /// The session entered plan mode, which caps the commands that start from now on;
-    /// background tasks already running keep the access they started with (a running
-    /// process's confinement cannot be narrowed). Says so, to the user (a note in the thread)
-    /// and to the model (a notice), when any of the session's running tasks may write.
-    pub async fn tell_of_tasks_that_keep_writing(&self, executor: &dyn Executor) {
-        let writing: Vec<_> = executor
+    /// The session's commands were narrowed (plan mode, or a narrower sandbox mode): the
+    /// commands that start from now on run under `narrowing`'s mode, and background tasks
+    /// already running keep the access they started with (a running process's confinement
+    /// cannot be narrowed). Says so, naming each with its id, to the user (a note in the
+    /// thread) and to the model (a notice), when any of the session's running tasks runs
+    /// under a wider mode.
+    pub async fn tell_of_tasks_that_keep_writing(
+        &self,
+        executor: &dyn Executor,
+        narrowing: Narrowing,
+    ) {
+        let now = narrowing.mode();
+        let wider: Vec<_> = executor
             .running_owned_by(&self.id.0)
             .into_iter()
-            .filter(|task| task.mode != Mode::ReadOnly.as_str())
+            .filter(|task| Mode::parse(&task.mode).is_none_or(|mode| mode > now))
             .collect();
-        if writing.is_empty() {
+        if wider.is_empty() {
             return;
         }
-        let count = match writing.len() {
+        let count = match wider.len() {
             1 => "1 background task keeps".to_owned(),
             n => format!("{n} background tasks keep"),
         };
-        let list: Vec<String> = writing
+        let list: Vec<String> = wider
             .iter()
             .map(|task| {
                 let first = task.command.lines().next().unwrap_or_default();
@@ -217,16 +224,21 @@ impl Session {
                 format!("- {} ({}): {first}", task.id, task.mode)
             })
             .collect();
-        let detail = format!(
-            "Plan mode makes new commands read-only. Background tasks started before it keep the access they started with until they end or are stopped:\n\n{}",
-            list.join("\n")
-        );
-        self.emit(SessionEvent::HostNote {
-            call_id: self.next_call_id(),
-            title: format!("Plan mode: {count} its write access"),
-            detail: detail.clone(),
-        })
-        .await;
+        let (title, detail) = match narrowing {
+            Narrowing::PlanMode => (
+                format!("Plan mode: {count} its write access"),
+                "Plan mode makes new commands read-only. Background tasks started before it keep the access they started with until they end or are stopped:".to_owned(),
+            ),
+            Narrowing::SandboxMode(mode) => (
+                format!("Sandbox {mode}: {count} its wider access"),
+                format!(
+                    "New commands run under {mode}. Background tasks started before keep the access they started with until they end or are stopped (by their id):"
+                ),
+            ),
+        };
+        let detail = format!("{detail}\n\n{}", list.join("\n"));
+        self.emit(SessionEvent::HostNote { call_id: self.next_call_id(), title, detail: detail.clone() })
+            .await;
         self.add_notice(PendingNotice { text: detail, task_id: None });
     }
 
@@ -252,6 +264,25 @@ impl Session {
         executor.kill_owned_by(&self.id.0).await;
         self.drop_notices();
         self.close_log().await;
+    }
+}
+
+/// What narrowed a session's commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Narrowing {
+    /// Plan mode: read-only commands at most.
+    PlanMode,
+    /// The session's sandbox mode was switched to this one.
+    SandboxMode(Mode),
+}
+
+impl Narrowing {
+    /// The widest mode a new command now runs under.
+    fn mode(self) -> Mode {
+        match self {
+            Narrowing::PlanMode => Mode::ReadOnly,
+            Narrowing::SandboxMode(mode) => mode,
+        }
     }
 }
 

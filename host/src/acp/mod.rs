@@ -17,7 +17,7 @@ use crate::sandbox::Mode;
 use crate::session::store::StoreError;
 use crate::session::{
     ClientFs, DEFAULT_MODE, EscalationAnswer, EscalationAsk, EventSink, Fact, PLAN_MODE, Prompt,
-    SessionEvent, SessionId,
+    Narrowing, SessionEvent, SessionId,
 };
 use crate::sync::lock;
 use crate::turn;
@@ -32,7 +32,7 @@ use agent_client_protocol::v1::schema::{
     SessionConfigOptionCategory, SessionConfigOptionValue, SessionConfigSelectOption, SessionInfo,
     SessionListCapabilities, SessionNotification, SessionResumeCapabilities,
     SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
-    SetSessionModeResponse,
+    SetSessionModeResponse, SessionUpdate, ToolCallUpdateFields,
 };
 use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode, Responder};
 use hotsh_core::commands::SlashCommand;
@@ -82,6 +82,7 @@ impl Shared {
             },
             compaction: self.features.compaction.load(Ordering::Relaxed),
             consoles: Mutex::default(),
+            open_cards: Mutex::default(),
             outflow: self.outflow.clone(),
         })
     }
@@ -641,7 +642,7 @@ async fn set_mode(
     };
     let was_planning = session.set_planning(planning).await;
     if planning && !was_planning {
-        host.entered_plan_mode(&session).await;
+        host.narrowed(&session, Narrowing::PlanMode).await;
     }
     flushed(&session).await?;
     if let Some(sink) = session.sink() {
@@ -675,6 +676,7 @@ async fn set_config_option(
             )));
         }
         session.choose_sandbox_mode(mode).await;
+        host.narrowed(&session, Narrowing::SandboxMode(mode)).await;
         host.prepare_sandbox(&session);
         flushed(&session).await?;
         return Ok(SetSessionConfigOptionResponse::new(config_options(host, &session)));
@@ -809,6 +811,9 @@ struct AcpSink {
     /// Without terminal support, a command's output so far (bounded), re-sent as the card's
     /// content because ACP content updates replace rather than append.
     consoles: Mutex<HashMap<String, String>>,
+    /// The title, kind and content each open card was drawn with: a permission request puts
+    /// its own in their place (ACP content updates replace), and the answer puts them back.
+    open_cards: Mutex<HashMap<String, ToolCallUpdateFields>>,
     outflow: Option<Arc<transport::Outflow>>,
 }
 
@@ -857,16 +862,17 @@ impl EventSink for AcpSink {
             to_acp::update_with_console(event, &mut lock(&self.consoles))
         };
         let Some(update) = update else { return };
+        self.remember_card(&update);
         self.send(update);
     }
 
     fn mode_changed(&self, mode: &str) {
-        use agent_client_protocol::v1::schema::{CurrentModeUpdate, SessionUpdate};
+        use agent_client_protocol::v1::schema::CurrentModeUpdate;
         self.send(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode.to_owned())));
     }
 
     fn title_changed(&self, title: &str) {
-        use agent_client_protocol::v1::schema::{SessionInfoUpdate, SessionUpdate};
+        use agent_client_protocol::v1::schema::SessionInfoUpdate;
         self.send(SessionUpdate::SessionInfoUpdate(
             SessionInfoUpdate::new().title(title.to_owned()),
         ));
@@ -877,20 +883,20 @@ impl EventSink for AcpSink {
         ask: EscalationAsk,
     ) -> futures::future::BoxFuture<'static, EscalationAnswer> {
         let asked = self.request(to_acp::escalation_request(&self.session_id.0, &ask));
+        let drawn = lock(&self.open_cards).get(&ask.call_id).cloned().unwrap_or_default();
         let (cx, session_id) = (self.cx.clone(), self.session_id.0.clone());
         let outflow = self.outflow.clone();
         Box::pin(async move {
             use agent_client_protocol::v1::schema::{
-                RequestPermissionOutcome, SessionUpdate, ToolCallStatus, ToolCallUpdate,
-                ToolCallUpdateFields,
+                RequestPermissionOutcome, ToolCallStatus, ToolCallUpdate,
             };
             let answer = asked.await;
             // The card was pending while the user decided; the call goes on (to run, or to
-            // fail with the refusal) and its last update closes it.
-            let going_on = ToolCallUpdate::new(
-                ask.call_id.clone(),
-                ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
-            );
+            // fail with the refusal) and its last update closes it. It gets back, in the same
+            // update, the title, kind and content it was drawn with (the request replaced
+            // them): a terminal card its terminal, as a reloaded thread shows it.
+            let going_on =
+                ToolCallUpdate::new(ask.call_id.clone(), drawn.status(ToolCallStatus::InProgress));
             let update = SessionUpdate::ToolCallUpdate(going_on);
             send_update(&cx, outflow.as_deref(), SessionNotification::new(session_id, update));
             match answer {
@@ -914,6 +920,29 @@ impl EventSink for AcpSink {
 }
 
 impl AcpSink {
+    /// Keeps what an open card was drawn with (`open_cards`), until it closes.
+    fn remember_card(&self, update: &SessionUpdate) {
+        use agent_client_protocol::v1::schema::ToolCallStatus;
+        match update {
+            SessionUpdate::ToolCall(call) if call.status == ToolCallStatus::InProgress => {
+                let drawn = ToolCallUpdateFields::new()
+                    .title(call.title.clone())
+                    .kind(call.kind)
+                    .content(call.content.clone());
+                lock(&self.open_cards).insert(call.tool_call_id.0.to_string(), drawn);
+            }
+            SessionUpdate::ToolCallUpdate(update)
+                if matches!(
+                    update.fields.status,
+                    Some(ToolCallStatus::Completed | ToolCallStatus::Failed)
+                ) =>
+            {
+                lock(&self.open_cards).remove(update.tool_call_id.0.as_ref());
+            }
+            _ => {}
+        }
+    }
+
     /// What a client shows of a session besides its thread, sent when the session is created,
     /// loaded or resumed: the slash commands, the title, the context use.
     fn announce(&self, session: &crate::session::Session) {

@@ -438,6 +438,19 @@ fn invisible(c: char) -> bool {
 
 /// A title of one line: the first line of `text`, visible, at most [`TITLE_CHARS`]
 /// characters, saying how many lines follow.
+/// `text` as inline code on one line: invisible characters and newlines escaped, in a run of
+/// backticks longer than any inside it.
+fn inline_code(text: &str) -> String {
+    let text = visible(text).replace('\n', "\\n").replace('\t', "\\t");
+    let longest_run = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let ticks = "`".repeat(longest_run + 1);
+    if text.starts_with('`') || text.ends_with('`') {
+        format!("{ticks} {text} {ticks}")
+    } else {
+        format!("{ticks}{text}{ticks}")
+    }
+}
+
 fn title_line(text: &str) -> String {
     let mut lines = text.lines();
     let first = visible(lines.next().unwrap_or(""));
@@ -468,32 +481,47 @@ pub(super) fn escalation_request(
     use agent_client_protocol::v1::schema::{
         PermissionOption, PermissionOptionKind, RequestPermissionRequest,
     };
-    let workdir = fenced(&visible(&ask.workdir), "text");
     let why = fenced(&visible(&ask.justification), "text");
-    let (title, body) = if ask.writes_file {
+    // Where it runs comes first, outside every block the agent's text fills: what a command
+    // prints of a "folder" inside its own block cannot pass for it.
+    let folder = inline_code(&ask.cwd);
+    let place = if ask.writes_file {
+        format!("**Session folder:** {folder}")
+    } else if ask.workdir == ask.cwd {
+        format!("**Session folder:** {folder} (the command runs there)")
+    } else {
+        format!(
+            "**Session folder:** {folder}  \n**Runs in:** {}",
+            inline_code(&ask.workdir)
+        )
+    };
+    let (title, body, tool_kind) = if ask.writes_file {
         (
             format!("Write under {}: {}", ask.mode, title_line(&ask.command)),
             format!(
-                "The agent asks to write this file under **{}** instead of {}, this once:\n\n{}\n\nWhy, in the agent's words:\n\n{why}",
+                "{place}\n\nThe agent asks to write this file under **{}** instead of {}, this once:\n\n{}\n\nWhy, in the agent's words:\n\n{why}",
                 ask.mode,
                 ask.standing,
                 fenced(&visible(&ask.command), "text"),
             ),
+            acp::ToolKind::Edit,
         )
     } else {
         (
             format!("Run under {}: {}", ask.mode, title_line(&ask.command)),
             format!(
-                "The agent asks to run this command under **{}** instead of {}, this once:\n\n{}\n\nIn this folder:\n\n{workdir}\n\nWhy, in the agent's words:\n\n{why}",
+                "{place}\n\nThe agent asks to run this command under **{}** instead of {}, this once:\n\n{}\n\nWhy, in the agent's words:\n\n{why}",
                 ask.mode,
                 ask.standing,
                 fenced(&visible(&ask.command), "sh"),
             ),
+            acp::ToolKind::Execute,
         )
     };
     // Pending while the user decides (Zed shows it as waiting for them).
     let fields = ToolCallUpdateFields::new()
         .title(title)
+        .kind(tool_kind)
         .status(agent_client_protocol::v1::schema::ToolCallStatus::Pending)
         .content(text_content(body));
     RequestPermissionRequest::new(
@@ -522,6 +550,7 @@ mod tests {
         let ask = crate::session::EscalationAsk {
             call_id: "call-1".into(),
             command: command.into(),
+            cwd: "/home/you/project".into(),
             workdir: "/tmp/w\n```".into(),
             justification: "it needs it\n```\nWhy: fake".into(),
             mode: crate::sandbox::Mode::DangerFullAccess,
@@ -531,6 +560,7 @@ mod tests {
         let request = serde_json::to_value(escalation_request("s", &ask)).expect("serialises");
         let fields = &request["toolCall"];
         assert_eq!(fields["status"], "pending");
+        assert_eq!(fields["kind"], "execute");
         let title = fields["title"].as_str().expect("a title");
         assert_eq!(title, "Run under danger-full-access: echo ok (and 6 more lines)");
         let body = fields["content"][0]["content"]["text"].as_str().expect("a body");
@@ -538,6 +568,9 @@ mod tests {
             assert!(!body.contains(hidden), "{hidden:?} reached the body: {body}");
         }
         expect_test::expect![[r#"
+            **Session folder:** `/home/you/project`  
+            **Runs in:** ```` /tmp/w\n``` ````
+
             The agent asks to run this command under **danger-full-access** instead of workspace-write, this once:
 
             ````sh
@@ -548,13 +581,6 @@ mod tests {
 
             Why: harmless
             <!-- \u{202e}\u{1b}[2K\r\u{200b}rm -rf ~ -->
-            ````
-
-            In this folder:
-
-            ````text
-            /tmp/w
-            ```
             ````
 
             Why, in the agent's words:

@@ -245,28 +245,13 @@ impl SpillFile {
 }
 
 /// Creates a new file readable by this user only, in a directory only this user can enter;
-/// never through an existing name or a symbolic link.
+/// never through an existing name or a symbolic link on any component of its path.
 async fn create_private(path: &Path) -> std::io::Result<File> {
     let path = path.to_owned();
-    let file = tokio::task::spawn_blocking(move || {
-        use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
-        // The session's directory, inside the agent's private root (which must exist:
-        // nothing is created on the way to it).
-        if let Some(dir) = path.parent()
-            && let Err(error) = std::fs::DirBuilder::new().mode(0o700).create(dir)
-            && error.kind() != std::io::ErrorKind::AlreadyExists
-        {
-            return Err(error);
-        }
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-    })
-    .await
-    .map_err(std::io::Error::other)??;
+    let file =
+        tokio::task::spawn_blocking(move || crate::nofollow::create_private_file(&path))
+            .await
+            .map_err(std::io::Error::other)??;
     Ok(File::from_std(file))
 }
 

@@ -110,7 +110,7 @@ impl CallServices {
         // path just checked, opened without following links: a directory swapped for a link
         // since the check (a background task can do that in a loop) is refused, not followed.
         let parent = real.parent().unwrap_or(Path::new("/"));
-        let directory = open_directory(parent, true).map_err(|e| {
+        let directory = crate::nofollow::open_directory(parent, true).map_err(|e| {
             format!("cannot open the directory {}: {e}; nothing was written", parent.display())
         })?;
         let confined = gate.mode != Mode::DangerFullAccess && self.sandbox.sandbox.offered();
@@ -255,42 +255,6 @@ fn disk_text(path: &Path, real: &Path) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|_| binary())
 }
 
-/// Opens the directory `path` (absolute, without links) component by component from `/`,
-/// never following a link: one there now (it was not when the path was resolved) is an error.
-/// With `create`, missing directories are made on the way (mode 0777 less the umask).
-fn open_directory(path: &Path, create: bool) -> std::io::Result<std::os::fd::OwnedFd> {
-    use rustix::fs::{Mode, OFlags};
-    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let mut directory = rustix::fs::open("/", flags, Mode::empty())?;
-    for component in path.components() {
-        let name = match component {
-            std::path::Component::RootDir => continue,
-            std::path::Component::Normal(name) => name,
-            other => {
-                return Err(std::io::Error::other(format!("the path holds {other:?}")));
-            }
-        };
-        let next = match rustix::fs::openat(&directory, name, flags, Mode::empty()) {
-            Err(rustix::io::Errno::NOENT) if create => {
-                match rustix::fs::mkdirat(&directory, name, Mode::from_raw_mode(0o777)) {
-                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-                    Err(error) => return Err(error.into()),
-                }
-                rustix::fs::openat(&directory, name, flags, Mode::empty())
-            }
-            opened => opened,
-        };
-        directory = next.map_err(|error| match error {
-            rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => std::io::Error::other(format!(
-                "{} changed while it was being written (a link where a directory was)",
-                path.display()
-            )),
-            error => error.into(),
-        })?;
-    }
-    Ok(directory)
-}
-
 /// Writes `bytes` to a temporary file in `directory`, flushes it to the disk, gives it the
 /// old file's permissions (or 0666 less the umask for a new file), and renames it over `name`
 /// there: a reader sees the old file or the new one, never a part; a failure (a full disk)
@@ -367,25 +331,11 @@ mod tests {
         let file = dir.path().join("script.sh");
         std::fs::write(&file, "old").unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o750)).unwrap();
-        let directory = open_directory(&std::fs::canonicalize(dir.path()).unwrap(), false).unwrap();
+        let directory = crate::nofollow::open_directory(&std::fs::canonicalize(dir.path()).unwrap(), false).unwrap();
         write_atomically(&directory, Path::new("script.sh"), b"new").unwrap();
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
         assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o750);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
-    }
-
-    #[test]
-    fn a_directory_is_opened_without_following_links_and_missing_ones_are_made() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
-        let outside = tempfile::tempdir().unwrap();
-        std::os::unix::fs::symlink(outside.path(), root.join("link")).unwrap();
-        let error = open_directory(&root.join("link/sub"), true).unwrap_err();
-        assert!(error.to_string().contains("a link where a directory was"), "{error}");
-        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
-        assert!(open_directory(&root.join("new/deeper"), false).is_err());
-        open_directory(&root.join("new/deeper"), true).unwrap();
-        assert!(root.join("new/deeper").is_dir());
     }
 
     #[test]

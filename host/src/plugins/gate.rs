@@ -3,7 +3,7 @@
 //! enforces, and the facts the result carries.
 
 use crate::executor::RunOutcome;
-use crate::sandbox::classify::{Evidence, classify};
+use crate::sandbox::classify::{Denial, Evidence, Refusal};
 use crate::sandbox::{Enforcement, Mode, Policy, Sandbox};
 use crate::session::{EscalationAnswer, EscalationAsk, Session};
 use hotsh_abi::RString;
@@ -20,8 +20,8 @@ pub(crate) struct CallSandbox {
     pub(crate) session: Option<Arc<Session>>,
     pub(crate) call_id: String,
     pub(crate) cwd: std::path::PathBuf,
-    /// The session's private temp dir: its commands' `$TMPDIR`.
-    pub(crate) temp_dir: Option<std::path::PathBuf>,
+    /// The session's private temp dir: its commands' `$TMPDIR` (the host's when `None`).
+    pub(crate) temp: Option<crate::executor::SessionTemp>,
 }
 
 /// What a call asks to do under the sandbox: run a command, or write a file.
@@ -67,6 +67,8 @@ pub(crate) struct Gate {
     /// A wider mode may still be asked for.
     widenable: bool,
     backend: &'static str,
+    /// The session's private temp dir, as hotsh made it: the command's `$TMPDIR`.
+    pub(crate) temp_dir: Option<std::path::PathBuf>,
 }
 
 impl CallSandbox {
@@ -84,12 +86,19 @@ impl CallSandbox {
         (crate::sandbox::standing(self.sandbox.default_mode, choice, cap), cap)
     }
 
+    /// The session's private temp dir, made or checked now; an error (something replaced
+    /// it) is the text the command is refused with.
+    fn temp_dir(&self) -> Result<Option<std::path::PathBuf>, String> {
+        let Some(temp) = &self.temp else { return Ok(None) };
+        temp.path().map_err(|error| format!("this command was not run: {error}"))
+    }
+
     /// The policy of this session's commands when no call widens it (for preparing its
     /// sandbox environment ahead); `None` when they run unconfined or cannot run.
     pub(crate) fn standing_policy(&self) -> Option<hotsh_core::executor::Policy> {
         let (mode, _) = self.standing();
-        let temp = self.temp_dir.as_deref();
-        self.sandbox.policy(mode, &self.cwd, temp).ok().and_then(|(policy, _)| policy)
+        let temp = self.temp_dir().ok()?;
+        self.sandbox.policy(mode, &self.cwd, temp.as_deref()).ok().and_then(|(policy, _)| policy)
     }
 
     /// Decides how `action` runs; asks the user first when it wants a wider mode. An error is
@@ -100,6 +109,7 @@ impl CallSandbox {
         cancel: &CancellationToken,
     ) -> Result<Gate, String> {
         let (standing, cap) = self.standing();
+        let temp_dir = if action.writes_file { None } else { self.temp_dir()? };
         let mode = match &action.request {
             None => standing,
             Some(request) => self.escalate(action, request, standing, cap, cancel).await?,
@@ -113,9 +123,8 @@ impl CallSandbox {
             };
             (None, enforcement)
         } else {
-            let temp = self.temp_dir.as_deref();
             let (rules, enforcement) =
-                self.sandbox.policy(mode, &self.cwd, temp).map_err(|e| e.to_string())?;
+                self.sandbox.policy(mode, &self.cwd, temp_dir.as_deref()).map_err(|e| e.to_string())?;
             (rules.map(|rules| self.sandbox.enforced(rules)), enforcement)
         };
         let widenable = self.sandbox.offered()
@@ -123,7 +132,7 @@ impl CallSandbox {
             && cap.is_none_or(|cap| cap > mode);
         let backend = if action.writes_file { "host" } else { self.sandbox.backend.name() };
         let escalated = action.request.is_some();
-        Ok(Gate { mode, policy, escalated, enforcement, widenable, backend })
+        Ok(Gate { mode, policy, escalated, enforcement, widenable, backend, temp_dir })
     }
 
     async fn escalate(
@@ -159,6 +168,7 @@ impl CallSandbox {
         let ask = EscalationAsk {
             call_id: self.call_id.clone(),
             command: action.what.clone(),
+            cwd: self.cwd.display().to_string(),
             workdir: action.workdir.clone(),
             justification: request.justification.to_string(),
             mode: wanted,
@@ -210,10 +220,15 @@ impl Gate {
         self.facts_of((!allowed).then_some("file"))
     }
 
-    /// The facts of a command that ran under this gate.
-    pub(crate) fn facts(&self, outcome: &RunOutcome, workdir: &Path) -> abi::SandboxFacts {
-        let denial = self.policy.as_ref().and_then(|policy| {
-            classify(
+    /// The facts of a command that ran under this gate, and when the sandbox refused it
+    /// something, the line that says so at the end of its card.
+    pub(crate) fn facts(
+        &self,
+        outcome: &RunOutcome,
+        workdir: &Path,
+    ) -> (abi::SandboxFacts, Option<String>) {
+        let refusal = self.policy.as_ref().and_then(|policy| {
+            crate::sandbox::classify::refusal(
                 policy,
                 &Evidence {
                     exit_code: outcome.exit_code,
@@ -224,7 +239,26 @@ impl Gate {
                 },
             )
         });
-        self.facts_of(denial.map(|d| d.as_str()))
+        let facts = self.facts_of(refusal.as_ref().map(|r| r.denial.as_str()));
+        let line = refusal.map(|refusal| self.refusal_line(&refusal, facts.escalation_available));
+        (facts, line)
+    }
+
+    /// One line for the user, where they look (the end of the command's card): the mode,
+    /// what it refused, and whether the agent may ask for more.
+    fn refusal_line(&self, refusal: &Refusal, widenable: bool) -> String {
+        let what = match (refusal.denial, &refusal.path) {
+            (Denial::File, Some(path)) => format!("a write to {path}"),
+            (Denial::File, None) => "a write outside the folders it may change".to_owned(),
+            (Denial::Network, _) => "network access".to_owned(),
+            (Denial::Syscall, _) => "a system call".to_owned(),
+        };
+        let next = if widenable {
+            "the agent may ask you to allow it under a wider mode"
+        } else {
+            "no wider mode can be asked for here"
+        };
+        format!("[hotsh sandbox: {} mode refused {what}; {next}]", self.mode)
     }
 
     /// The facts of a command or write under this gate that the sandbox refused for `denial`

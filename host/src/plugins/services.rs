@@ -117,20 +117,6 @@ fn guarded<T>(service: &str, body: impl FnOnce() -> RResult<T, RString>) -> RRes
 }
 
 impl CallServices {
-    /// The session's private temp dir, made (0700) when first needed; `None` (the host's
-    /// `$TMPDIR` then) when it cannot be.
-    fn temp_dir(&self) -> Option<PathBuf> {
-        use std::os::unix::fs::DirBuilderExt as _;
-        let dir = self.sandbox.temp_dir.clone()?;
-        match std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir) {
-            Ok(()) => Some(dir),
-            Err(error) => {
-                tracing::debug!(dir = %dir.display(), %error, "no private temp dir for commands");
-                None
-            }
-        }
-    }
-
     /// The sandbox decision for `spec` (asking the user when it wants a wider mode).
     fn gate(&self, spec: &abi::CommandSpec) -> Result<Gate, RString> {
         let (sandbox, action, cancel) =
@@ -154,7 +140,7 @@ impl CallServices {
             spill_path: spill_path.into(),
             policy: gate.policy.clone().map(|policy| policy.rules),
             environment: (!gate.escalated).then(|| self.session_id.clone()),
-            temp_dir: self.temp_dir(),
+            temp_dir: gate.temp_dir.clone(),
         };
         let executor = Arc::clone(&self.executor);
         let live = Arc::clone(&self.live);
@@ -162,7 +148,15 @@ impl CallServices {
         match self.on_runtime(async move { executor.run(request, &live, &cancel).await }) {
             Ok(Ok(outcome)) => {
                 *lock(&self.last_end) = end_reason(&outcome);
-                let facts = gate.facts(&outcome, &workdir);
+                let (facts, refused) = gate.facts(&outcome, &workdir);
+                if let Some(line) = refused {
+                    // On the card, after the command's own output (its last line or not).
+                    let ends_a_line = [&outcome.stdout, &outcome.stderr]
+                        .iter()
+                        .all(|out| out.is_empty() || out.ends_with('\n'));
+                    let start = if ends_a_line { "" } else { "\n" };
+                    self.live.push(format!("{start}{line}\n").as_bytes());
+                }
                 RResult::ROk(to_abi_outcome(outcome, facts))
             }
             Ok(Err(error)) => RResult::RErr(error.to_string().into()),
@@ -196,7 +190,7 @@ impl CallServices {
             environment: (!gate.escalated).then(|| self.session_id.clone()),
             policy: gate.policy.map(|policy| policy.rules),
             mode: gate.mode.as_str().to_owned(),
-            temp_dir: self.temp_dir(),
+            temp_dir: gate.temp_dir.clone(),
             kind: self.tool.clone(),
         };
         let executor = Arc::clone(&self.executor);
@@ -356,7 +350,7 @@ mod tests {
                     session: None,
                     call_id: "call-1".to_owned(),
                     cwd: PathBuf::from("/"),
-                    temp_dir: None,
+                    temp: None,
                 },
             }
         });

@@ -37,23 +37,35 @@ pub(crate) struct Evidence<'a> {
     pub(crate) not_run: bool,
 }
 
+/// What the sandbox refused, and where when a path says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    pub(crate) denial: Denial,
+    /// The path refused, as the command's output named it.
+    pub(crate) path: Option<String>,
+}
+
 pub(crate) fn classify(policy: &Policy, evidence: &Evidence<'_>) -> Option<Denial> {
+    refusal(policy, evidence).map(|refusal| refusal.denial)
+}
+
+/// [`classify`], with the path refused. Judged whatever the exit status: `touch x; echo $?`
+/// exits 0 and was refused all the same.
+pub(crate) fn refusal(policy: &Policy, evidence: &Evidence<'_>) -> Option<Refusal> {
     if evidence.not_run || bwrap_failed(policy, evidence) {
         // Confinement that could not be set up is no boundary the command hit: offering a
         // wider mode for it would teach the user to grant full access for nothing.
         return None;
     }
     if evidence.signal == Some("SIGSYS") {
-        return Some(Denial::Syscall);
+        return Some(Refusal { denial: Denial::Syscall, path: None });
     }
-    if evidence.exit_code == Some(0) && evidence.signal.is_none() {
-        return None;
-    }
+    let file = |path: Option<&String>| Some(Refusal { denial: Denial::File, path: path.cloned() });
     let lines = evidence.output.iter().flat_map(|text| text.lines());
     let mut network = false;
     for line in lines {
         if line.contains("Read-only file system") {
-            return Some(Denial::File);
+            return file(paths_in(line).first());
         }
         let refused =
             line.contains("Permission denied") || line.contains("Operation not permitted");
@@ -61,17 +73,22 @@ pub(crate) fn classify(policy: &Policy, evidence: &Evidence<'_>) -> Option<Denia
             network = true;
             continue;
         }
-        if refused && paths_in(line).iter().any(|p| !writable(policy, &evidence.workdir.join(p))) {
-            return Some(Denial::File);
+        let paths = paths_in(line);
+        if refused
+            && let Some(path) =
+                paths.iter().find(|p| !writable(policy, &evidence.workdir.join(p)))
+        {
+            return file(Some(path));
         }
         // Renaming or removing a pinned directory or a read-only path (a mount point).
         if line.contains("Device or resource busy")
-            && paths_in(line).iter().any(|p| mount_point(policy, &evidence.workdir.join(p)))
+            && let Some(path) =
+                paths.iter().find(|p| mount_point(policy, &evidence.workdir.join(p)))
         {
-            return Some(Denial::File);
+            return file(Some(path));
         }
     }
-    network.then_some(Denial::Network)
+    network.then_some(Refusal { denial: Denial::Network, path: None })
 }
 
 /// Whether bubblewrap, or the gate inside it, failed before the command started: nothing but
@@ -138,7 +155,7 @@ fn paths_in(line: &str) -> Vec<String> {
         LazyLock::new(|| regex::Regex::new(r#"['‘"`]([^'’"`]+)['’"`]"#).expect("a valid pattern"));
     static BEFORE: LazyLock<regex::Regex> = LazyLock::new(|| {
         regex::Regex::new(
-            r"([^ \t:'‘’]+): (?:Permission denied|Operation not permitted|Device or resource busy)",
+            r"([^ \t:'‘’]+): (?:Permission denied|Operation not permitted|Device or resource busy|Read-only file system)",
         )
         .expect("a valid pattern")
     });
@@ -265,7 +282,7 @@ mod tests {
     }
 
     #[test]
-    fn sigsys_is_a_denial_and_success_never_is() {
+    fn sigsys_is_a_denial_and_so_is_a_refusal_whatever_the_exit_status() {
         let dir = tempfile::tempdir().expect("temp dir");
         let p = policy(dir.path());
         let evidence = |exit_code, signal| Evidence {
@@ -276,7 +293,13 @@ mod tests {
             not_run: false,
         };
         assert_eq!(classify(&p, &evidence(None, Some("SIGSYS"))), Some(Denial::Syscall));
-        assert_eq!(classify(&p, &evidence(Some(0), None)), None);
+        // A refusal the command went past (`touch x; echo $?`) is one all the same, with its
+        // path.
+        let refused = refusal(&p, &evidence(Some(0), None));
+        let expected = Refusal { denial: Denial::File, path: Some("/etc/x".to_owned()) };
+        assert_eq!(refused, Some(expected));
+        let quiet = Evidence { output: ["done", ""], ..evidence(Some(0), None) };
+        assert_eq!(classify(&p, &quiet), None);
         // A command that never started hit no boundary, whatever the shim said.
         let not_run = Evidence { not_run: true, ..evidence(Some(125), None) };
         assert_eq!(classify(&p, &not_run), None);

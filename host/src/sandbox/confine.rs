@@ -89,9 +89,18 @@ pub(crate) fn bwrap_argv(policy: &Policy, lifetime: Lifetime) -> Option<Vec<OsSt
     };
     let mut argv: Vec<OsString> = vec![program.into()];
     argv.extend(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"].map(OsString::from));
-    argv.extend(policy.writable.iter().flat_map(|dir| bind("--bind", dir)));
+    // Outer roots first: a root bound later hides what was bound inside it.
+    let mut writable: Vec<&std::path::PathBuf> = policy.writable.iter().collect();
+    writable.sort_by_key(|dir| dir.components().count());
+    argv.extend(writable.into_iter().flat_map(|dir| bind("--bind", dir)));
     argv.extend(policy.pinned.iter().flat_map(|dir| bind("--bind", dir)));
     argv.extend(policy.read_only.iter().flat_map(|path| bind("--ro-bind", path)));
+    if policy.writable.is_empty() {
+        // Read-only writes nothing that outlives the command: bwrap's `/dev` is a file system
+        // of its own (with `/dev/shm`) that would keep what a command wrote there for the
+        // environment's life. Its devices (`/dev/null`) stay writable on a read-only mount.
+        argv.extend(["--remount-ro", "/dev"].map(OsString::from));
+    }
     if !policy.network {
         argv.push("--unshare-net".into());
     }

@@ -266,15 +266,13 @@ impl Sandbox {
         if mode == Mode::DangerFullAccess || matches!(self.backend, Backend::Off) {
             return Ok((None, Enforcement::None));
         }
-        let layout = self.layout(mode, cwd);
+        let layout = self.layout(mode, cwd, temp);
         let network = self.network && mode == Mode::WorkspaceWrite;
         let Layout { mut writable, mut pinned, mut read_only, given_up, unwalked } = layout;
-        let sockets: Vec<PathBuf> = writable
-            .iter()
-            .filter(|root| **root != self.tmpdir)
-            .cloned()
-            .chain(temp.filter(|_| !writable.is_empty()).map(protect::resolve))
-            .collect();
+        // The shared temp dir's sockets (tmux, ssh-agent) are not the session's; its own temp
+        // dir is, as hotsh made it (never a path resolved again after a command ran).
+        let sockets: Vec<PathBuf> =
+            writable.iter().filter(|root| **root != self.tmpdir).cloned().collect();
         let mut gaps = Vec::new();
         for root in &unwalked {
             gaps.push(format!(
@@ -339,12 +337,15 @@ impl Sandbox {
         }
     }
 
-    /// What a command under `mode` (which confines) in a session rooted at `cwd` may write.
-    fn layout(&self, mode: Mode, cwd: &Path) -> Layout {
+    /// What a command under `mode` (which confines) in a session rooted at `cwd`, with its
+    /// private temp dir `temp` (as hotsh made it), may write.
+    fn layout(&self, mode: Mode, cwd: &Path, temp: Option<&Path>) -> Layout {
         let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_owned());
         let roots = match mode {
             Mode::ReadOnly | Mode::DangerFullAccess => return Layout::default(),
-            Mode::WorkspaceWrite => vec![cwd, self.tmpdir.clone()],
+            Mode::WorkspaceWrite => {
+                [cwd, self.tmpdir.clone()].into_iter().chain(temp.map(Path::to_owned)).collect::<Vec<_>>()
+            }
         };
         let mut protected = self.trusted_paths(&roots);
         let mut unwalked = Vec::new();
@@ -369,7 +370,7 @@ impl Sandbox {
         if !self.offered() || mode == Mode::DangerFullAccess {
             return true;
         }
-        self.layout(mode, cwd).allows(path)
+        self.layout(mode, cwd, None).allows(path)
     }
 
     /// One line for the log at start.

@@ -85,6 +85,14 @@ impl Layout {
                 ancestor = dir.parent();
             }
         }
+        // A writable root inside another is pinned too: a command that may write the outer
+        // one could otherwise rename it away and leave a link in its place, which the next
+        // sandbox would take for the root (the session's temp dir inside the shared one).
+        for root in &layout.writable {
+            if layout.writable.iter().any(|outer| outer != root && root.starts_with(outer)) {
+                pinned.push(root.clone());
+            }
+        }
         pinned.sort_by_key(|dir| (dir.components().count(), dir.clone()));
         pinned.dedup();
         layout.read_only = read_only;
