@@ -15,8 +15,8 @@ use hotsh_core::model::{
 };
 use hotsh_core::sandbox::Mode;
 use hotsh_core::session::{
-    CallStatus, EventSink, Fact, LogSink, Narrowing, Prompt, Record, Session, SessionEvent, SessionMeta,
-    StopReason, ToolCallId, TurnOutcome, fold,
+    CallStatus, EventSink, Fact, LogSink, Narrowing, Prompt, Record, Session, SessionEvent,
+    SessionMeta, StopReason, ToolCallId, TurnOutcome, fold,
 };
 use hotsh_core::tools::{Call, CallHook, CallResult, ToolProvider, ToolRouter, open_card};
 use hotsh_core::turn::{SystemParts, Turn, TurnFailed, TurnPorts, Work, answer, guarded};

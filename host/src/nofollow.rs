@@ -81,15 +81,14 @@ pub(crate) fn private_directory(parent: &OwnedFd, name: &Path) -> std::io::Resul
         Err(error) => return Err(error.into()),
     }
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let directory = rustix::fs::openat(parent, name, flags, Mode::empty()).map_err(|error| {
-        match error {
+    let directory =
+        rustix::fs::openat(parent, name, flags, Mode::empty()).map_err(|error| match error {
             rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => std::io::Error::other(format!(
                 "{} is a link or a file, not the private directory hotsh makes there",
                 name.display()
             )),
             error => error.into(),
-        }
-    })?;
+        })?;
     let stat = rustix::fs::fstat(&directory)?;
     // SAFETY: getuid cannot fail.
     if stat.st_uid != unsafe { libc::getuid() } {
@@ -127,6 +126,7 @@ pub(crate) fn identity(parent: &OwnedFd, name: &Path) -> std::io::Result<(u64, u
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
 
     #[test]

@@ -599,6 +599,9 @@ pub struct AgentOptions {
     /// directory and the configuration file inside it), as when an editor opens `$HOME`;
     /// `config` is written to `~/.config/hotsh/config.toml` instead of `--config`.
     pub home_is_workdir: bool,
+    /// With `home_is_workdir`: the configuration and data directory named by flags
+    /// (`--config`, `--data-dir`) outside the home, as a Zed entry with its own may do.
+    pub flags_outside_home: bool,
     /// Start hotsh with this file open for writing on descriptor 7, not close-on-exec, as a
     /// careless client would leave one.
     pub inherited_file: Option<PathBuf>,
@@ -629,6 +632,7 @@ impl AgentOptions {
             record: None,
             without_shim: false,
             home_is_workdir: false,
+            flags_outside_home: false,
             inherited_file: None,
         }
     }
@@ -756,8 +760,11 @@ impl Agent {
             if let Some(record) = &options.record {
                 command.arg("--record").arg(record);
             }
+            if options.flags_outside_home {
+                command.arg("--data-dir").arg(dir.path().join("data"));
+            }
             if let Some(config) = &options.config {
-                if options.home_is_workdir {
+                if options.home_is_workdir && !options.flags_outside_home {
                     let path = workdir.join(".config/hotsh/config.toml");
                     std::fs::create_dir_all(path.parent().expect("a parent")).expect("config dir");
                     std::fs::write(&path, config).expect("config file");

@@ -237,8 +237,12 @@ impl Session {
             ),
         };
         let detail = format!("{detail}\n\n{}", list.join("\n"));
-        self.emit(SessionEvent::HostNote { call_id: self.next_call_id(), title, detail: detail.clone() })
-            .await;
+        self.emit(SessionEvent::HostNote {
+            call_id: self.next_call_id(),
+            title,
+            detail: detail.clone(),
+        })
+        .await;
         self.add_notice(PendingNotice { text: detail, task_id: None });
     }
 

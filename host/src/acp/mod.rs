@@ -16,8 +16,8 @@ use crate::host::Host;
 use crate::sandbox::Mode;
 use crate::session::store::StoreError;
 use crate::session::{
-    ClientFs, DEFAULT_MODE, EscalationAnswer, EscalationAsk, EventSink, Fact, PLAN_MODE, Prompt,
-    Narrowing, SessionEvent, SessionId,
+    ClientFs, DEFAULT_MODE, EscalationAnswer, EscalationAsk, EventSink, Fact, Narrowing, PLAN_MODE,
+    Prompt, SessionEvent, SessionId,
 };
 use crate::sync::lock;
 use crate::turn;
@@ -30,9 +30,9 @@ use agent_client_protocol::v1::schema::{
     NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionRequest,
     ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities, SessionConfigOption,
     SessionConfigOptionCategory, SessionConfigOptionValue, SessionConfigSelectOption, SessionInfo,
-    SessionListCapabilities, SessionNotification, SessionResumeCapabilities,
+    SessionListCapabilities, SessionNotification, SessionResumeCapabilities, SessionUpdate,
     SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
-    SetSessionModeResponse, SessionUpdate, ToolCallUpdateFields,
+    SetSessionModeResponse, ToolCallUpdateFields,
 };
 use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode, Responder};
 use hotsh_core::commands::SlashCommand;

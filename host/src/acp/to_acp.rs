@@ -490,10 +490,7 @@ pub(super) fn escalation_request(
     } else if ask.workdir == ask.cwd {
         format!("**Session folder:** {folder} (the command runs there)")
     } else {
-        format!(
-            "**Session folder:** {folder}  \n**Runs in:** {}",
-            inline_code(&ask.workdir)
-        )
+        format!("**Session folder:** {folder}  \n**Runs in:** {}", inline_code(&ask.workdir))
     };
     let (title, body, tool_kind) = if ask.writes_file {
         (

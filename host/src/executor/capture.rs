@@ -248,10 +248,9 @@ impl SpillFile {
 /// never through an existing name or a symbolic link on any component of its path.
 async fn create_private(path: &Path) -> std::io::Result<File> {
     let path = path.to_owned();
-    let file =
-        tokio::task::spawn_blocking(move || crate::nofollow::create_private_file(&path))
-            .await
-            .map_err(std::io::Error::other)??;
+    let file = tokio::task::spawn_blocking(move || crate::nofollow::create_private_file(&path))
+        .await
+        .map_err(std::io::Error::other)??;
     Ok(File::from_std(file))
 }
 

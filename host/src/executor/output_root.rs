@@ -122,11 +122,14 @@ impl OutputRoot {
         let fresh_path = self.path.with_file_name(&fresh.name);
         temps.insert(session.to_owned(), fresh);
         tracing::warn!(session, replaced = %path.display(), new = %fresh_path.display(), "refused the session's temp dir: something replaced it");
-        Err(std::io::Error::new(std::io::ErrorKind::AlreadyExists, format!(
-            "{} is not the private temp dir hotsh made for this session (something replaced it), so hotsh did not use it; the session's commands now get {}: run the command again",
-            path.display(),
-            fresh_path.display()
-        )))
+        Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            format!(
+                "{} is not the private temp dir hotsh made for this session (something replaced it), so hotsh did not use it; the session's commands now get {}: run the command again",
+                path.display(),
+                fresh_path.display()
+            ),
+        ))
     }
 
     fn make_temp(&self, parent: &OwnedFd, session: &str, generation: u32) -> std::io::Result<Temp> {
@@ -229,6 +232,7 @@ fn sweep_dead(temp_dir: &Path) {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
 
     #[test]

@@ -331,7 +331,9 @@ mod tests {
         let file = dir.path().join("script.sh");
         std::fs::write(&file, "old").unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o750)).unwrap();
-        let directory = crate::nofollow::open_directory(&std::fs::canonicalize(dir.path()).unwrap(), false).unwrap();
+        let directory =
+            crate::nofollow::open_directory(&std::fs::canonicalize(dir.path()).unwrap(), false)
+                .unwrap();
         write_atomically(&directory, Path::new("script.sh"), b"new").unwrap();
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
         assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o750);

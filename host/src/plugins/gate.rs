@@ -123,8 +123,10 @@ impl CallSandbox {
             };
             (None, enforcement)
         } else {
-            let (rules, enforcement) =
-                self.sandbox.policy(mode, &self.cwd, temp_dir.as_deref()).map_err(|e| e.to_string())?;
+            let (rules, enforcement) = self
+                .sandbox
+                .policy(mode, &self.cwd, temp_dir.as_deref())
+                .map_err(|e| e.to_string())?;
             (rules.map(|rules| self.sandbox.enforced(rules)), enforcement)
         };
         let widenable = self.sandbox.offered()

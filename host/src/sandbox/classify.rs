@@ -60,7 +60,11 @@ pub(crate) fn refusal(policy: &Policy, evidence: &Evidence<'_>) -> Option<Refusa
     if evidence.signal == Some("SIGSYS") {
         return Some(Refusal { denial: Denial::Syscall, path: None });
     }
-    let file = |path: Option<&String>| Some(Refusal { denial: Denial::File, path: path.cloned() });
+    // The path as the user reads it: absolute, against the command's folder.
+    let file = |path: Option<&String>| {
+        let path = path.map(|p| evidence.workdir.join(p).display().to_string());
+        Some(Refusal { denial: Denial::File, path })
+    };
     let lines = evidence.output.iter().flat_map(|text| text.lines());
     let mut network = false;
     for line in lines {
@@ -75,8 +79,7 @@ pub(crate) fn refusal(policy: &Policy, evidence: &Evidence<'_>) -> Option<Refusa
         }
         let paths = paths_in(line);
         if refused
-            && let Some(path) =
-                paths.iter().find(|p| !writable(policy, &evidence.workdir.join(p)))
+            && let Some(path) = paths.iter().find(|p| !writable(policy, &evidence.workdir.join(p)))
         {
             return file(Some(path));
         }

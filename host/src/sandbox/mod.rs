@@ -343,9 +343,10 @@ impl Sandbox {
         let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_owned());
         let roots = match mode {
             Mode::ReadOnly | Mode::DangerFullAccess => return Layout::default(),
-            Mode::WorkspaceWrite => {
-                [cwd, self.tmpdir.clone()].into_iter().chain(temp.map(Path::to_owned)).collect::<Vec<_>>()
-            }
+            Mode::WorkspaceWrite => [cwd, self.tmpdir.clone()]
+                .into_iter()
+                .chain(temp.map(Path::to_owned))
+                .collect::<Vec<_>>(),
         };
         let mut protected = self.trusted_paths(&roots);
         let mut unwalked = Vec::new();

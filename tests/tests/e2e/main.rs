@@ -25,5 +25,6 @@ mod run_cli;
 mod sandbox;
 mod sandbox_env;
 mod sandbox_real;
+mod sandbox_seams;
 mod sessions;
 mod slow_client;

@@ -108,10 +108,15 @@ fn run_takes_the_sessions_sandbox_mode_from_the_command_line() {
     let output = run_with(&["--sandbox", "read-only"], &script, &cwd, &tmp, "write it");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-    // Bubblewrap mounts the folder read-only; Landlock refuses the write.
+    // Bubblewrap mounts the folder read-only; Landlock refuses the write. The refusal is
+    // said where the user looks, after the command's output.
+    let refused = format!(
+        "\n[hotsh sandbox: read-only mode refused a write to {}; the agent may ask you to allow it under a wider mode]\n[exit 1]",
+        std::fs::canonicalize(&cwd).unwrap().join("made.txt").display()
+    );
     assert!(
-        stdout.contains("made.txt: Read-only file system\n[exit 1]")
-            || stdout.contains("made.txt: Permission denied\n[exit 1]"),
+        stdout.contains(&format!("made.txt: Read-only file system{refused}"))
+            || stdout.contains(&format!("made.txt: Permission denied{refused}")),
         "{stdout}"
     );
     assert!(!cwd.join("made.txt").exists(), "read-only let the write through");
