@@ -106,32 +106,49 @@ fn no_path_the_host_makes_for_a_session_can_be_swapped_for_a_link_to_elsewhere()
     }
 }
 
+/// What an unconfined command (an escalated one) could leave where the session's temp dir
+/// was: a link to `outside`, a FIFO, a plain file.
+fn replace(temp: &Path, with: &str, outside: &Path) {
+    let aside = format!("{}.moved", temp.display());
+    std::fs::rename(temp, aside).unwrap();
+    match with {
+        "link" => std::os::unix::fs::symlink(outside, temp).unwrap(),
+        "fifo" => {
+            let path = std::ffi::CString::new(temp.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: a valid NUL-terminated path.
+            assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+        }
+        _ => std::fs::write(temp, "a file").unwrap(),
+    }
+}
+
 #[test]
 fn a_temp_dir_replaced_outside_the_sandbox_is_refused_once_then_a_new_one_serves() {
     for backend in backends() {
         let outside = tempfile::tempdir().unwrap();
-        let script = vec![
-            bash_call("echo \"$TMPDIR\""),
-            say("one"),
-            bash_call("echo refused-if-you-see-this-not"),
-            bash_call("echo made > \"$TMPDIR/f\" && echo \"$TMPDIR\""),
-            say("two"),
-        ];
+        let kinds = ["link", "fifo", "file"];
+        let mut script = vec![bash_call("echo \"$TMPDIR\""), say("start")];
+        for _ in kinds {
+            script.push(bash_call("echo refused-if-you-see-this-not"));
+            script.push(bash_call("echo made > \"$TMPDIR/f\" && echo \"$TMPDIR\""));
+            script.push(say("again"));
+        }
         let (mut agent, session) = one_session(backend, "", script);
         agent.prompt(&session, "go");
-        let temp = agent.tool_results()[0].0.trim().to_owned();
-        // What a command outside the sandbox (an escalated one) could do: a link in its place.
-        std::fs::rename(&temp, format!("{temp}.moved")).unwrap();
-        std::os::unix::fs::symlink(outside.path(), &temp).unwrap();
-        agent.prompt(&session, "go");
-        let results = agent.tool_results();
-        let (refused, is_error) = &results[1];
-        assert!(*is_error, "{backend}: {results:?}");
-        assert!(refused.contains("something replaced it"), "{backend}: {refused}");
-        assert!(refused.contains(&temp), "{backend}: it names the path: {refused}");
-        let fresh = results[2].0.trim();
-        assert!(fresh.starts_with('/') && fresh != temp, "{backend}: {results:?}");
-        assert_eq!(std::fs::read_to_string(Path::new(fresh).join("f")).unwrap(), "made\n");
+        let mut temp = agent.tool_results()[0].0.trim().to_owned();
+        for kind in kinds {
+            replace(Path::new(&temp), kind, outside.path());
+            agent.prompt(&session, "go");
+            let results = agent.tool_results();
+            let [.., (refused, is_error), (fresh, _)] = &results[..] else { panic!() };
+            assert!(*is_error, "{backend} {kind}: {results:?}");
+            assert!(refused.contains("something replaced it"), "{backend} {kind}: {refused}");
+            assert!(refused.contains(&temp), "{backend} {kind}: it names the path: {refused}");
+            let fresh = fresh.trim();
+            assert!(fresh.starts_with('/') && fresh != temp, "{backend} {kind}: {results:?}");
+            assert_eq!(std::fs::read_to_string(Path::new(fresh).join("f")).unwrap(), "made\n");
+            temp = fresh.to_owned();
+        }
         assert_eq!(entries(outside.path()), Vec::<String>::new(), "{backend}: written outside");
         assert!(agent.stderr().contains("refused the session's temp dir"), "{backend}: logged");
         assert!(agent.finish().success());
