@@ -23,7 +23,8 @@ pub enum Start {
     /// Answers `initialize` with a line that is not JSON.
     Garbage,
     /// Like `Ok`, and also offers `echo.twice`, `echo_twice` and `echo twice`, whose names
-    /// are one once made of the characters models accept.
+    /// are one once made of the characters models accept, and `down__echo`, which a server
+    /// named `<name>__down` offering `echo` would clash with.
     Colliding,
 }
 
@@ -84,7 +85,7 @@ impl Fixture {
             tools.push(json!({"name": "late", "description": "Added by grow.", "inputSchema": object(json!({}))}));
         }
         if self.start == Start::Colliding {
-            for name in ["echo.twice", "echo_twice", "echo twice"] {
+            for name in ["echo.twice", "echo_twice", "echo twice", "down__echo"] {
                 tools.push(json!({"name": name, "description": "Says its name.", "inputSchema": object(json!({}))}));
             }
         }
@@ -129,7 +130,7 @@ impl Fixture {
                 };
                 match message["params"]["name"].as_str().unwrap_or_default() {
                     "echo" => reply(text(format!("{} says: {}", self.name, argument("text")))),
-                    called @ ("echo.twice" | "echo_twice" | "echo twice") => {
+                    called @ ("echo.twice" | "echo_twice" | "echo twice" | "down__echo") => {
                         reply(text(format!("{} ran `{called}`", self.name)))
                     }
                     "env" => reply(text(

@@ -181,7 +181,7 @@ impl Servers {
         let servers = specs
             .into_iter()
             .map(|spec| {
-                let base = format!("mcp__{}__", safe_name(&spec.name));
+                let base = format!("mcp__{}__", server_part(&spec.name));
                 let mut prefix = base.clone();
                 for n in 2.. {
                     if !prefixes.contains(&prefix) {
@@ -718,6 +718,22 @@ fn tool_name(prefix: &str, tool: &str) -> String {
     format!("{}_{hash}", &name[..MAX_TOOL_NAME - hash.len() - 1])
 }
 
+/// A server's name as it stands in its tools' names: [`safe_name`] with no `__` in it and no
+/// `_` at either end, so that the first `__` after `mcp__` always ends it. Two servers then
+/// never share a tool name, whatever their tools are called (`srv` with `b__c` and `srv__b`
+/// with `c` would both be `mcp__srv__b__c` otherwise).
+fn server_part(name: &str) -> String {
+    let safe = safe_name(name);
+    let mut part = String::with_capacity(safe.len());
+    for c in safe.chars() {
+        if !(c == '_' && part.ends_with('_')) {
+            part.push(c);
+        }
+    }
+    let part = part.trim_matches('_');
+    if part.is_empty() { "server".to_owned() } else { part.to_owned() }
+}
+
 /// `name` with every character models do not accept in a tool name replaced by `_`.
 fn safe_name(name: &str) -> String {
     let safe: String = name
@@ -811,6 +827,16 @@ pub(crate) fn server_tool_effects(read_only: bool) -> crate::model::ToolEffects 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_part_ends_at_the_first_double_underscore() {
+        assert_eq!(server_part("srv__b"), "srv_b");
+        assert_eq!(server_part("_a b__"), "a_b");
+        assert_eq!(server_part("__"), "server");
+        let a = tool_name(&format!("mcp__{}__", server_part("srv")), "b__c");
+        let b = tool_name(&format!("mcp__{}__", server_part("srv__b")), "c");
+        assert_eq!((a.as_str(), b.as_str()), ("mcp__srv__b__c", "mcp__srv_b__c"));
+    }
 
     #[test]
     fn tool_names_are_safe_and_short() {

@@ -509,14 +509,14 @@ fn two_servers_with_the_same_tool_and_even_the_same_name_are_told_apart() {
             call_with("mcp__alpha__echo", json!({"text": "1"})),
             call_with("mcp__beta__echo", json!({"text": "2"})),
             call_with("mcp__alpha_2__echo", json!({"text": "3"})),
-            call_with("mcp__alpha__down__echo", json!({"text": "4"})),
+            call_with("mcp__alpha_down__echo", json!({"text": "4"})),
             say("ok"),
         ],
         None,
     );
     let mut twin = stdio("alpha-twin", "ok");
     twin["name"] = json!("alpha");
-    // `mcp__alpha__down__` starts with `mcp__alpha__`: its calls are still its own.
+    // `alpha__down`'s tools are `mcp__alpha_down__…`: the first `__` ends a server's name.
     let down = stdio("alpha__down", "exit");
     let session =
         new_session(&mut agent, json!([stdio("alpha", "ok"), stdio("beta", "ok"), twin, down]));
@@ -628,4 +628,33 @@ fn tools_whose_names_collide_once_made_safe_get_unique_names_and_each_reaches_it
     let mut ran: Vec<&str> = texts.iter().filter_map(|t| t.split('`').nth(1)).collect();
     ran.sort_unstable();
     assert_eq!(ran, ["echo twice", "echo.twice", "echo_twice"], "{texts:?}");
+}
+
+#[test]
+fn two_servers_never_give_the_model_one_tool_name() {
+    // `x` offers `down__echo` and `x__down` offers `echo`: one name for both, once.
+    let name = unique("clash");
+    let mut listing = agent(vec![], Some(QUICK));
+    let down = format!("{name}__down");
+    let session = new_session(&mut listing, json!([stdio(&name, "colliding"), stdio(&down, "ok")]));
+    listing.prompt(&session, "list");
+    let names = &offered(&listing)[0];
+    let distinct: std::collections::HashSet<&String> = names.iter().collect();
+    assert_eq!(distinct.len(), names.len(), "a name offered twice: {names:?}");
+    let first = format!("mcp__{name}__down__echo");
+    let second = format!("mcp__{}_down__echo", name.replace("__", "_"));
+    assert!(names.contains(&first) && names.contains(&second), "{names:?}");
+    let calls = vec![
+        json!({"tool_calls": [
+            {"name": first, "arguments": {}},
+            {"name": second, "arguments": {"text": "2"}}
+        ]}),
+        say("done"),
+    ];
+    let mut again = agent(calls, Some(QUICK));
+    let session = new_session(&mut again, json!([stdio(&name, "colliding"), stdio(&down, "ok")]));
+    again.prompt(&session, "call both");
+    let texts: Vec<String> = again.tool_results().into_iter().map(|(text, _)| text).collect();
+    assert!(texts[0].contains("`down__echo`"), "{texts:?}");
+    assert_eq!(texts[1], format!("{down} says: 2"), "{texts:?}");
 }
