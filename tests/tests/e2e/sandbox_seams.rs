@@ -363,3 +363,26 @@ fn an_escalation_prompt_shows_where_it_runs_and_the_card_gets_its_terminal_back(
         assert!(agent.finish().success());
     }
 }
+
+#[test]
+fn a_temp_dir_a_command_made_read_only_fails_only_that_commands_own_writes() {
+    for backend in backends() {
+        let script = vec![
+            bash_call("chmod 500 \"$TMPDIR\"; mktemp >/dev/null 2>&1; echo rc=$?"),
+            // hotsh's own files are not in it: a spill file is still made.
+            bash_call("seq 1 200000 | tail -1"),
+            bash_call("seq 1 200000"),
+            bash_call("chmod 700 \"$TMPDIR\" && mktemp >/dev/null && echo writable-again"),
+            say("done"),
+        ];
+        let (mut agent, session) = one_session(backend, "", script);
+        agent.prompt(&session, "go");
+        let results = agent.tool_results();
+        let texts: Vec<&str> = results.iter().map(|(t, _)| t.as_str()).collect();
+        assert!(texts[0].starts_with("rc=1"), "{backend}: {texts:?}");
+        assert_eq!(texts[1], "200000", "{backend}: {texts:?}");
+        assert!(texts[2].contains("[output truncated; full output: /"), "{backend}: {texts:?}");
+        assert_eq!(texts[3], "writable-again", "{backend}: {texts:?}");
+        assert!(agent.finish().success());
+    }
+}
