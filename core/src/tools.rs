@@ -268,6 +268,9 @@ pub async fn open_card(call: Call<'_>, card: Card) {
             arguments: call.call.arguments.clone(),
         })
         .await;
+    // On disk before the tool runs (the model's message with it too): an agent killed while
+    // it runs comes back with the call's card, closed as cut off.
+    call.session.flush_or_warn().await;
 }
 
 /// Closes a call's card as failed, carrying the text the model got.

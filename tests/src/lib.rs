@@ -1332,11 +1332,38 @@ pub struct FakeProvider {
     closed: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// When each request's connection came, and when its reply was written.
     timeline: std::sync::Arc<Mutex<Vec<(std::time::Instant, std::time::Instant)>>>,
+    /// Refuses histories with unanswered tool calls ([`FakeProvider::strict`]).
+    strict: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// The ids of tool calls in `body`'s messages that no `tool` message right after their
+/// assistant message answers, comma separated; `None` when every call is answered.
+pub fn unanswered_tool_calls(body: &Value) -> Option<String> {
+    let messages = body["messages"].as_array()?;
+    let mut missing = Vec::new();
+    for (at, message) in messages.iter().enumerate() {
+        let Some(calls) = message["tool_calls"].as_array() else { continue };
+        let mut ids: Vec<&str> = calls.iter().filter_map(|c| c["id"].as_str()).collect();
+        for answer in messages[at + 1..].iter().take_while(|m| m["role"] == "tool") {
+            ids.retain(|id| answer["tool_call_id"] != *id);
+        }
+        missing.extend(ids);
+    }
+    (!missing.is_empty()).then(|| missing.join(", "))
 }
 
 impl FakeProvider {
     pub fn start(replies: Vec<Reply>) -> Self {
         Self::start_with(replies, true)
+    }
+
+    /// A provider that, as OpenAI and DeepSeek do, answers 400 (taking no scripted reply) to
+    /// a request whose history has an assistant message with a tool call no tool message
+    /// answers right after it.
+    pub fn strict(replies: Vec<Reply>) -> Self {
+        let provider = Self::start_with(replies, true);
+        provider.strict.store(true, std::sync::atomic::Ordering::SeqCst);
+        provider
     }
 
     /// A provider that does not parse what it receives (its `body` is `null`): a benchmark's,
@@ -1353,13 +1380,30 @@ impl FakeProvider {
         let (log, hung_up) = (std::sync::Arc::clone(&received), std::sync::Arc::clone(&closed));
         let timeline = std::sync::Arc::new(Mutex::new(Vec::new()));
         let times = std::sync::Arc::clone(&timeline);
+        let strict = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let checks = std::sync::Arc::clone(&strict);
         std::thread::spawn(move || {
             let mut replies = replies.into_iter();
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { continue };
                 let came = std::time::Instant::now();
                 let Some(request) = read_request(&mut stream, parse) else { continue };
+                let unanswered = checks
+                    .load(std::sync::atomic::Ordering::SeqCst)
+                    .then(|| unanswered_tool_calls(&request.body))
+                    .flatten();
                 log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(request);
+                if let Some(ids) = unanswered {
+                    let message = format!(
+                        "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {ids}"
+                    );
+                    let body =
+                        json!({"error": {"message": message, "type": "invalid_request_error"}});
+                    let reply =
+                        Reply::Status { code: 400, headers: Vec::new(), body: body.to_string() };
+                    serve(&mut stream, reply);
+                    continue;
+                }
                 let reply = replies.next().unwrap_or(Reply::Status {
                     code: 500,
                     headers: Vec::new(),
@@ -1375,7 +1419,7 @@ impl FakeProvider {
                     .push((came, std::time::Instant::now()));
             }
         });
-        Self { base_url, received, closed, timeline }
+        Self { base_url, received, closed, timeline, strict }
     }
 
     /// The requests received so far.

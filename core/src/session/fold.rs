@@ -72,7 +72,12 @@ pub fn fold(records: Vec<Record>) -> Result<Folded, FoldError> {
     let mut cards: BTreeMap<String, Card> = BTreeMap::new();
     // The card whose output is the text of the next tool result (its place in the view).
     let mut awaiting_result: Option<usize> = None;
+    // Cards drawn and not closed yet: a turn cut off (hotsh killed) leaves them open.
+    let mut open_cards: BTreeMap<String, Card> = BTreeMap::new();
     for record in records {
+        if matches!(record, Record::Fact(Fact::Prompt(_) | Fact::Command { .. })) {
+            close_cut_off(&mut view, &mut open_cards);
+        }
         history.apply(&record);
         match record {
             // Only the last context use is shown again (after the replay).
@@ -89,6 +94,15 @@ pub fn fold(records: Vec<Record>) -> Result<Folded, FoldError> {
                 } = &event
                 {
                     cards.insert(call_id.0.clone(), card.clone());
+                }
+                match &event {
+                    SessionEvent::ToolCallStarted { call_id, card, .. } => {
+                        open_cards.insert(call_id.0.clone(), card.clone());
+                    }
+                    SessionEvent::ToolCallFinished { call_id, .. } => {
+                        open_cards.remove(&call_id.0);
+                    }
+                    _ => {}
                 }
                 let awaits =
                     matches!(event, SessionEvent::ToolCallFinished { output_in_result: true, .. });
@@ -154,6 +168,10 @@ pub fn fold(records: Vec<Record>) -> Result<Folded, FoldError> {
             Record::Fact(_) => {}
         }
     }
+    // A log that ends in the middle of a turn (hotsh was killed) folds to a history a
+    // provider accepts, and a thread whose cut-off cards are closed.
+    close_cut_off(&mut view, &mut open_cards);
+    history.answer_cut_off();
     let pending_notices = ended_notices
         .into_iter()
         .filter(|(task_id, _)| !noticed.contains(task_id))
@@ -180,6 +198,31 @@ pub fn fold(records: Vec<Record>) -> Result<Folded, FoldError> {
         session_mode,
         seen_files,
     })
+}
+
+/// Closes, as failed, the cards of a turn that was cut off before they were: a terminal says
+/// why where its exit status would be, any other card in its content.
+fn close_cut_off(view: &mut Vec<SessionEvent>, open_cards: &mut BTreeMap<String, Card>) {
+    let words = crate::context::CUT_OFF_RESULT;
+    for (call_id, card) in std::mem::take(open_cards) {
+        let (card, error) = match card {
+            Card::Terminal(mut terminal) => {
+                let reason = Some(words.to_owned());
+                terminal.exit = Some(super::TerminalExit { exit_code: None, signal: None, reason });
+                (Card::Terminal(terminal), None)
+            }
+            generic => (generic, Some(words.to_owned())),
+        };
+        view.push(SessionEvent::ToolCallFinished {
+            call_id: ToolCallId(call_id),
+            card,
+            status: CallStatus::Failed,
+            raw_output: serde_json::Value::Null,
+            error,
+            output_text: None,
+            output_in_result: false,
+        });
+    }
 }
 
 /// Adds `event` to a view, joining it to the previous event when both are chunks of the same
@@ -296,6 +339,80 @@ mod tests {
                 .starts_with("[background task bash-2 `true` exited with code 0")
         );
         assert!(matches!(folded.view[0], SessionEvent::UserMessage { .. }));
+    }
+
+    #[test]
+    fn calls_left_without_results_are_answered_where_they_belong_and_their_cards_closed() {
+        let prompt = |text: &str| {
+            Record::Fact(Fact::Prompt(Prompt {
+                text: text.into(),
+                blocks: vec![serde_json::json!({"type": "text", "text": text})],
+                images: Vec::new(),
+            }))
+        };
+        let call = |id: &str| crate::model::ModelToolCall {
+            id: id.into(),
+            name: "bash".into(),
+            arguments: "{}".into(),
+        };
+        let card = Card::Generic(GenericCard::new("bash", ToolKind::Execute, None));
+        let records = vec![
+            meta(),
+            prompt("run two"),
+            Record::Fact(Fact::AssistantMessage {
+                text: String::new(),
+                reasoning: None,
+                tool_calls: vec![call("a"), call("b")],
+                usage: None,
+                finish_reason: None,
+            }),
+            Record::Fact(Fact::ToolResult {
+                call_id: "a".into(),
+                text: "one".into(),
+                is_error: false,
+                after_output: None,
+            }),
+            Record::Event(SessionEvent::ToolCallStarted {
+                call_id: ToolCallId("call-2".into()),
+                tool: "bash".into(),
+                card,
+                raw_input: serde_json::Value::Null,
+                arguments: "{}".into(),
+            }),
+            Record::Event(SessionEvent::ToolOutput {
+                call_id: ToolCallId("call-2".into()),
+                text: "half way\n".into(),
+            }),
+        ];
+        let cut_off = |folded: &Folded| -> Vec<Message> {
+            folded.history.messages.iter().map(|m| (**m).clone()).collect()
+        };
+        // Killed there: the second call is answered with what it printed, then the note.
+        let folded = fold(records.clone()).expect("folds");
+        let messages = cut_off(&folded);
+        let stopped = format!("half way\n{}", crate::context::CUT_OFF_RESULT);
+        assert_eq!(
+            messages[3..],
+            [
+                Message::Tool { call_id: "b".into(), text: stopped.clone(), is_error: true },
+                Message::Notice { text: crate::context::CUT_OFF_NOTICE.into() },
+            ]
+        );
+        let closed = folded.view.last().expect("a view");
+        assert!(
+            matches!(closed, SessionEvent::ToolCallFinished { status: CallStatus::Failed, error: Some(e), .. } if e == crate::context::CUT_OFF_RESULT),
+            "{closed:?}"
+        );
+        // Gone on: the next prompt comes after them, in the log's fold as in the live one.
+        let mut more = records;
+        more.push(prompt("go on"));
+        let messages = cut_off(&fold(more).expect("folds"));
+        assert_eq!(messages.len(), 6);
+        assert_eq!(
+            messages[3],
+            Message::Tool { call_id: "b".into(), text: stopped, is_error: true }
+        );
+        assert!(matches!(&messages[5], Message::User { text, .. } if text == "go on"));
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod bad_input;
 mod cancel;
 mod cards;
 mod compat;
+mod continuity;
 mod files;
 mod first_run;
 mod guarantees;
