@@ -384,6 +384,11 @@ impl Host {
             .unwrap_or(&self.models[0])
     }
 
+    /// The context window of the model `session` uses now.
+    pub(crate) fn window_of(&self, session: &Session) -> u64 {
+        self.offered_model(session.model_choice().as_deref()).limits.window
+    }
+
     /// A session opened here chose a model this host does not offer (its configuration
     /// changed, or that model's key is not set): it says, in the thread, which one it uses
     /// now. The choice itself stays in the log (a hotsh that offers it again uses it).

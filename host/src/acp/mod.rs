@@ -271,7 +271,7 @@ async fn on_new_session(
             .modes(session_modes(&shared.host, &session)),
     )?;
     // After the answer: the client knows the session then.
-    sink.announce(&session);
+    sink.announce(&session, shared.host.window_of(&session));
     shared.host.prepare_sandbox(&session);
     Ok(())
 }
@@ -310,7 +310,7 @@ async fn on_load_session(
         session.settle_tasks_of_gone_agent(&folded.open_tasks).await;
         shared.host.note_a_model_that_is_gone(&session).await;
         shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
-        sink.announce(&session);
+        sink.announce(&session, shared.host.window_of(&session));
         tracing::info!(
             session = %session.id,
             events,
@@ -340,17 +340,20 @@ async fn on_resume_session(
         let sink = shared.sink(cx, &id);
         match shared.host.open_session(&id, Arc::clone(&sink) as Arc<dyn EventSink>).await {
             Ok((session, folded)) => {
-                // Nothing is replayed on resume: live events flow at once.
-                session.release_held().await;
-                session.settle_tasks_of_gone_agent(&folded.open_tasks).await;
-                shared.host.note_a_model_that_is_gone(&session).await;
-                shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
-                sink.announce(&session);
-                tracing::info!(session = %session.id, "session resumed");
+                // Nothing is replayed on resume. The answer goes first: a client registers
+                // the session when it arrives, and drops updates about one it does not know
+                // (the slash commands, the title, the context use); live events are held
+                // until then.
                 let options = config_options(&shared.host, &session);
                 let modes = session_modes(&shared.host, &session);
                 let _ = responder
                     .respond(ResumeSessionResponse::new().config_options(options).modes(modes));
+                session.release_held().await;
+                session.settle_tasks_of_gone_agent(&folded.open_tasks).await;
+                shared.host.note_a_model_that_is_gone(&session).await;
+                shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
+                sink.announce(&session, shared.host.window_of(&session));
+                tracing::info!(session = %session.id, "session resumed");
                 shared.host.prepare_sandbox(&session);
             }
             Err(error) => {
@@ -945,7 +948,9 @@ impl AcpSink {
 
     /// What a client shows of a session besides its thread, sent when the session is created,
     /// loaded or resumed: the slash commands, the title, the context use.
-    fn announce(&self, session: &crate::session::Session) {
+    /// `window`: the context window of the model the session uses now, which the context
+    /// use shows (the one logged may be another model's: a profile that is gone).
+    fn announce(&self, session: &crate::session::Session, window: u64) {
         use agent_client_protocol::v1::schema::{
             AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, SessionUpdate,
             UnstructuredCommandInput,
@@ -966,7 +971,8 @@ impl AcpSink {
         if let Some(title) = session.title() {
             self.title_changed(&title);
         }
-        if let Some(shown) = session.context_shown() {
+        if let Some(mut shown) = session.context_shown() {
+            shown.size = window;
             self.emit(SessionEvent::Usage(shown));
         }
     }

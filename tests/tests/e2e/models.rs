@@ -523,8 +523,12 @@ fn a_session_whose_model_is_gone_says_which_it_uses_and_uses_what_it_shows() {
         text_answer("first, after resume"),
     ]);
     let second = FakeProvider::start(vec![text_answer("from the second")]);
+    // Each with a window of its own, which the context use shows.
     let profile = |name: &str, url: &str| {
-        format!("[models.{name}]\nbase_url = \"{url}\"\nmodel = \"m-{name}\"\n")
+        let window = if name == "one" { 64000 } else { 32000 };
+        format!(
+            "[models.{name}]\nbase_url = \"{url}\"\nmodel = \"m-{name}\"\ncontext_window = {window}\n"
+        )
     };
     let both = format!(
         "model = \"one\"\n{}{}",
@@ -574,6 +578,24 @@ fn a_session_whose_model_is_gone_says_which_it_uses_and_uses_what_it_shows() {
                 .as_str()
                 .is_some_and(|t| t == "Model two is not available here: this session uses one")
         });
+        // The context use shows the window of the model it uses now, not the one logged.
+        let shown = again.wait_for_from(before, |m| {
+            m["params"]["update"]["sessionUpdate"] == "usage_update"
+                && m["params"]["sessionId"] == session.as_str()
+        });
+        assert_eq!(again.received[shown]["params"]["update"]["size"], 64000, "{method}");
+        if method == "session/resume" {
+            // Nothing about the session comes before the answer that names it.
+            let answered = again.received[before..]
+                .iter()
+                .position(|m| m.get("result").is_some() && m.get("method").is_none())
+                .unwrap();
+            let first_update = again.received[before..]
+                .iter()
+                .position(|m| m["method"] == "session/update")
+                .unwrap();
+            assert!(answered < first_update, "{:#?}", &again.received[before..]);
+        }
         again.prompt(&session, "still there?");
         assert!(again.finish().success());
     }
