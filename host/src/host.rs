@@ -156,6 +156,8 @@ struct Offered {
 /// How long after a session's opening answer its sandbox environment starts (see
 /// [`Host::prepare_sandbox`]); a first command sooner than that starts it itself.
 const PREPARE_AFTER: std::time::Duration = std::time::Duration::from_millis(10);
+/// How long a turn cancelled because the client went away is given to end.
+const TURN_END_ON_EXIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Variables that hold model credentials; commands never see them (nor copies of their values).
 const MODEL_SECRETS: &[&str] =
@@ -508,6 +510,19 @@ impl Host {
     /// output files.
     pub(crate) async fn shutdown(&self) {
         let open: Vec<Arc<Session>> = lock(&self.sessions).values().cloned().collect();
+        // A running turn is cancelled (logged as such) and given a moment to end: its commands
+        // end as cancelled, not killed, and it asks the model nothing more once the client is
+        // gone. One that does not end in time is cut off by what follows.
+        let mut cancelled = Vec::new();
+        for session in &open {
+            if session.cancel_turn().await {
+                cancelled.push(Arc::clone(session));
+            }
+        }
+        let ended = futures::future::join_all(cancelled.iter().map(|s| s.no_turn()));
+        if tokio::time::timeout(TURN_END_ON_EXIT, ended).await.is_err() {
+            tracing::warn!("a cancelled turn did not end in time; stopping anyway");
+        }
         for session in &open {
             session.set_own_tools(Vec::new());
         }

@@ -474,6 +474,8 @@ pub struct Session {
     state: Mutex<State>,
     /// The running turn's cancel switch; `None` when idle.
     turn: Mutex<Option<CancellationToken>>,
+    /// Told each time a turn ends (its slot is freed).
+    turn_ended: tokio::sync::Notify,
     next_call: AtomicU64,
     /// Where this session's events go: the client connection that created or loaded it.
     sink: Mutex<Attached>,
@@ -557,6 +559,7 @@ impl Session {
             log,
             state: Mutex::new(state),
             turn: Mutex::new(None),
+            turn_ended: tokio::sync::Notify::new(),
             next_call: AtomicU64::new(folded.map_or(1, |f| f.next_call)),
             sink: Mutex::default(),
             emitting: tokio::sync::Mutex::new(()),
@@ -797,6 +800,21 @@ impl Session {
         self.end_unstarted_tasks().await;
         self.append(Record::Fact(ended)).await;
         *lock(&self.turn) = None;
+        self.turn_ended.notify_waiters();
+    }
+
+    /// Waits until no turn runs.
+    pub async fn no_turn(&self) {
+        loop {
+            let ended = self.turn_ended.notified();
+            tokio::pin!(ended);
+            // Registered before the check: an end between the two still wakes us.
+            ended.as_mut().enable();
+            if lock(&self.turn).is_none() {
+                return;
+            }
+            ended.await;
+        }
     }
 
     /// The user cancelled the running turn: logged, then the turn is told (so the cancel is

@@ -201,3 +201,30 @@ fn a_sigkill_while_the_second_command_runs_leaves_a_session_that_goes_on() {
     assert!(after["content"].as_str().unwrap().starts_with(CUT_OFF_NOTICE), "{messages:#?}");
     assert_eq!(messages.last().unwrap()["content"], "go on");
 }
+
+#[test]
+fn stdin_closing_while_a_command_runs_cancels_the_turn_and_asks_the_model_nothing_more() {
+    let data = tempfile::tempdir().unwrap();
+    // Were the turn to go on, the provider has an answer for it.
+    let provider = FakeProvider::strict(vec![
+        two_calls("echo first-started; sleep 60", "echo never"),
+        answer("Should not be asked for."),
+    ]);
+    let mut agent = Agent::start(options(&provider, data.path()));
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.start_prompt(&session, "run two");
+    agent.wait_for_terminal_output("first-started");
+    assert!(agent.finish().success());
+    // The process is gone: whatever it asked for is in.
+    assert_eq!(provider.received().len(), 1, "a model request after the client left");
+    let log = std::fs::read_to_string(log_of(data.path())).unwrap();
+    assert!(log.contains("\"type\":\"cancel_requested\""), "{log}");
+    let results: Vec<&str> =
+        log.lines().filter(|l| l.contains("\"type\":\"tool_result\"")).collect();
+    assert_eq!(results.len(), 2, "{log}");
+    assert!(!results[0].contains("SIGKILL"), "the command was killed, not cancelled: {log}");
+    assert!(results[1].contains("not run: the user cancelled the turn"), "{log}");
+    let ended = log.lines().find(|l| l.contains("\"type\":\"turn_ended\"")).expect("an end");
+    assert!(ended.contains("cancelled"), "{ended}");
+}
