@@ -108,6 +108,33 @@ pub struct Usage {
     pub cached_tokens: Option<u64>,
 }
 
+/// The most tokens a provider can have counted for one request (2^40, a thousand billion):
+/// a larger count is a provider's or a proxy's bug, not a bill.
+pub const MAX_TOKENS_REPORTED: u64 = 1 << 40;
+
+impl Usage {
+    /// Why these counts cannot be what the model did with a window of `window` tokens: a
+    /// count over [`MAX_TOKENS_REPORTED`], a context over ten windows, more cached tokens
+    /// than prompt tokens. Such a usage is ignored (never shown, priced or logged).
+    pub fn implausible(&self, window: u64) -> Option<String> {
+        let counts =
+            [self.prompt_tokens, self.completion_tokens, self.total_tokens, self.cached_tokens];
+        if let Some(count) = counts.into_iter().flatten().find(|&n| n > MAX_TOKENS_REPORTED) {
+            return Some(format!("a count of {count} tokens"));
+        }
+        let used = self.prompt_tokens.unwrap_or(0) + self.completion_tokens.unwrap_or(0);
+        if used > window.saturating_mul(10) {
+            return Some(format!("{used} tokens used with a window of {window}"));
+        }
+        match (self.cached_tokens, self.prompt_tokens) {
+            (Some(cached), Some(prompt)) if cached > prompt => {
+                Some(format!("{cached} cached of {prompt} prompt tokens"))
+            }
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     #[error(

@@ -249,7 +249,13 @@ async fn run(
         };
         overflowed = false;
         let calls = answer.calls;
-        let usage = answer.usage;
+        let usage = answer.usage.filter(|usage| match usage.implausible(turn.limits.window) {
+            Some(why) => {
+                tracing::warn!(session = %session.id, %why, "ignored the usage the provider reported");
+                false
+            }
+            None => true,
+        });
         session
             .record(Fact::AssistantMessage {
                 text: answer.text,

@@ -42,7 +42,7 @@ impl std::fmt::Debug for PluginV1 {
 }
 
 fn result<T>(value: RResult<T, hotsh_abi::RString>) -> Result<T, String> {
-    value.into_result().map_err(|e| e.into_string())
+    value.into_result().map_err(|e| text(e, MAX_RESULT_TEXT))
 }
 
 impl PluginV1 {
@@ -55,7 +55,7 @@ impl PluginV1 {
         if manifest.name.trim().is_empty() {
             return Err("the plugin's manifest has an empty name".to_owned());
         }
-        Ok((manifest.name.into_string(), manifest.version.into_string()))
+        Ok((text(manifest.name, MAX_NAME), text(manifest.version, MAX_NAME)))
     }
 
     pub(crate) fn tools(&self, context: &abi::ToolsContext) -> Result<Vec<ToolDefinition>, String> {
@@ -66,8 +66,8 @@ impl PluginV1 {
                     format!("the input schema of tool `{}` is not JSON: {e}", tool.name)
                 })?;
                 Ok(ToolDefinition {
-                    name: tool.name.into_string(),
-                    description: tool.description.into_string(),
+                    name: text(tool.name, MAX_NAME),
+                    description: text(tool.description, MAX_CARD_TEXT),
                     input_schema,
                     effects: crate::model::ToolEffects {
                         runs_commands: tool.effects.runs_commands(),
@@ -85,9 +85,9 @@ impl PluginV1 {
         Ok(result((self.module.prompt_sections())(context))?
             .into_iter()
             .map(|s| PromptSection {
-                id: s.id.into_string(),
+                id: text(s.id, MAX_NAME),
                 order: s.order,
-                text: s.text.into_string(),
+                text: text(s.text, MAX_CARD_TEXT),
             })
             .collect())
     }
@@ -109,9 +109,9 @@ impl PluginV1 {
             })
             .to_string()
         } else {
-            output.raw_output.as_str().to_owned()
+            text(output.raw_output, MAX_RAW_OUTPUT)
         };
-        Ok(PluginOutput { text: bounded(output.text.as_str(), MAX_RESULT_TEXT), raw_output })
+        Ok(PluginOutput { text: text(output.text, MAX_RESULT_TEXT), raw_output })
     }
 
     pub(crate) fn present_call(&self, call: &PluginCall) -> Result<Card, String> {
@@ -149,6 +149,21 @@ pub(crate) const MAX_RESULT_TEXT: usize = 256 << 10;
 pub(crate) const MAX_RAW_OUTPUT: usize = 1 << 20;
 /// The most text a card (content or title) may carry.
 const MAX_CARD_TEXT: usize = 64 << 10;
+/// The most a name carries (a plugin's, a tool's, a signal's).
+const MAX_NAME: usize = 256;
+/// The most paths a card may point at.
+const MAX_LOCATIONS: usize = 256;
+
+/// A plugin's text as the host keeps it: bytes that are not UTF-8 (a plugin using `unsafe`
+/// can send them) replaced, at most about `cap` bytes (head and tail), so that nothing a
+/// plugin returns reaches the client or the log whole or broken.
+fn text(text: RString, cap: usize) -> String {
+    let bytes = text.into_bytes();
+    match std::str::from_utf8(&bytes) {
+        Ok(valid) if valid.len() <= cap => valid.to_owned(),
+        _ => bounded(&String::from_utf8_lossy(&bytes), cap),
+    }
+}
 
 /// `text` cut to about `cap` bytes: its head and tail around a marker naming what was left
 /// out.
@@ -175,17 +190,17 @@ fn from_abi_card(card: abi::Card_NE, call: &PluginCall) -> Card {
     };
     match card {
         abi::Card::Terminal(t) => Card::Terminal(TerminalCard {
-            command: bounded(&t.command, MAX_CARD_TEXT),
-            description: t.description.into_option().map(|d| bounded(&d, MAX_CARD_TEXT)),
-            cwd: t.cwd.into_string(),
+            command: text(t.command, MAX_CARD_TEXT),
+            description: t.description.into_option().map(|d| text(d, MAX_CARD_TEXT)),
+            cwd: text(t.cwd, MAX_CARD_TEXT),
             exit: t.exit.into_option().map(|e| TerminalExit {
                 exit_code: e.exit_code.into_option(),
-                signal: e.signal.into_option().map(|s| s.into_string()),
+                signal: e.signal.into_option().map(|s| text(s, MAX_NAME)),
                 reason: None,
             }),
         }),
         abi::Card::Generic(g) => Card::Generic(GenericCard {
-            title: bounded(&g.title, MAX_CARD_TEXT),
+            title: text(g.title, MAX_CARD_TEXT),
             kind: match g.kind {
                 abi::ToolKind::Read => ToolKind::Read,
                 abi::ToolKind::Edit => ToolKind::Edit,
@@ -198,11 +213,15 @@ fn from_abi_card(card: abi::Card_NE, call: &PluginCall) -> Card {
                 // `Other`, or a kind from a later 1.x.
                 _ => ToolKind::Other,
             },
-            content: g.content.into_option().map(|c| bounded(&c, MAX_CARD_TEXT)),
+            content: g.content.into_option().map(|c| text(c, MAX_CARD_TEXT)),
             locations: g
                 .locations
                 .into_iter()
-                .map(|l| FileLocation { path: l.path.into_string(), line: l.line.into_option() })
+                .take(MAX_LOCATIONS)
+                .map(|l| FileLocation {
+                    path: text(l.path, MAX_CARD_TEXT),
+                    line: l.line.into_option(),
+                })
                 .collect(),
             // Whole texts: a diff cut in the middle would show a change that was not made (the
             // plugin bounds what it sends).
@@ -210,9 +229,9 @@ fn from_abi_card(card: abi::Card_NE, call: &PluginCall) -> Card {
                 .diffs
                 .into_iter()
                 .map(|d| FileDiff {
-                    path: d.path.into_string(),
-                    old_text: d.old_text.into_option().map(RString::into_string),
-                    new_text: d.new_text.into_string(),
+                    path: text(d.path, MAX_CARD_TEXT),
+                    old_text: d.old_text.into_option().map(|t| text(t, usize::MAX)),
+                    new_text: text(d.new_text, usize::MAX),
                 })
                 .collect(),
         }),

@@ -352,6 +352,16 @@ enum Parsed {
 }
 
 fn parse_line(line: &[u8]) -> Result<Parsed, String> {
+    // A line with bytes that are not UTF-8 (an older hotsh passed on what a plugin sent) is
+    // read with them replaced, rather than refusing the whole session.
+    let lossy;
+    let line = match std::str::from_utf8(line) {
+        Ok(_) => line,
+        Err(_) => {
+            lossy = String::from_utf8_lossy(line).into_owned();
+            lossy.as_bytes()
+        }
+    };
     let mut deserializer = serde_json::Deserializer::from_slice(line);
     let parsed = serde::Deserializer::deserialize_map(&mut deserializer, LineVisitor)
         .and_then(|parsed| deserializer.end().map(|()| parsed));
@@ -518,6 +528,28 @@ mod tests {
         }));
         round_trip(Record::Fact(Fact::Notice { text: "n".into(), task_id: Some("bash-1".into()) }));
         round_trip(Record::Fact(Fact::TurnEnded { outcome: TurnOutcome::Failed, message: None }));
+    }
+
+    #[test]
+    fn a_line_with_bytes_that_are_not_utf8_is_read_with_them_replaced() {
+        let text = |seq, text: &str| {
+            line(seq, &Record::Event(SessionEvent::AgentText { text: text.into() })).unwrap()
+        };
+        let mut bytes = text(1, "fine");
+        bytes.push(b'\n');
+        let bad = text(2, "ok BAD");
+        let at = bad.windows(3).position(|w| w == b"BAD").unwrap();
+        bytes.extend_from_slice(&bad[..at]);
+        bytes.push(0xff);
+        bytes.extend_from_slice(&bad[at + 3..]);
+        bytes.push(b'\n');
+        let read = parse(Path::new("x.jsonl"), &bytes).unwrap();
+        assert_eq!(read.records.len(), 2);
+        assert_eq!(
+            read.records[1],
+            Record::Event(SessionEvent::AgentText { text: "ok \u{fffd}".into() })
+        );
+        assert!(!read.dropped_torn_line);
     }
 
     #[test]

@@ -5,6 +5,7 @@ use hotsh_tests::{
     Agent, AgentOptions, Interface, corrupted_copy, install_like_cargo, misbehaving_build,
     reloadable_build, say, tool_bash_plugin, tool_call,
 };
+use serde_json::json;
 
 #[test]
 fn a_line_that_is_not_utf8_gets_a_parse_error_and_the_agent_keeps_serving() {
@@ -70,6 +71,42 @@ fn a_plugin_result_of_200_mib_is_capped_with_a_marker() {
     assert!(text.contains(" bytes of the plugin's result omitted …]"), "no marker");
     let peak = agent.peak_rss_kib();
     assert!(peak < 600 * 1024, "hotsh peaked at {peak} KiB");
+}
+
+#[test]
+fn a_plugins_broken_text_and_huge_card_fields_are_bounded_before_the_client_and_the_log() {
+    let data = tempfile::tempdir().unwrap();
+    let mut options = AgentOptions::script(vec![tool_call("hostile_fields"), say("ok")]);
+    options.plugins = vec![misbehaving_build("well-behaved")];
+    options.env = vec![("HOTSH_DATA_DIR".into(), data.path().to_string_lossy().into_owned())];
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    // The harness fails on any stdout line that is not JSON (or not UTF-8).
+    assert_eq!(agent.prompt(&session, "go")["result"]["stopReason"], "end_turn");
+    let (text, _) = agent.last_tool_result();
+    assert_eq!(text, "broken\u{fffd}\u{fffd}!");
+    let updates = agent.updates(&session);
+    let started = updates.iter().find(|u| u["sessionUpdate"] == "tool_call").unwrap();
+    let cwd = started["_meta"]["terminal_info"]["cwd"].as_str().unwrap();
+    assert!(cwd.len() < 80 << 10, "a card's cwd of {} bytes", cwd.len());
+    let finished = updates
+        .iter()
+        .find(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "completed")
+        .unwrap();
+    let locations = finished["locations"].as_array().unwrap();
+    assert!(locations.len() <= 256, "{} locations", locations.len());
+    assert!(locations.iter().all(|l| l["path"].as_str().unwrap().len() < 80 << 10));
+    assert_eq!(finished["title"], "title\u{fffd}\u{fffd}!");
+    let line_bytes: usize = serde_json::to_string(finished).unwrap().len();
+    assert!(line_bytes < 8 << 20, "a card update of {line_bytes} bytes");
+    // The log is bounded too, and loads.
+    agent.call("session/close", json!({"sessionId": session}));
+    let logs: Vec<_> = std::fs::read_dir(data.path().join("sessions")).unwrap().flatten().collect();
+    let size = logs[0].metadata().unwrap().len();
+    assert!(size < 16 << 20, "the log grew to {size} bytes");
+    let (_, loaded) = agent.load(&session, &agent.workdir.clone());
+    assert!(loaded.get("result").is_some(), "{loaded}");
 }
 
 /// Starts an agent with build A of `reloadable` plus `bad` (another plugin file) in its

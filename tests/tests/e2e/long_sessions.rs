@@ -559,6 +559,48 @@ fn reasoning_effort_is_a_session_option_that_reaches_the_request_and_survives_a_
 }
 
 #[test]
+fn usage_no_model_could_report_is_ignored_never_priced_and_not_kept() {
+    let hostile = [
+        json!({"prompt_tokens": u64::MAX, "completion_tokens": 5}),
+        json!({"prompt_tokens": 100, "completion_tokens": 5, "prompt_cache_hit_tokens": 1_000_000_000_000_000u64}),
+        json!({"prompt_tokens": WINDOW * 11, "completion_tokens": 5}),
+        json!({"prompt_tokens": -5, "completion_tokens": 5}),
+    ];
+    let mut replies: Vec<Reply> = hostile.iter().map(|u| answer("ok", Some(u.clone()))).collect();
+    replies.push(answer("fine", Some(json!({"prompt_tokens": 1000, "completion_tokens": 500}))));
+    let provider = FakeProvider::start(replies);
+    let data = tempfile::tempdir().unwrap();
+    let mut priced = options(&provider, Some(data.path()), "");
+    priced.config = priced
+        .config
+        .map(|c| format!("{c}price = {{ input = 1.0, output = 1.0, currency = \"USD\" }}\n"));
+    let mut agent = Agent::start(priced);
+    agent.initialize(true);
+    let session = agent.new_session();
+    for text in ["a", "b", "c", "d", "e"] {
+        assert_eq!(agent.prompt(&session, text)["result"]["stopReason"], "end_turn");
+    }
+    let shown: Vec<Value> =
+        of_kind(&agent.all_updates(&session), "usage_update").into_iter().cloned().collect();
+    assert_eq!(shown.len(), 5, "{shown:#?}");
+    for (update, reported) in shown[..4].iter().zip(&hostile) {
+        // An estimate instead, nothing priced, no cache count passed on.
+        assert!(update["used"].as_u64().unwrap() < WINDOW, "{reported}: {update}");
+        assert_eq!(update["cost"]["amount"], 0.0, "{reported}: {update}");
+    }
+    let sane = (1000.0 + 500.0) / 1e6;
+    assert!((shown[4]["cost"]["amount"].as_f64().unwrap() - sane).abs() < 1e-12, "{shown:#?}");
+    assert!(agent.stderr().contains("ignored the usage the provider reported"));
+    // Nothing of it was kept in the log either.
+    let logs = std::fs::read_dir(data.path().join("sessions")).unwrap();
+    for log in logs.flatten() {
+        let text = std::fs::read_to_string(log.path()).unwrap();
+        assert!(!text.contains("18446744073709551615"), "kept in the log");
+        assert!(!text.contains("1000000000000000"), "kept in the log");
+    }
+}
+
+#[test]
 fn the_session_cost_adds_up_when_the_profile_gives_prices() {
     let usage =
         json!({"prompt_tokens": 1000, "completion_tokens": 500, "prompt_cache_hit_tokens": 200});
