@@ -533,17 +533,18 @@ mod tests {
     #[test]
     fn a_line_with_bytes_that_are_not_utf8_is_read_with_them_replaced() {
         let text = |seq, text: &str| {
-            line(seq, &Record::Event(SessionEvent::AgentText { text: text.into() })).unwrap()
+            line(seq, &Record::Event(SessionEvent::AgentText { text: text.into() }))
+                .expect("a line")
         };
         let mut bytes = text(1, "fine");
         bytes.push(b'\n');
         let bad = text(2, "ok BAD");
-        let at = bad.windows(3).position(|w| w == b"BAD").unwrap();
+        let at = bad.windows(3).position(|w| w == b"BAD").expect("the marker");
         bytes.extend_from_slice(&bad[..at]);
         bytes.push(0xff);
         bytes.extend_from_slice(&bad[at + 3..]);
         bytes.push(b'\n');
-        let read = parse(Path::new("x.jsonl"), &bytes).unwrap();
+        let read = parse(Path::new("x.jsonl"), &bytes).expect("read");
         assert_eq!(read.records.len(), 2);
         assert_eq!(
             read.records[1],
