@@ -216,6 +216,10 @@ struct AgentArgs {
     /// of starting or reaching them.
     #[arg(long, value_name = "FILE", hide = true)]
     mcp_replay: Option<PathBuf>,
+    /// A scripted model tells what this JSON says of it (`{"name","window","images"}`, as an
+    /// arc recorded it): `hotsh replay` uses it.
+    #[arg(long, value_name = "JSON", hide = true)]
+    model_facts: Option<String>,
     /// The configuration file (TOML). Default: `$XDG_CONFIG_HOME/hotsh/config.toml` (or
     /// `~/.config/hotsh/config.toml`), if it exists.
     #[arg(long, value_name = "FILE")]
@@ -250,8 +254,13 @@ impl AgentArgs {
         let trusted = self.trusted(data_dir.clone());
         let file = ConfigFile::load(self.config.as_deref())?;
         let flags = crate::model::setup::ModelFlags { model: self.model, base_url: self.base_url };
-        let models = crate::model::setup::resolve(&flags, &file, &|name| std::env::var(name).ok())
-            .map_err(anyhow::Error::msg)?;
+        let mut models =
+            crate::model::setup::resolve(&flags, &file, &|name| std::env::var(name).ok())
+                .map_err(anyhow::Error::msg)?;
+        if let Some(facts) = &self.model_facts {
+            let facts = serde_json::from_str(facts).context("--model-facts is not valid")?;
+            models.play_as(&facts);
+        }
         let mut config = HostConfig::new(models, plugin_dirs, file)?;
         config.model_transcript = self.model_transcript;
         config.record = self.record.or(config.record);

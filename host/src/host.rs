@@ -167,9 +167,7 @@ impl Host {
     /// Builds the host and starts loading plugins in the background: the agent answers
     /// `initialize` at once, and the first turn waits for the scan to finish.
     pub(crate) fn start(config: HostConfig) -> anyhow::Result<Arc<Self>> {
-        let takes_images = config.models.choices.iter().any(
-            |choice| matches!(&choice.spec, crate::model::ModelSpec::OpenAi(spec) if spec.images),
-        );
+        let takes_images = config.models.take_images();
         let models = config
             .models
             .choices
@@ -238,7 +236,9 @@ impl Host {
         let recorder = config
             .record
             .as_deref()
-            .map(|path| crate::arc::Recorder::create(path, &config.plugin_dirs))
+            .map(|path| {
+                crate::arc::Recorder::create(path, &config.plugin_dirs, &config.models.facts())
+            })
             .transpose()?
             .map(Arc::new);
         let host = Arc::new(Self {

@@ -22,6 +22,10 @@ pub(crate) struct Header {
     /// The plugin directories of the recording agent (their paths read as `<plugins>`).
     #[serde(default)]
     pub(crate) plugin_dirs: Vec<String>,
+    /// What the recording agent told of its model (window, images, name): the replay's
+    /// scripted model tells the same.
+    #[serde(default, rename = "recorded_model")]
+    pub(crate) model: Option<crate::model::setup::ModelFacts>,
 }
 
 /// One line after the header.

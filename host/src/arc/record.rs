@@ -32,7 +32,11 @@ impl Recorder {
     /// Creates the arc at `path` and writes its header. An existing file is never replaced
     /// (it may be the recording of an earlier run): the arc then goes to `NAME-2.arc`,
     /// `NAME-3.arc`, … beside it, the first that does not exist.
-    pub(crate) fn create(path: &Path, plugin_dirs: &[std::path::PathBuf]) -> anyhow::Result<Self> {
+    pub(crate) fn create(
+        path: &Path,
+        plugin_dirs: &[std::path::PathBuf],
+        model: &crate::model::setup::ModelFacts,
+    ) -> anyhow::Result<Self> {
         use anyhow::Context as _;
         let mut chosen = path.to_owned();
         let mut number = 1;
@@ -63,7 +67,9 @@ impl Recorder {
         let recorder = Self { file: Mutex::new(file), path: chosen };
         let plugin_dirs: Vec<String> =
             plugin_dirs.iter().map(|d| d.to_string_lossy().into_owned()).collect();
-        recorder.write(&json!({"arc": super::FORMAT, "plugin_dirs": plugin_dirs}));
+        recorder.write(
+            &json!({"arc": super::FORMAT, "plugin_dirs": plugin_dirs, "recorded_model": model}),
+        );
         Ok(recorder)
     }
 
@@ -169,8 +175,10 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temp dir");
         let path = dir.path().join("greet.arc");
         std::fs::write(&path, "earlier recording\n").expect("write");
-        let second = Recorder::create(&path, &[]).expect("a recorder");
-        let third = Recorder::create(&path, &[]).expect("a recorder");
+        let facts =
+            crate::model::setup::ModelFacts { name: "m".into(), window: 1024, images: false };
+        let second = Recorder::create(&path, &[], &facts).expect("a recorder");
+        let third = Recorder::create(&path, &[], &facts).expect("a recorder");
         assert_eq!(second.path, dir.path().join("greet-2.arc"));
         assert_eq!(third.path, dir.path().join("greet-3.arc"));
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "earlier recording\n");

@@ -439,7 +439,7 @@ impl<'a> Replay<'a> {
         let lists: Vec<&Vec<Value>> = answers.iter().map(|(_, list)| list).collect();
         std::fs::write(&script, serde_json::to_vec(&json!({ "sessions": lists }))?)?;
         let stderr = std::fs::File::create(root.join("agent.stderr"))?;
-        let args: Vec<std::ffi::OsString> = vec![
+        let mut args: Vec<std::ffi::OsString> = vec![
             "acp".into(),
             "--no-default-plugins".into(),
             "--plugin-dir".into(),
@@ -453,6 +453,11 @@ impl<'a> Replay<'a> {
             "--mcp-replay".into(),
             mcp_replay.into(),
         ];
+        // The scripted model tells what the recorded one did (its window, images).
+        if let Some(facts) = &arc.header.model {
+            args.push("--model-facts".into());
+            args.push(serde_json::to_string(facts)?.into());
+        }
         // Never the user's configuration or model settings: the arc says what to play.
         let env = [
             ("XDG_CONFIG_HOME", root.join("config").into()),
@@ -754,6 +759,20 @@ impl<'a> Replay<'a> {
             report.push_str(problem);
             report.push('\n');
         }
+        // A tool the recorded model had that this replay does not offer: the replay lacks a
+        // plugin, and what it shows is not what the arc is about. Never blessed.
+        let lost = self.lost_tools(&replayed_models);
+        if !lost.is_empty() {
+            let dirs = match self.arc.header.plugin_dirs.as_slice() {
+                [] => "the recording's plugin directories".to_owned(),
+                dirs => dirs.join(", "),
+            };
+            report.push_str(&format!(
+                "{name}: the arc's model was offered {} that this replay does not offer: the plugin that has {} is missing (the recording loaded plugins from {dirs}); build it, or give its directory with --plugin-dir\n",
+                lost.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", "),
+                if lost.len() == 1 { "it" } else { "them" },
+            ));
+        }
         match &stop {
             Some(Stop::TimedOut(awaited)) => report.push_str(&format!(
                 "{name}:{}: timed out after {:.0} s waiting for {awaited}\n",
@@ -799,7 +818,9 @@ impl<'a> Replay<'a> {
         // A replay that timed out before it played the whole arc has not seen what the rest
         // of the arc brings: blessing it would drop that rest.
         let cut_short = matches!(stop, Some(Stop::TimedOut(_))) && !self.played_all;
-        if bless && cut_short {
+        if bless && !lost.is_empty() {
+            report.push_str("not blessed: the replay lost tools the arc's model was offered\n");
+        } else if bless && cut_short {
             report.push_str(
                 "not blessed: the replay timed out before it had played the whole arc (raise \
                  the arc's timeout_s, or give --timeout)\n",
@@ -809,6 +830,37 @@ impl<'a> Replay<'a> {
             return Ok(Outcome::Blessed);
         }
         Ok(Outcome::Failed(report))
+    }
+
+    /// The tools the arc's model was offered (in its requests) that no request of the replay
+    /// offered, sorted; none when the replay made no request.
+    fn lost_tools(&self, replayed: &[super::file::ModelExchange]) -> Vec<String> {
+        let offered = |request: &Value| -> Vec<String> {
+            request["tools"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|tool| tool["name"].as_str().map(str::to_owned))
+                .collect()
+        };
+        let now: std::collections::BTreeSet<String> =
+            replayed.iter().filter_map(|m| m.request.as_ref()).flat_map(offered).collect();
+        if now.is_empty() {
+            return Vec::new();
+        }
+        // Offered, not called: a model may call a tool nobody offered (and the arc may be
+        // about what the agent says then).
+        let had: std::collections::BTreeSet<String> = self
+            .arc
+            .entries
+            .iter()
+            .filter_map(|(_, entry, _)| match entry {
+                Entry::Model(exchange) => exchange.request.as_ref(),
+                _ => None,
+            })
+            .flat_map(offered)
+            .collect();
+        had.difference(&now).cloned().collect()
     }
 
     /// The arc's model requests (normalised), as text, and for each text line its arc line.

@@ -31,6 +31,52 @@ const OPENAI: (&str, &str, &str) = ("gpt-4.1", "https://api.openai.com/v1", "OPE
 pub(crate) struct ModelChoices {
     /// Name and spec of each choice, in the order offered; the first is the default.
     pub(crate) choices: Vec<Choice>,
+    /// A scripted model takes images in prompts (it plays an arc recorded with a model that
+    /// did).
+    pub(crate) script_images: bool,
+}
+
+/// What the agent tells a client of its model, recorded with an arc so that its replay
+/// against a scripted model tells the same (`hotsh replay` passes it back).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct ModelFacts {
+    /// The default model's name (a profile's, `openai:…`, `script:…`).
+    pub(crate) name: String,
+    /// Its context window, which the context use shows.
+    pub(crate) window: u64,
+    /// Whether a model on offer takes images (`promptCapabilities.image`).
+    pub(crate) images: bool,
+}
+
+impl ModelChoices {
+    /// Whether a model on offer takes images in prompts.
+    pub(crate) fn take_images(&self) -> bool {
+        self.choices.iter().any(|choice| match &choice.spec {
+            ModelSpec::OpenAi(spec) => spec.images,
+            ModelSpec::Script(_) => self.script_images,
+            ModelSpec::None => false,
+        })
+    }
+
+    /// The facts of the default model ([`ModelFacts`]).
+    pub(crate) fn facts(&self) -> ModelFacts {
+        let first = &self.choices[0];
+        ModelFacts {
+            name: first.name.clone(),
+            window: first.limits.window,
+            images: self.take_images(),
+        }
+    }
+
+    /// Scripted models tell what `facts` say (an arc's recorded model, in its replay).
+    pub(crate) fn play_as(&mut self, facts: &ModelFacts) {
+        for choice in &mut self.choices {
+            if matches!(choice.spec, ModelSpec::Script(_)) {
+                choice.limits.window = facts.window;
+            }
+        }
+        self.script_images = facts.images;
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -130,7 +176,7 @@ pub(crate) fn resolve(
             });
         }
     }
-    Ok(ModelChoices { choices })
+    Ok(ModelChoices { choices, script_images: false })
 }
 
 /// The spec a model name stands for.

@@ -40,15 +40,22 @@ impl Snapshot {
         self.plugins.iter().find(|p| p.tools.iter().any(|t| t.name == tool)).cloned()
     }
 
-    /// Every tool the model may call, without duplicates.
+    /// Every tool the model may call, without duplicates, in one order whatever the plugin
+    /// directories and the order plugins loaded in: by plugin name, then as each plugin lists
+    /// its tools. (A tool two plugins declare is the first one's in load order, as ever.) A
+    /// session recorded with a plugin from `--plugin-dir` then offers the model the same list
+    /// when it is replayed with every plugin in one directory.
     pub(crate) fn tool_definitions(&self) -> Vec<ToolDefinition> {
         let mut seen = HashSet::new();
-        self.plugins
+        let mut tools: Vec<(&str, &ToolDefinition)> = self
+            .plugins
             .iter()
-            .flat_map(|p| p.tools.iter())
-            .filter(|t| seen.insert(t.name.clone()))
-            .cloned()
-            .collect()
+            .flat_map(|p| p.tools.iter().map(move |t| (p.name.as_str(), t)))
+            .filter(|(_, t)| seen.insert(t.name.clone()))
+            .collect();
+        // Stable: each plugin's own order is kept.
+        tools.sort_by_key(|(plugin, _)| *plugin);
+        tools.into_iter().map(|(_, tool)| tool.clone()).collect()
     }
 
     /// The plugins' prompt sections, sorted by order then id.

@@ -2,8 +2,8 @@
 //! `--bless`, and arcs that are broken, too new, short of model answers or hung.
 
 use hotsh_tests::{
-    Agent, AgentOptions, bash_call, hello_plugin, hotsh_binary, say, tool_bash_plugin,
-    tool_fs_plugin, workspace,
+    Agent, AgentOptions, bash_call, call_with as tool_call_with, hello_plugin, hotsh_binary, say,
+    tool_bash_plugin, tool_fs_plugin, workspace,
 };
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -325,7 +325,7 @@ fn a_session_recorded_with_record_replays_and_keeps_no_key() {
     assert_eq!(kinds.iter().filter(|k| **k == "model").count(), 2, "{kinds:?}");
     assert_eq!(kinds[0], "client");
     assert_eq!(lines[1]["client"]["method"], "initialize");
-    let model = lines.iter().find(|l| l.get("model").is_some()).unwrap();
+    let model = lines[1..].iter().find(|l| l.get("model").is_some()).unwrap();
     assert_eq!(model["model"]["session"], session.as_str());
     assert_eq!(model["model"]["request"]["messages"][0]["text"], "sort a and b");
     assert_eq!(model["model"]["response"]["tool_calls"][0]["name"], "bash");
@@ -454,6 +454,97 @@ fn a_session_with_an_mcp_server_replays_without_the_server() {
     std::fs::write(&arc, altered).unwrap();
     let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
     assert!(!ok && stdout.contains("kept says: other"), "{stdout}");
+}
+
+#[test]
+fn an_arc_recorded_against_a_real_model_that_takes_images_replays_unchanged() {
+    use hotsh_tests::{FakeProvider, Reply, delta};
+    let scratch = tempfile::tempdir().unwrap();
+    let arc = scratch.path().join("real.arc");
+    let call = json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+        "function": {"name": "bash", "arguments": "{\"command\": \"echo real\"}"}}]});
+    let provider = FakeProvider::start(vec![
+        Reply::Stream(vec![
+            delta(call, None),
+            delta(json!({}), Some("tool_calls")),
+            "data: [DONE]\n\n".into(),
+        ]),
+        Reply::Stream(vec![
+            delta(json!({"role": "assistant", "content": "It said real."}), Some("stop")),
+            "data: [DONE]\n\n".into(),
+        ]),
+    ]);
+    let mut options = AgentOptions::script(vec![]);
+    options.model_args = Some(Vec::new());
+    options.plugins = vec![tool_bash_plugin(), tool_fs_plugin(), hello_plugin()];
+    options.config = Some(format!(
+        "model = \"real\"\nrecord = {:?}\n[models.real]\nbase_url = \"{}\"\nmodel = \"real-model\"\ncontext_window = 128000\nimages = true\n",
+        arc.display().to_string(),
+        provider.base_url
+    ));
+    let mut agent = Agent::start(options);
+    let init = agent.initialize(true);
+    assert_eq!(init["result"]["agentCapabilities"]["promptCapabilities"]["image"], true);
+    let session = agent.new_session();
+    assert_eq!(agent.prompt(&session, "say real")["result"]["stopReason"], "end_turn");
+    let shown = agent.all_updates(&session);
+    assert!(shown.iter().any(|u| u["size"] == 128000), "{shown:#?}");
+    agent.finish();
+    // Replayed as it is, without --bless: the window and the image capability come back.
+    let (ok, stdout, stderr) = replay(scratch.path(), &[path_str(&arc)]);
+    assert!(ok && stdout.contains("1 arcs: 1 passed"), "{stdout}\n{stderr}");
+}
+
+#[test]
+#[allow(clippy::disallowed_methods, reason = "runs hotsh replay")]
+fn an_arc_needing_a_plugin_the_replay_lacks_fails_naming_it_and_is_never_blessed() {
+    let scratch = tempfile::tempdir().unwrap();
+    let arc = scratch.path().join("greet.arc");
+    let mut options =
+        AgentOptions::script(vec![tool_call_with("hello", json!({"name": "CI"})), say("Done.")]);
+    // The built-in plugins in the agent's directory, the author's plugin in a directory of
+    // its own given after it: loaded last, offered in the one documented order all the same.
+    options.plugins = vec![tool_bash_plugin(), tool_fs_plugin()];
+    options.extra_plugin_dirs = vec!["my-plugin".into()];
+    options.record = Some(arc.clone());
+    let mut agent = Agent::start(options);
+    std::fs::create_dir_all(agent.workdir.join("my-plugin")).unwrap();
+    std::fs::copy(
+        hello_plugin(),
+        agent.workdir.join("my-plugin").join(hello_plugin().file_name().unwrap()),
+    )
+    .unwrap();
+    agent.initialize(true);
+    let session = agent.new_session();
+    assert_eq!(agent.prompt(&session, "greet")["result"]["stopReason"], "end_turn");
+    assert!(agent.last_tool_result().0.contains("CI"), "{:?}", agent.last_tool_result());
+    agent.finish();
+    // Every plugin in one directory: it replays unchanged.
+    let (ok, stdout, stderr) = replay(scratch.path(), &[path_str(&arc)]);
+    assert!(ok && stdout.contains("1 arcs: 1 passed"), "{stdout}\n{stderr}");
+    // Without the author's plugin: it fails naming the tool, and --bless keeps the arc.
+    let recorded = std::fs::read_to_string(&arc).unwrap();
+    let dir = scratch.path().join("without-hello");
+    std::fs::create_dir_all(&dir).unwrap();
+    for plugin in [tool_bash_plugin(), tool_fs_plugin()] {
+        std::os::unix::fs::symlink(&plugin, dir.join(plugin.file_name().unwrap())).unwrap();
+    }
+    for bless in [false, true] {
+        let mut command = Command::new(hotsh_binary());
+        command.args(["replay", "--no-default-plugins", "--plugin-dir"]).arg(&dir).arg(&arc);
+        if bless {
+            command.arg("--bless");
+        }
+        let output = command.output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(!output.status.success(), "bless {bless}: {stdout}");
+        assert!(
+            stdout.contains("the arc's model was offered `hello` that this replay does not offer")
+                && stdout.contains("give its directory with --plugin-dir"),
+            "{stdout}"
+        );
+        assert_eq!(std::fs::read_to_string(&arc).unwrap(), recorded, "bless {bless}");
+    }
 }
 
 #[test]
