@@ -22,7 +22,11 @@
 //!   the paths in the prompt).
 //! - `timeout_s` (optional, default 60): the longest the whole replay may take.
 //! - `plugin_dirs` (written by the recorder): where the recording agent's plugins were; those
-//!   paths read as `<plugins>`, as the replay's plugin directory does.
+//!   paths read as `<plugins>`, as the replay's plugin directory does, and a replay that lost
+//!   a tool names them.
+//! - `recorded_model` (written by the recorder): what the agent told of its default model:
+//!   `name`, `window` (the context window its context use shows), `images` (whether it
+//!   takes images, `promptCapabilities.image`). The replay's scripted model tells the same.
 //!
 //! Then, in the order they happened, one of:
 //!
