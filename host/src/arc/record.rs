@@ -183,6 +183,9 @@ mod tests {
         assert_eq!(third.path, dir.path().join("greet-3.arc"));
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "earlier recording\n");
         let header = std::fs::read_to_string(&second.path).expect("read");
-        assert_eq!(header, "{\"arc\":1,\"plugin_dirs\":[]}\n");
+        assert_eq!(
+            header,
+            "{\"arc\":1,\"plugin_dirs\":[],\"recorded_model\":{\"images\":false,\"name\":\"m\",\"window\":1024}}\n"
+        );
     }
 }
