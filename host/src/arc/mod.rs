@@ -50,7 +50,8 @@
 //!
 //! Before comparing, both sides are normalised: the working directories become `<cwd>`,
 //! session ids `<session-N>` (in order of appearance), output directories `<output>`, the
-//! `any` values `<any>`, the date and kernel of the system prompt `<date>` and `<kernel>`;
+//! `any` values `<any>`, the date and kernel of the system prompt `<date>` and `<kernel>`, a
+//! compaction card's token estimates `<tokens>`;
 //! consecutive output of one terminal is joined, and of a run of content updates of one
 //! card only the last is kept (how output is cut into updates depends on timing). Messages
 //! are compared card by card (the updates of one tool call in order) and, for everything

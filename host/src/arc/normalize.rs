@@ -26,6 +26,9 @@ static PATTERNS: LazyLock<Vec<(regex::Regex, &'static str)>> = LazyLock::new(|| 
         (r"(?-u:\b)build g?[0-9]+", "build <n>"),
         (r"finish on g?[0-9]+", "finish on <n>"),
         (r"(?-u:\b)pid [0-9]+", "pid <pid>"),
+        // A compaction card's estimates (as `tokensBefore`/`tokensAfter` are never compared:
+        // they depend on the paths in the prompt).
+        (r"about [0-9]+ → [0-9]+ tokens", "about <tokens> → <tokens> tokens"),
         // The system prompt's environment.
         (r"- Date \(UTC\): [0-9-]+", "- Date (UTC): <date>"),
         (r"- Platform: [^\n]*", "- Platform: <platform>"),

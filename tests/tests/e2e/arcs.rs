@@ -496,6 +496,58 @@ fn an_arc_recorded_against_a_real_model_that_takes_images_replays_unchanged() {
 }
 
 #[test]
+fn a_session_with_a_plan_a_background_task_and_a_compaction_replays_unchanged() {
+    use hotsh_tests::{FakeProvider, Reply, delta};
+    let scratch = tempfile::tempdir().unwrap();
+    let arc = scratch.path().join("long.arc");
+    let call = |id: &str, name: &str, arguments: Value| {
+        Reply::Stream(vec![
+            delta(
+                json!({"role": "assistant", "tool_calls": [{"index": 0, "id": id, "type": "function",
+                    "function": {"name": name, "arguments": arguments.to_string()}}]}),
+                None,
+            ),
+            delta(json!({}), Some("tool_calls")),
+            "data: [DONE]\n\n".into(),
+        ])
+    };
+    let text = |text: &str| {
+        Reply::Stream(vec![
+            delta(json!({"role": "assistant", "content": text}), Some("stop")),
+            "data: [DONE]\n\n".into(),
+        ])
+    };
+    let provider = FakeProvider::start(vec![
+        call("c1", "update_plan", json!({"plan": [{"step": "Count", "status": "in_progress"}]})),
+        // Started and stopped: how it ends does not depend on timing.
+        call("c2", "bash", json!({"command": "exec sleep 300", "run_in_background": true})),
+        call("c3", "bash_kill", json!({"task_id": "bash-1"})),
+        text("Counted."),
+        text("SUMMARY: counted."),
+    ]);
+    let mut options = AgentOptions::script(vec![]);
+    options.model_args = Some(Vec::new());
+    options.plugins = vec![tool_bash_plugin(), tool_fs_plugin(), hello_plugin()];
+    options.record = Some(arc.clone());
+    options.config = Some(format!(
+        "model = \"real\"\n[models.real]\nbase_url = \"{}\"\nmodel = \"real-model\"\ncontext_window = 64000\n",
+        provider.base_url
+    ));
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    assert_eq!(agent.prompt(&session, "count")["result"]["stopReason"], "end_turn");
+    assert_eq!(agent.prompt(&session, "/compact")["result"]["stopReason"], "end_turn");
+    agent.finish();
+    let recorded = std::fs::read_to_string(&arc).unwrap();
+    for needed in ["update_plan", "bash-1", "/compact", "SUMMARY: counted."] {
+        assert!(recorded.contains(needed), "{needed} is not in the arc");
+    }
+    let (ok, stdout, stderr) = replay(scratch.path(), &[path_str(&arc)]);
+    assert!(ok && stdout.contains("1 arcs: 1 passed"), "{stdout}\n{stderr}");
+}
+
+#[test]
 #[allow(clippy::disallowed_methods, reason = "runs hotsh replay")]
 fn an_arc_needing_a_plugin_the_replay_lacks_fails_naming_it_and_is_never_blessed() {
     let scratch = tempfile::tempdir().unwrap();
