@@ -548,6 +548,32 @@ fn a_session_with_a_plan_a_background_task_and_a_compaction_replays_unchanged() 
 }
 
 #[test]
+fn a_session_whose_command_the_sandbox_refused_replays_unchanged() {
+    let scratch = tempfile::tempdir().unwrap();
+    let arc = scratch.path().join("refused.arc");
+    let mut options = AgentOptions::script(vec![
+        bash_call("touch /etc/hotsh-arc-refused; echo rc=$?"),
+        say("It was refused."),
+    ]);
+    options.plugins = vec![tool_bash_plugin(), tool_fs_plugin(), hello_plugin()];
+    options.record = Some(arc.clone());
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    assert_eq!(agent.prompt(&session, "try")["result"]["stopReason"], "end_turn");
+    agent.finish();
+    let recorded = std::fs::read_to_string(&arc).unwrap();
+    assert!(recorded.contains(
+        "[hotsh sandbox: workspace-write mode refused a write to /etc/hotsh-arc-refused"
+    ));
+    // Replayed with the escalations the recording could offer (under the replay's default
+    // cap the agent would say none can be asked for).
+    let (ok, stdout, stderr) =
+        replay(scratch.path(), &[path_str(&arc), "--sandbox", "danger-full-access"]);
+    assert!(ok && stdout.contains("1 arcs: 1 passed"), "{stdout}\n{stderr}");
+}
+
+#[test]
 #[allow(clippy::disallowed_methods, reason = "runs hotsh replay")]
 fn an_arc_needing_a_plugin_the_replay_lacks_fails_naming_it_and_is_never_blessed() {
     let scratch = tempfile::tempdir().unwrap();
