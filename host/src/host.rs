@@ -153,7 +153,7 @@ struct Offered {
     default_effort: Option<String>,
 }
 
-/// How long after a session's opening answer its sandbox environment starts (see
+/// How long after a turn begins its session's sandbox environment starts (see
 /// [`Host::prepare_sandbox`]); a first command sooner than that starts it itself.
 const PREPARE_AFTER: std::time::Duration = std::time::Duration::from_millis(10);
 /// How long a turn cancelled because the client went away is given to end.
@@ -443,9 +443,10 @@ impl Host {
     }
 
     /// Starts `session`'s sandbox environment for its mode in the background, so that its
-    /// first command does not wait for it (`executor/environment.rs`). Called once the
-    /// session's opening request is answered: the answer does not share the machine's cores
-    /// with a bubblewrap start.
+    /// first command does not wait for it (`executor/environment.rs`); nothing when it is up.
+    /// Called when a turn begins (the model's first answer takes far longer than a bubblewrap
+    /// start) and when the session's sandbox mode changes; never when a session is only
+    /// opened, so a client that opens many sessions starts no process for them.
     pub(crate) fn prepare_sandbox(&self, session: &Arc<Session>) {
         let call = crate::plugins::gate::CallSandbox {
             sandbox: Arc::clone(&self.sandbox),

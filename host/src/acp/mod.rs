@@ -272,7 +272,6 @@ async fn on_new_session(
     )?;
     // After the answer: the client knows the session then.
     sink.announce(&session, shared.host.window_of(&session));
-    shared.host.prepare_sandbox(&session);
     Ok(())
 }
 
@@ -322,7 +321,6 @@ async fn on_load_session(
         let options = config_options(&shared.host, &session);
         let modes = session_modes(&shared.host, &session);
         let _ = responder.respond(LoadSessionResponse::new().config_options(options).modes(modes));
-        shared.host.prepare_sandbox(&session);
     });
     Ok(())
 }
@@ -354,7 +352,6 @@ async fn on_resume_session(
                 shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
                 sink.announce(&session, shared.host.window_of(&session));
                 tracing::info!(session = %session.id, "session resumed");
-                shared.host.prepare_sandbox(&session);
             }
             Err(error) => {
                 let _ = responder.respond_with_error(store_error(&error));
@@ -444,6 +441,9 @@ async fn on_prompt(
     if untitled && let (Some(title), Some(sink)) = (session.title(), session.sink()) {
         sink.title_changed(&title);
     }
+    // The session's sandbox environment starts while the model thinks (a no-op when it is
+    // up): a session that is only opened, never prompted, starts nothing.
+    host.prepare_sandbox(&session);
     // `$/cancel_request` for this request cancels the turn as `session/cancel` does (logged
     // in the session's order, answered `cancelled`).
     let withdrawn = responder.cancellation();

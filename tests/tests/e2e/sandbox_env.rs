@@ -62,6 +62,22 @@ fn a_sessions_commands_share_one_sandbox_and_another_sessions_get_their_own() {
     }
 }
 
+#[test]
+fn a_session_that_is_only_opened_starts_no_sandbox() {
+    for backend in backends() {
+        let mut agent = agent_on(backend, "", vec![vec![bash_call("echo ran"), say("done")]]);
+        agent.initialize(true);
+        // Opened and never prompted: nothing is started for them.
+        let idle: Vec<String> = (0..3).map(|_| agent.new_session()).collect();
+        let busy = agent.new_session();
+        agent.prompt(&busy, "go");
+        assert_eq!(agent.last_tool_result(), ("ran".to_owned(), false), "{backend}");
+        // The prompted session's environment is the only one, however long the others wait.
+        assert_eq!(environment_supervisors(&agent).len(), 1, "{backend}: {idle:?}");
+        assert!(agent.finish().success());
+    }
+}
+
 /// The two lines [`SANDBOX_ID`] printed, wherever they are in a result.
 fn sandbox_id(text: &str) -> String {
     let lines: Vec<&str> = text.lines().collect();

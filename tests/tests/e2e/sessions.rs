@@ -748,8 +748,8 @@ fn a_session_whose_folder_is_gone_loads_and_its_commands_say_why_they_cannot_run
     assert!(outline(&updates).contains("here"), "{}", outline(&updates));
     // No sandbox is started for it (starting one would fail on the missing folder, in the
     // log); the next command says why it cannot run.
-    let stderr = agent.wait_for_stderr("the session's folder is gone; no sandbox started for it");
     agent.prompt(&session, "again?");
+    let stderr = agent.wait_for_stderr("the session's folder is gone; no sandbox started for it");
     let (text, is_error) = agent.last_tool_result();
     assert!(is_error, "{text}");
     assert!(
