@@ -30,7 +30,7 @@ pub(crate) use hotsh_core::executor::{
     Drained, Killed, LiveOutput, RunError, RunOutcome, RunRequest, RunningTask, StartRequest,
     Started, TaskEnded, TaskError, TaskId, TaskRead, TaskState, TaskStatus,
 };
-pub(crate) use output_root::{OutputRoot, SessionTemp};
+pub(crate) use output_root::{OutputRoot, SessionTemp, TempUse};
 pub(crate) use process::ProcessHandle;
 pub(crate) use service::{ServiceControl, ServiceRequest};
 pub(crate) use shim::PROGRAM as SHIM_PROGRAM;

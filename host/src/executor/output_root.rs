@@ -89,10 +89,11 @@ impl OutputRoot {
     /// path under it stays within the 108 bytes a Unix socket address holds.
     ///
     /// When something else stands there now (a link, a file, another directory: only a
-    /// command outside the sandbox can have put it there), it is left alone, a new directory
-    /// under a new name becomes the session's, and the error says so: the command that met it
-    /// does not run, the next one uses the new directory.
-    pub(crate) fn session_temp(&self, session: &str) -> std::io::Result<PathBuf> {
+    /// command outside the sandbox can have put it there), it is left alone and the error
+    /// says so. For a command, a new directory under a new name also becomes the session's:
+    /// the command that met it does not run, the next one uses the new directory. Ahead of
+    /// any command (preparing a sandbox) nothing is made: the next command meets it.
+    pub(crate) fn session_temp(&self, session: &str, by: TempUse) -> std::io::Result<PathBuf> {
         let parent = self.parent.as_ref().ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::NotFound,
@@ -116,6 +117,12 @@ impl OutputRoot {
                 return Ok(path);
             }
             (Ok(_), _) => {}
+        }
+        if by == TempUse::Ahead {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                format!("{} was replaced", path.display()),
+            ));
         }
         let generation = made.map_or(0, |m| m.generation) + 1;
         let fresh = self.make_temp(parent, session, generation)?;
@@ -166,6 +173,15 @@ impl OutputRoot {
     }
 }
 
+/// Who asks for a session's temp dir.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TempUse {
+    /// A command about to run: a replaced directory is refused and a new one made.
+    Command,
+    /// Preparing ahead of any command: a replaced directory is only reported.
+    Ahead,
+}
+
 /// One session's temp dir as its calls reach it: made or checked on each use.
 #[derive(Debug, Clone)]
 pub(crate) struct SessionTemp {
@@ -181,8 +197,8 @@ impl SessionTemp {
     /// The directory, made or checked now ([`OutputRoot::session_temp`]); `Ok(None)` when
     /// none can be made (commands then get the host's `$TMPDIR`), an error when something
     /// replaced it (the command is refused: the text says why).
-    pub(crate) fn path(&self) -> Result<Option<PathBuf>, String> {
-        match self.root.session_temp(&self.session) {
+    pub(crate) fn path(&self, by: TempUse) -> Result<Option<PathBuf>, String> {
+        match self.root.session_temp(&self.session, by) {
             Ok(path) => Ok(Some(path)),
             Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
                 Err(error.to_string())
@@ -239,30 +255,32 @@ mod tests {
     fn a_sessions_temp_dir_is_made_once_and_refused_once_replaced() {
         let temp = tempfile::tempdir().unwrap();
         let root = OutputRoot::create(temp.path()).unwrap();
-        let made = root.session_temp("s-1").unwrap();
+        let made = root.session_temp("s-1", TempUse::Command).unwrap();
         assert!(made.is_dir());
         assert_eq!(made.parent(), root.path().and_then(Path::parent));
-        assert_eq!(root.session_temp("s-1").unwrap(), made, "the same, checked");
+        assert_eq!(root.session_temp("s-1", TempUse::Command).unwrap(), made, "the same, checked");
         // Replaced by a link to another directory: refused, nothing followed.
         let elsewhere = tempfile::tempdir().unwrap();
         std::fs::rename(&made, temp.path().join("moved")).unwrap();
         std::os::unix::fs::symlink(elsewhere.path(), &made).unwrap();
-        let error = root.session_temp("s-1").unwrap_err();
+        // Looked at ahead of a command: reported, nothing made, so the command meets it.
+        assert!(root.session_temp("s-1", TempUse::Ahead).is_err());
+        let error = root.session_temp("s-1", TempUse::Command).unwrap_err();
         assert!(error.to_string().contains("something replaced it"), "{error}");
         // The link is left alone; a new directory is the session's from now on.
         assert!(made.is_symlink());
-        let fresh = root.session_temp("s-1").unwrap();
+        let fresh = root.session_temp("s-1", TempUse::Command).unwrap();
         assert_ne!(fresh, made);
         assert!(fresh.is_dir() && !fresh.is_symlink());
         assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
         // Replaced by another directory (the first moved aside): refused too.
         std::fs::rename(&fresh, temp.path().join("moved-too")).unwrap();
         std::fs::create_dir(&fresh).unwrap();
-        assert!(root.session_temp("s-1").is_err());
-        let third = root.session_temp("s-1").unwrap();
+        assert!(root.session_temp("s-1", TempUse::Command).is_err());
+        let third = root.session_temp("s-1", TempUse::Command).unwrap();
         // Removed: made again under its name.
         std::fs::remove_dir(&third).unwrap();
-        assert_eq!(root.session_temp("s-1").unwrap(), third);
+        assert_eq!(root.session_temp("s-1", TempUse::Command).unwrap(), third);
         root.remove();
         assert!(!third.exists() && root.path().is_some_and(|p| !p.exists()));
     }

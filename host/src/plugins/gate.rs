@@ -2,7 +2,7 @@
 //! escalation the user allowed, else the session's mode under its cap), the policy the shim
 //! enforces, and the facts the result carries.
 
-use crate::executor::RunOutcome;
+use crate::executor::{RunOutcome, TempUse};
 use crate::sandbox::classify::{Denial, Evidence, Refusal};
 use crate::sandbox::{Enforcement, Mode, Policy, Sandbox};
 use crate::session::{EscalationAnswer, EscalationAsk, Session};
@@ -88,16 +88,17 @@ impl CallSandbox {
 
     /// The session's private temp dir, made or checked now; an error (something replaced
     /// it) is the text the command is refused with.
-    fn temp_dir(&self) -> Result<Option<std::path::PathBuf>, String> {
+    fn temp_dir(&self, by: TempUse) -> Result<Option<std::path::PathBuf>, String> {
         let Some(temp) = &self.temp else { return Ok(None) };
-        temp.path().map_err(|error| format!("this command was not run: {error}"))
+        temp.path(by).map_err(|error| format!("this command was not run: {error}"))
     }
 
     /// The policy of this session's commands when no call widens it (for preparing its
     /// sandbox environment ahead); `None` when they run unconfined or cannot run.
     pub(crate) fn standing_policy(&self) -> Option<hotsh_core::executor::Policy> {
         let (mode, _) = self.standing();
-        let temp = self.temp_dir().ok()?;
+        // Only looked at: a replaced one is the next command's to refuse.
+        let temp = self.temp_dir(TempUse::Ahead).ok()?;
         self.sandbox.policy(mode, &self.cwd, temp.as_deref()).ok().and_then(|(policy, _)| policy)
     }
 
@@ -109,7 +110,7 @@ impl CallSandbox {
         cancel: &CancellationToken,
     ) -> Result<Gate, String> {
         let (standing, cap) = self.standing();
-        let temp_dir = if action.writes_file { None } else { self.temp_dir()? };
+        let temp_dir = if action.writes_file { None } else { self.temp_dir(TempUse::Command)? };
         let mode = match &action.request {
             None => standing,
             Some(request) => self.escalate(action, request, standing, cap, cancel).await?,

@@ -31,7 +31,7 @@ fn entries(dir: &Path) -> Vec<String> {
 /// A command that connects to the Unix socket at `path` and says whether it could.
 fn connect_to(path: &Path) -> String {
     format!(
-        "python3 -c 'import socket,sys\ns=socket.socket(socket.AF_UNIX)\ntry:\n  s.connect(sys.argv[1]); print(\"connected\")\nexcept OSError as e: print(\"refused\", e)' {}",
+        "/usr/bin/python3 -c 'import socket,sys\ns=socket.socket(socket.AF_UNIX)\ntry:\n  s.connect(sys.argv[1]); print(\"connected\")\nexcept OSError as e: print(\"refused\", e)' {}",
         path.display()
     )
 }
