@@ -37,6 +37,15 @@ fn replay(scratch: &Path, args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// Replays `arc` (with `more` arguments) and asserts that it passed as it is, without
+/// `--bless`.
+fn assert_replays_unchanged(scratch: &Path, arc: &Path, more: &[&str]) {
+    let mut args = vec![path_str(arc)];
+    args.extend_from_slice(more);
+    let (ok, stdout, stderr) = replay(scratch, &args);
+    assert!(ok && stdout.contains("1 arcs: 1 passed"), "{stdout}\n{stderr}");
+}
+
 fn plugin_dir_once(scratch: &Path) -> PathBuf {
     let dir = scratch.join("plugins");
     if dir.exists() { dir } else { plugin_dir(scratch) }
@@ -330,8 +339,7 @@ fn a_session_recorded_with_record_replays_and_keeps_no_key() {
     assert_eq!(model["model"]["request"]["messages"][0]["text"], "sort a and b");
     assert_eq!(model["model"]["response"]["tool_calls"][0]["name"], "bash");
 
-    let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
-    assert!(ok && stdout.contains("1 arcs: 1 passed"), "{stdout}");
+    assert_replays_unchanged(scratch.path(), &arc, &[]);
 }
 
 #[test]
@@ -395,8 +403,7 @@ fn a_logged_session_exports_as_an_arc_that_replays() {
         2
     );
 
-    let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
-    assert!(ok && stdout.contains("1 arcs: 1 passed"), "{stdout}");
+    assert_replays_unchanged(scratch.path(), &arc, &[]);
 }
 
 #[test]
@@ -435,8 +442,7 @@ fn a_session_with_an_mcp_server_replays_without_the_server() {
     assert_eq!(mcp[1]["call"], "echo");
     assert_eq!(mcp[1]["outcome"]["text"], "kept says: offline");
 
-    let (ok, stdout, stderr) = replay(scratch.path(), &[path_str(&arc)]);
-    assert!(ok && stdout.contains("1 arcs: 1 passed"), "{stdout}\n{stderr}");
+    assert_replays_unchanged(scratch.path(), &arc, &[]);
 
     // An arc whose recorded answer changed drifts: the replay serves what the arc says.
     let altered: String = text
@@ -491,8 +497,7 @@ fn an_arc_recorded_against_a_real_model_that_takes_images_replays_unchanged() {
     assert!(shown.iter().any(|u| u["size"] == 128000), "{shown:#?}");
     agent.finish();
     // Replayed as it is, without --bless: the window and the image capability come back.
-    let (ok, stdout, stderr) = replay(scratch.path(), &[path_str(&arc)]);
-    assert!(ok && stdout.contains("1 arcs: 1 passed"), "{stdout}\n{stderr}");
+    assert_replays_unchanged(scratch.path(), &arc, &[]);
 }
 
 #[test]
@@ -543,8 +548,7 @@ fn a_session_with_a_plan_a_background_task_and_a_compaction_replays_unchanged() 
     for needed in ["update_plan", "bash-1", "/compact", "SUMMARY: counted."] {
         assert!(recorded.contains(needed), "{needed} is not in the arc");
     }
-    let (ok, stdout, stderr) = replay(scratch.path(), &[path_str(&arc)]);
-    assert!(ok && stdout.contains("1 arcs: 1 passed"), "{stdout}\n{stderr}");
+    assert_replays_unchanged(scratch.path(), &arc, &[]);
 }
 
 #[test]
@@ -552,7 +556,8 @@ fn a_session_whose_command_the_sandbox_refused_replays_unchanged() {
     let scratch = tempfile::tempdir().unwrap();
     let arc = scratch.path().join("refused.arc");
     let mut options = AgentOptions::script(vec![
-        bash_call("touch /etc/hotsh-arc-refused; echo rc=$?"),
+        // One stream: stdout and stderr are two pipes, whose order is not kept.
+        bash_call("touch /etc/hotsh-arc-refused 2>&1; echo rc=$?"),
         say("It was refused."),
     ]);
     options.plugins = vec![tool_bash_plugin(), tool_fs_plugin(), hello_plugin()];
@@ -568,9 +573,7 @@ fn a_session_whose_command_the_sandbox_refused_replays_unchanged() {
     ));
     // Replayed with the escalations the recording could offer (under the replay's default
     // cap the agent would say none can be asked for).
-    let (ok, stdout, stderr) =
-        replay(scratch.path(), &[path_str(&arc), "--sandbox", "danger-full-access"]);
-    assert!(ok && stdout.contains("1 arcs: 1 passed"), "{stdout}\n{stderr}");
+    assert_replays_unchanged(scratch.path(), &arc, &["--sandbox", "danger-full-access"]);
 }
 
 #[test]
@@ -598,8 +601,7 @@ fn an_arc_needing_a_plugin_the_replay_lacks_fails_naming_it_and_is_never_blessed
     assert!(agent.last_tool_result().0.contains("CI"), "{:?}", agent.last_tool_result());
     agent.finish();
     // Every plugin in one directory: it replays unchanged.
-    let (ok, stdout, stderr) = replay(scratch.path(), &[path_str(&arc)]);
-    assert!(ok && stdout.contains("1 arcs: 1 passed"), "{stdout}\n{stderr}");
+    assert_replays_unchanged(scratch.path(), &arc, &[]);
     // Without the author's plugin: it fails naming the tool, and --bless keeps the arc.
     let recorded = std::fs::read_to_string(&arc).unwrap();
     let dir = scratch.path().join("without-hello");
