@@ -17,6 +17,15 @@ fn one_session(backend: &str, extra: &str, script: Vec<Value>) -> (Agent, String
     (agent, session)
 }
 
+/// Plays `script` in one session on `backend` (`extra` added to `[sandbox]`): the agent, and
+/// the text of each tool result in order.
+fn run_script(backend: &str, extra: &str, script: Vec<Value>) -> (Agent, Vec<String>) {
+    let (mut agent, session) = one_session(backend, extra, script);
+    agent.prompt(&session, "go");
+    let texts = agent.tool_results().into_iter().map(|(text, _)| text).collect();
+    (agent, texts)
+}
+
 /// What is in `dir`, by name.
 fn entries(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
@@ -55,10 +64,7 @@ fn the_sessions_temp_dir_cannot_be_swapped_for_a_link_that_reaches_other_sockets
             )),
             say("done"),
         ];
-        let (mut agent, session) = one_session(backend, "", script);
-        agent.prompt(&session, "go");
-        let results = agent.tool_results();
-        let texts: Vec<&str> = results.iter().map(|(t, _)| t.as_str()).collect();
+        let (agent, texts) = run_script(backend, "", script);
         assert!(texts[0].contains("mv=1"), "{backend}: the temp dir moved: {texts:?}");
         assert!(texts[0].lines().any(|l| l == "d"), "{backend}: still a directory: {texts:?}");
         assert!(texts[1].starts_with("refused"), "{backend}: {texts:?}");
@@ -91,10 +97,7 @@ fn no_path_the_host_makes_for_a_session_can_be_swapped_for_a_link_to_elsewhere()
             bash_call("f=$(mktemp) && echo made > \"$f\" && echo \"$f\""),
             say("done"),
         ];
-        let (mut agent, session) = one_session(backend, "", script);
-        agent.prompt(&session, "go");
-        let results = agent.tool_results();
-        let texts: Vec<&str> = results.iter().map(|(t, _)| t.as_str()).collect();
+        let (agent, texts) = run_script(backend, "", script);
         assert!(texts[1].ends_with("tried"), "{backend}: {texts:?}");
         assert!(!texts[1].contains("swapped"), "{backend}: a path was swapped: {texts:?}");
         assert!(texts[2].contains("[output truncated; full output: /"), "{backend}: {texts:?}");
@@ -375,10 +378,7 @@ fn a_temp_dir_a_command_made_read_only_fails_only_that_commands_own_writes() {
             bash_call("chmod 700 \"$TMPDIR\" && mktemp >/dev/null && echo writable-again"),
             say("done"),
         ];
-        let (mut agent, session) = one_session(backend, "", script);
-        agent.prompt(&session, "go");
-        let results = agent.tool_results();
-        let texts: Vec<&str> = results.iter().map(|(t, _)| t.as_str()).collect();
+        let (agent, texts) = run_script(backend, "", script);
         assert!(texts[0].starts_with("rc=1"), "{backend}: {texts:?}");
         assert_eq!(texts[1], "200000", "{backend}: {texts:?}");
         assert!(texts[2].contains("[output truncated; full output: /"), "{backend}: {texts:?}");
