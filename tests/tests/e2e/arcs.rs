@@ -762,3 +762,112 @@ fn a_long_arc_stops_at_its_timeout_however_much_it_holds() {
     }
     assert_eq!(std::fs::read_to_string(&arc).unwrap(), text, "the arc is left as it was");
 }
+
+/// A client capability left at its default (`false`, or only defaults inside).
+fn is_default_capability(value: &Value) -> bool {
+    match value {
+        Value::Bool(false) => true,
+        Value::Object(fields) => fields.values().all(is_default_capability),
+        _ => false,
+    }
+}
+
+/// `arc`'s lines of each side (`client`, `agent`, `model`, in order), with what differs
+/// between two recordings of one session by nature made alike: the session's id, the request
+/// ids (numbered in order of appearance), commands' durations, and client capabilities
+/// spelled out at their defaults.
+fn comparable_sides(arc: &Path) -> Vec<(String, Vec<String>)> {
+    let text = std::fs::read_to_string(arc).unwrap();
+    let mut lines: Vec<Value> =
+        text.lines().skip(1).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let mut names: Vec<String> = Vec::new();
+    let mut name = |value: &Value| -> String {
+        let key = value.to_string();
+        let n = names.iter().position(|k| *k == key).unwrap_or_else(|| {
+            names.push(key);
+            names.len() - 1
+        });
+        format!("id-{n}")
+    };
+    for line in &mut lines {
+        for side in ["client", "agent"] {
+            let Some(message) = line.get_mut(side) else { continue };
+            if let Some(id) = message.get_mut("id") {
+                *id = json!(name(id));
+            }
+            if let Some(Value::Object(capabilities)) =
+                message.pointer_mut("/params/clientCapabilities")
+            {
+                capabilities.retain(|_, value| !is_default_capability(value));
+            }
+            if let Some(duration) = message.pointer_mut("/params/update/rawOutput/duration_ms") {
+                *duration = json!("<ms>");
+            }
+        }
+    }
+    let session = lines
+        .iter()
+        .find_map(|l| l["agent"]["result"]["sessionId"].as_str().map(str::to_owned))
+        .unwrap();
+    ["client", "agent", "model"]
+        .into_iter()
+        .map(|side| {
+            let of_side = lines
+                .iter()
+                .filter_map(|l| l.get(side))
+                .map(|m| m.to_string().replace(&session, "<session>"))
+                .collect();
+            (side.to_owned(), of_side)
+        })
+        .collect()
+}
+
+#[test]
+#[allow(clippy::disallowed_methods, reason = "runs hotsh run")]
+fn run_record_and_acp_record_give_the_same_arc_for_the_same_session() {
+    let mut options = AgentOptions::script(vec![
+        bash_call("echo same"),
+        tool_call_with("hello", json!({"name": "arcs"})),
+        say("Done."),
+    ]);
+    options.plugins = vec![tool_bash_plugin(), tool_fs_plugin(), hello_plugin()];
+    let scratch = tempfile::tempdir().unwrap();
+    let (through_acp, through_run) =
+        (scratch.path().join("acp.arc"), scratch.path().join("run.arc"));
+    options.record = Some(through_acp.clone());
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    assert_eq!(agent.prompt(&session, "the same")["result"]["stopReason"], "end_turn");
+    // The same session through `hotsh run`: the same model, plugins, folder and data dir.
+    let dir = agent.dir.path();
+    let output = Command::new(hotsh_binary())
+        .args(["run", "--no-default-plugins", "--record", path_str(&through_run)])
+        .arg("--plugin-dir")
+        .arg(dir.join("plugins"))
+        .arg("--model")
+        .arg(format!("script:{}", dir.join("script.json").display()))
+        .arg("--cwd")
+        .arg(&agent.workdir)
+        .arg("the same")
+        .env("TMPDIR", dir)
+        .env("HOTSH_DATA_DIR", dir.join("data"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    agent.finish();
+    let header = |arc: &Path| -> Value {
+        let text = std::fs::read_to_string(arc).unwrap();
+        serde_json::from_str(text.lines().next().unwrap()).unwrap()
+    };
+    assert_eq!(header(&through_acp), header(&through_run));
+    let (acp, run) = (comparable_sides(&through_acp), comparable_sides(&through_run));
+    for ((side, acp), (_, run)) in acp.iter().zip(&run) {
+        assert!(!acp.is_empty(), "no {side} line");
+        for (n, (a, r)) in acp.iter().zip(run).enumerate() {
+            assert_eq!(a, r, "{side} message {n} differs");
+        }
+        assert_eq!(acp.len(), run.len(), "{side} messages");
+    }
+    assert_replays_unchanged(scratch.path(), &through_run, &[]);
+}
