@@ -216,8 +216,8 @@ struct AgentArgs {
     /// of starting or reaching them.
     #[arg(long, value_name = "FILE", hide = true)]
     mcp_replay: Option<PathBuf>,
-    /// A scripted model tells what this JSON says of it (`{"name","window","images"}`, as an
-    /// arc recorded it): `hotsh replay` uses it.
+    /// A scripted model plays the models this JSON tells of (an arc's `recorded_model`):
+    /// `hotsh replay` uses it.
     #[arg(long, value_name = "JSON", hide = true)]
     model_facts: Option<String>,
     /// The configuration file (TOML). Default: `$XDG_CONFIG_HOME/hotsh/config.toml` (or

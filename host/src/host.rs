@@ -168,22 +168,32 @@ impl Host {
     /// `initialize` at once, and the first turn waits for the scan to finish.
     pub(crate) fn start(config: HostConfig) -> anyhow::Result<Arc<Self>> {
         let takes_images = config.models.take_images();
+        // Choices that play one script share it: a session that changes its model goes on
+        // with the script's next answer, as with the recorded models it plays.
+        let mut scripts: Vec<(&std::path::Path, Arc<dyn Model>)> = Vec::new();
         let models = config
             .models
             .choices
             .iter()
             .map(|choice| {
-                let (efforts, default_effort) = match &choice.spec {
-                    crate::model::ModelSpec::OpenAi(spec) => (
-                        spec.efforts.iter().map(|(name, _)| name.clone()).collect(),
-                        spec.default_effort.clone(),
-                    ),
-                    _ => (Vec::new(), None),
+                let (efforts, default_effort) = choice.efforts();
+                let model = match &choice.spec {
+                    model::ModelSpec::Script(path) => {
+                        match scripts.iter().find(|(known, _)| *known == path.as_path()) {
+                            Some((_, model)) => Arc::clone(model),
+                            None => {
+                                let model = model::open(&choice.spec)?;
+                                scripts.push((path, Arc::clone(&model)));
+                                model
+                            }
+                        }
+                    }
+                    spec => model::open(spec)?,
                 };
                 Ok(Offered {
                     name: choice.name.clone(),
                     description: choice.description.clone(),
-                    model: model::open(&choice.spec)?,
+                    model,
                     limits: choice.limits,
                     price: choice.price.clone(),
                     efforts,

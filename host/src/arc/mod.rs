@@ -24,9 +24,13 @@
 //! - `plugin_dirs` (written by the recorder): where the recording agent's plugins were; those
 //!   paths read as `<plugins>`, as the replay's plugin directory does, and a replay that lost
 //!   a tool names them.
-//! - `recorded_model` (written by the recorder): what the agent told of its default model:
-//!   `name`, `window` (the context window its context use shows), `images` (whether it
-//!   takes images, `promptCapabilities.image`). The replay's scripted model tells the same.
+//! - `recorded_model` (written by the recorder): what the agent told of its models: the
+//!   default's `name` and `window` (the context window its context use shows), `images`
+//!   (whether one takes images, `promptCapabilities.image`), and `offered`: every model a
+//!   session could choose, the default first, with its `name`, `description`, `window`,
+//!   `compact_at`, `max_requests`, `efforts` and `default_effort`. The replay offers the same
+//!   models, each played by the one scripted model, so a session that changed its model or
+//!   effort, or compacted at its model's threshold, replays as it went.
 //!
 //! Then, in the order they happened, one of:
 //!

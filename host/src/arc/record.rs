@@ -175,8 +175,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temp dir");
         let path = dir.path().join("greet.arc");
         std::fs::write(&path, "earlier recording\n").expect("write");
-        let facts =
-            crate::model::setup::ModelFacts { name: "m".into(), window: 1024, images: false };
+        let facts = crate::model::setup::ModelFacts {
+            name: "m".into(),
+            window: 1024,
+            images: false,
+            offered: Vec::new(),
+        };
         let second = Recorder::create(&path, &[], &facts).expect("a recorder");
         let third = Recorder::create(&path, &[], &facts).expect("a recorder");
         assert_eq!(second.path, dir.path().join("greet-2.arc"));

@@ -36,9 +36,9 @@ pub(crate) struct ModelChoices {
     pub(crate) script_images: bool,
 }
 
-/// What the agent tells a client of its model, recorded with an arc so that its replay
+/// What the agent tells a client of its models, recorded with an arc so that its replay
 /// against a scripted model tells the same (`hotsh replay` passes it back).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct ModelFacts {
     /// The default model's name (a profile's, `openai:…`, `script:…`).
     pub(crate) name: String,
@@ -46,6 +46,26 @@ pub(crate) struct ModelFacts {
     pub(crate) window: u64,
     /// Whether a model on offer takes images (`promptCapabilities.image`).
     pub(crate) images: bool,
+    /// Every model offered, the default first (absent from arcs recorded before it: then the
+    /// default alone, as `name` and `window` tell it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) offered: Vec<OfferedFacts>,
+}
+
+/// One model a session could choose, as a replay must offer it for the session to go the same
+/// way: its name and picker line, the limits that decide when it compacts, and its effort
+/// levels.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct OfferedFacts {
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) window: u64,
+    pub(crate) compact_at: f64,
+    pub(crate) max_requests: u32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) efforts: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) default_effort: Option<String>,
 }
 
 impl ModelChoices {
@@ -58,24 +78,68 @@ impl ModelChoices {
         })
     }
 
-    /// The facts of the default model ([`ModelFacts`]).
+    /// The facts of the models offered ([`ModelFacts`]).
     pub(crate) fn facts(&self) -> ModelFacts {
         let first = &self.choices[0];
+        let offered = self
+            .choices
+            .iter()
+            .map(|choice| {
+                let (efforts, default_effort) = choice.efforts();
+                OfferedFacts {
+                    name: choice.name.clone(),
+                    description: choice.description.clone(),
+                    window: choice.limits.window,
+                    compact_at: choice.limits.compact_at,
+                    max_requests: choice.limits.max_requests,
+                    efforts,
+                    default_effort,
+                }
+            })
+            .collect();
         ModelFacts {
             name: first.name.clone(),
             window: first.limits.window,
             images: self.take_images(),
+            offered,
         }
     }
 
-    /// Scripted models tell what `facts` say (an arc's recorded model, in its replay).
+    /// A scripted model plays the models `facts` tell of (an arc's recorded ones, in its
+    /// replay): one choice of the same name, picker line, limits and effort levels for each,
+    /// all answering from the one script. An arc that names the default model alone gives
+    /// the scripted models its window.
     pub(crate) fn play_as(&mut self, facts: &ModelFacts) {
-        for choice in &mut self.choices {
-            if matches!(choice.spec, ModelSpec::Script(_)) {
-                choice.limits.window = facts.window;
-            }
-        }
         self.script_images = facts.images;
+        let script = match self.choices.as_slice() {
+            [Choice { spec: ModelSpec::Script(path), .. }] if !facts.offered.is_empty() => {
+                path.clone()
+            }
+            _ => {
+                for choice in &mut self.choices {
+                    if matches!(choice.spec, ModelSpec::Script(_)) {
+                        choice.limits.window = facts.window;
+                    }
+                }
+                return;
+            }
+        };
+        self.choices = facts
+            .offered
+            .iter()
+            .map(|offered| Choice {
+                name: offered.name.clone(),
+                description: offered.description.clone(),
+                spec: ModelSpec::Script(script.clone()),
+                limits: Limits {
+                    window: offered.window,
+                    compact_at: offered.compact_at,
+                    max_requests: offered.max_requests,
+                },
+                price: None,
+                played_efforts: (offered.efforts.clone(), offered.default_effort.clone()),
+            })
+            .collect();
     }
 }
 
@@ -90,6 +154,22 @@ pub(crate) struct Choice {
     pub(crate) limits: Limits,
     /// What its tokens cost, when its profile says.
     pub(crate) price: Option<hotsh_core::context::Price>,
+    /// The effort levels and default a scripted model offers as a recorded model did
+    /// ([`ModelChoices::play_as`]); a real model's come from its spec.
+    pub(crate) played_efforts: (Vec<String>, Option<String>),
+}
+
+impl Choice {
+    /// Its reasoning-effort levels (none: it offers no choice), and the default.
+    pub(crate) fn efforts(&self) -> (Vec<String>, Option<String>) {
+        match &self.spec {
+            ModelSpec::OpenAi(spec) => (
+                spec.efforts.iter().map(|(name, _)| name.clone()).collect(),
+                spec.default_effort.clone(),
+            ),
+            ModelSpec::Script(_) | ModelSpec::None => self.played_efforts.clone(),
+        }
+    }
 }
 
 /// The flags of the command line that name a model.
@@ -156,6 +236,7 @@ pub(crate) fn resolve(
         limits: limits_of(&chosen, &mut first)?,
         price: price_of(&chosen, &profiles)?,
         spec: first,
+        played_efforts: Default::default(),
     }];
     // The other profiles that can be used as they are: configured ones, and built-in ones
     // whose key is set.
@@ -173,6 +254,7 @@ pub(crate) fn resolve(
                 limits: limits_of(name, &mut spec)?,
                 price: price_of(name, &profiles)?,
                 spec,
+                played_efforts: Default::default(),
             });
         }
     }

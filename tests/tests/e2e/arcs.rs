@@ -871,3 +871,63 @@ fn run_record_and_acp_record_give_the_same_arc_for_the_same_session() {
     }
     assert_replays_unchanged(scratch.path(), &through_run, &[]);
 }
+
+#[test]
+fn a_session_that_changes_its_model_and_effort_replays_unchanged() {
+    use hotsh_tests::{FakeProvider, Reply, delta};
+    let scratch = tempfile::tempdir().unwrap();
+    let arc = scratch.path().join("two-models.arc");
+    let text = |text: &str| {
+        Reply::Stream(vec![
+            delta(json!({"role": "assistant", "content": text}), Some("stop")),
+            "data: [DONE]\n\n".into(),
+        ])
+    };
+    let provider =
+        FakeProvider::start(vec![text("From the small one."), text("From the big one.")]);
+    let mut options = AgentOptions::script(vec![]);
+    options.model_args = Some(Vec::new());
+    options.plugins = vec![tool_bash_plugin(), tool_fs_plugin(), hello_plugin()];
+    options.record = Some(arc.clone());
+    // Two profiles: the second has a larger window, compacts later, and effort levels.
+    options.config = Some(format!(
+        "model = \"small\"\n\
+         [models.small]\nbase_url = \"{url}\"\nmodel = \"small-model\"\ncontext_window = 32000\n\
+         [models.big]\nbase_url = \"{url}\"\nmodel = \"big-model\"\ncontext_window = 256000\ncompact_at = 0.5\n\
+         [models.big.effort]\nlevels = [\"low\", \"high\"]\ndefault = \"low\"\n",
+        url = provider.base_url
+    ));
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    assert_eq!(agent.prompt(&session, "small")["result"]["stopReason"], "end_turn");
+    for (option, value) in [("model", "big"), ("reasoning_effort", "high")] {
+        let set = agent.call(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": option, "value": value}),
+        );
+        assert!(set.get("result").is_some(), "{set}");
+    }
+    assert_eq!(agent.prompt(&session, "big")["result"]["stopReason"], "end_turn");
+    let shown = agent.all_updates(&session);
+    assert!(shown.iter().any(|u| u["size"] == 256000), "{shown:#?}");
+    agent.finish();
+    let header: Value =
+        serde_json::from_str(std::fs::read_to_string(&arc).unwrap().lines().next().unwrap())
+            .unwrap();
+    let offered = &header["recorded_model"]["offered"];
+    assert_eq!(offered[0]["name"], "small");
+    assert_eq!(offered[1]["name"], "big");
+    assert_eq!(offered[1]["efforts"], json!(["low", "high"]));
+    // Replayed as it is: the menu, the windows, the change of model and of effort come back.
+    assert_replays_unchanged(scratch.path(), &arc, &[]);
+    // Without the offered models (as an arc recorded before they were kept), the replay's
+    // scripted model is offered alone, and the session cannot change to `big`.
+    let text = std::fs::read_to_string(&arc).unwrap();
+    let mut header = header;
+    header["recorded_model"].as_object_mut().unwrap().remove("offered");
+    let first = text.lines().next().unwrap();
+    std::fs::write(&arc, text.replacen(first, &header.to_string(), 1)).unwrap();
+    let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
+    assert!(!ok && stdout.contains("unknown model `big`"), "{stdout}");
+}
