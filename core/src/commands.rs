@@ -23,6 +23,12 @@ pub const COMMANDS: &[CommandInfo] = &[
         description: "Write or update AGENTS.md: the project's instructions for agents",
         hint: Some("anything AGENTS.md should say (optional)"),
     },
+    CommandInfo {
+        name: "permissions",
+        description: "List the rules you allowed for this session and this project, or remove \
+                      one",
+        hint: Some("remove N (optional)"),
+    },
 ];
 
 /// A command a prompt asks for.
@@ -32,6 +38,8 @@ pub enum SlashCommand {
     Compact { focus: Option<String> },
     /// Have the model write or update `AGENTS.md`, with this added.
     Init { extra: Option<String> },
+    /// List the permission rules, or change them as the arguments say.
+    Permissions { args: Option<String> },
 }
 
 /// The command `text` starts with, if it names one.
@@ -45,6 +53,7 @@ pub fn parse(text: &str) -> Option<SlashCommand> {
     match name {
         "compact" => Some(SlashCommand::Compact { focus: args }),
         "init" => Some(SlashCommand::Init { extra: args }),
+        "permissions" => Some(SlashCommand::Permissions { args }),
         _ => None,
     }
 }
@@ -78,6 +87,10 @@ mod tests {
         );
         assert_eq!(parse("/init"), Some(SlashCommand::Init { extra: None }));
         assert_eq!(parse("/etc/hosts is odd"), None);
+        assert_eq!(
+            parse("/permissions remove 2"),
+            Some(SlashCommand::Permissions { args: Some("remove 2".into()) })
+        );
         assert_eq!(parse("/compacting"), None);
         assert_eq!(parse("please /compact"), None);
     }

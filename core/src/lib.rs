@@ -8,6 +8,7 @@ pub mod commands;
 pub mod context;
 pub mod executor;
 pub mod model;
+pub mod permissions;
 pub mod plan;
 pub mod sandbox;
 pub mod session;

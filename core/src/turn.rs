@@ -34,6 +34,9 @@ pub enum Work {
     Prompt,
     /// Compacts the history now (`/compact`), the summary focused on this.
     Compact { focus: Option<String> },
+    /// Shows the user this text (what a command such as `/permissions` answers); the model
+    /// is not asked.
+    Say { text: String },
 }
 
 impl std::fmt::Debug for Turn {
@@ -134,6 +137,10 @@ pub async fn answer(
     let outcome = match work {
         Work::Prompt => guarded(run(turn, session, &cancel)).await,
         Work::Compact { focus } => guarded(compact_now(turn, session, focus, &cancel)).await,
+        Work::Say { text } => {
+            session.emit(SessionEvent::AgentText { text }).await;
+            Ok(StopReason::EndTurn)
+        }
     };
     let (recorded, message) = match &outcome {
         Ok(StopReason::EndTurn) => (TurnOutcome::EndTurn, None),

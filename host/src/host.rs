@@ -137,6 +137,8 @@ pub(crate) struct Host {
     /// Records an arc, when asked to.
     pub(crate) recorder: Option<Arc<crate::arc::Recorder>>,
     mcp_setup: crate::mcp::McpSetup,
+    /// The rules the user allowed in projects ("Always allow in this project").
+    pub(crate) project_rules: crate::permissions::ProjectRules,
 }
 
 /// A model a session can use.
@@ -262,6 +264,7 @@ impl Host {
             runtime,
             sessions: Mutex::default(),
             store: SessionStore::new(config.data_dir.clone()),
+            project_rules: crate::permissions::ProjectRules::new(config.data_dir.as_deref()),
             recorder,
             mcp_setup: config.mcp.clone(),
         });
@@ -452,6 +455,43 @@ impl Host {
             .or_else(|| offered.default_effort.clone())
     }
 
+    /// What `/permissions ARGS` answers in `session`: the rules that apply to it, numbered
+    /// (the session's, then its project's), or, with `remove N`, the Nth removed.
+    pub(crate) async fn permissions_command(
+        &self,
+        session: &Session,
+        args: Option<&str>,
+    ) -> String {
+        let own = session.rules();
+        let project = self.project_rules.of(&session.cwd);
+        let words: Vec<&str> = args.unwrap_or_default().split_whitespace().collect();
+        match words.as_slice() {
+            [] | ["list"] => permissions_list(&session.cwd, &own, &project),
+            ["remove", n] => {
+                let Some(index) = n.parse::<usize>().ok().filter(|n| *n >= 1) else {
+                    return format!("`{n}` is not a rule's number: `/permissions` lists them.");
+                };
+                if let Some(rule) = own.get(index - 1) {
+                    session.remove_rule(rule).await;
+                    return format!("Removed from this session: {}.", rule.describe());
+                }
+                let Some(rule) = project.get(index - 1 - own.len()) else {
+                    return format!(
+                        "There is no rule {index}: `/permissions` lists {}.",
+                        own.len() + project.len()
+                    );
+                };
+                match self.project_rules.remove(&session.cwd, rule) {
+                    Ok(_) => format!("Removed from this project: {}.", rule.describe()),
+                    Err(error) => format!("The rule could not be removed: {error:#}."),
+                }
+            }
+            _ => {
+                "`/permissions` lists the rules; `/permissions remove N` removes rule N.".to_owned()
+            }
+        }
+    }
+
     /// Starts `session`'s sandbox environment for its mode in the background, so that its
     /// first command does not wait for it (`executor/environment.rs`); nothing when it is up.
     /// Called when a turn begins (the model's first answer takes far longer than a bubblewrap
@@ -464,6 +504,7 @@ impl Host {
             call_id: String::new(),
             cwd: session.cwd.clone(),
             temp: Some(SessionTemp::new(&self.output_root, &session.id.0)),
+            project_rules: self.project_rules.clone(),
         };
         let (executor, owner) = (Arc::clone(&self.executor), session.id.0.clone());
         tokio::spawn(async move {
@@ -496,6 +537,7 @@ impl Host {
             runtime: self.runtime.clone(),
             output_dir: self.output_root.session_dir(&session.id.0),
             temp: SessionTemp::new(&self.output_root, &session.id.0),
+            project_rules: self.project_rules.clone(),
         };
         let mut providers: Vec<Arc<dyn hotsh_core::tools::ToolProvider>> =
             vec![Arc::new(plugins), Arc::new(hotsh_core::plan::PlanTool)];
@@ -637,4 +679,36 @@ fn describe_change(change: &PluginChange) -> (String, String, bool) {
 fn unix_seconds(at: std::time::SystemTime) -> String {
     let since = at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     format!("{}.{:03}", since.as_secs(), since.subsec_millis())
+}
+
+/// The text of `/permissions`: the session's rules, then the project's, numbered in one list.
+fn permissions_list(
+    cwd: &std::path::Path,
+    own: &[hotsh_core::permissions::Rule],
+    project: &[hotsh_core::permissions::Rule],
+) -> String {
+    if own.is_empty() && project.is_empty() {
+        return "No permission rules apply here. A rule is added when a call asks for a wider \
+                sandbox mode and you choose \"Allow … for this session\" or \"Always allow … in \
+                this project\"; the calls it covers then run under that mode without asking."
+            .to_owned();
+    }
+    let mut text = String::new();
+    let mut number = 0;
+    for (heading, rules) in [
+        ("This session".to_owned(), own),
+        (format!("This project (`{}`, kept in hotsh's data directory)", cwd.display()), project),
+    ] {
+        if rules.is_empty() {
+            continue;
+        }
+        text.push_str(&format!("{heading}:\n\n"));
+        for rule in rules {
+            number += 1;
+            text.push_str(&format!("{number}. {}\n", rule.describe()));
+        }
+        text.push('\n');
+    }
+    text.push_str("Remove one with `/permissions remove N`.");
+    text
 }

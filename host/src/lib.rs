@@ -13,6 +13,7 @@ mod install;
 mod mcp;
 mod model;
 mod nofollow;
+mod permissions;
 mod plugins;
 mod prompt;
 mod sandbox;

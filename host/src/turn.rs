@@ -43,6 +43,8 @@ pub(crate) struct PluginTools {
     pub(crate) output_dir: std::path::PathBuf,
     /// The session's private temp dir, its commands' `$TMPDIR`.
     pub(crate) temp: crate::executor::SessionTemp,
+    /// The rules the user allowed in projects.
+    pub(crate) project_rules: crate::permissions::ProjectRules,
 }
 
 impl ToolProvider for PluginTools {
@@ -241,6 +243,7 @@ impl PluginTools {
                 call_id: call.call_id.0.clone(),
                 cwd: call.session.cwd.clone(),
                 temp: Some(self.temp.clone()),
+                project_rules: self.project_rules.clone(),
             },
         }
     }

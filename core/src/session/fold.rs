@@ -42,6 +42,8 @@ pub struct Folded {
     pub session_mode: Option<String>,
     /// What the model last saw of each file it read or wrote (SHA-256, hex).
     pub seen_files: HashMap<PathBuf, String>,
+    /// The rules the user allowed for the session, in the order added.
+    pub rules: Vec<crate::permissions::Rule>,
 }
 
 /// Why records do not fold into a session.
@@ -66,6 +68,7 @@ pub fn fold(records: Vec<Record>) -> Result<Folded, FoldError> {
     let mut sandbox_mode = None;
     let mut session_mode = None;
     let mut seen_files = HashMap::new();
+    let mut rules: Vec<crate::permissions::Rule> = Vec::new();
     let mut started: BTreeMap<String, OpenTask> = BTreeMap::new();
     let mut ended_notices: Vec<(String, PendingNotice)> = Vec::new();
     let mut noticed: HashSet<String> = HashSet::new();
@@ -165,6 +168,12 @@ pub fn fold(records: Vec<Record>) -> Result<Folded, FoldError> {
             Record::Fact(Fact::FileSeen { path, sha256 }) => {
                 seen_files.insert(path, sha256);
             }
+            Record::Fact(Fact::RuleAdded { rule }) => {
+                if !rules.contains(&rule) {
+                    rules.push(rule);
+                }
+            }
+            Record::Fact(Fact::RuleRemoved { rule }) => rules.retain(|kept| *kept != rule),
             Record::Fact(_) => {}
         }
     }
@@ -197,6 +206,7 @@ pub fn fold(records: Vec<Record>) -> Result<Folded, FoldError> {
         sandbox_mode,
         session_mode,
         seen_files,
+        rules,
     })
 }
 

@@ -86,8 +86,17 @@ pub enum Fact {
         command: String,
         justification: String,
         mode: crate::sandbox::Mode,
-        /// `allowed`, `rejected`, `cancelled`, `unavailable` or `refused` (at the gate).
+        /// `allowed`, `allowed for this session`, `always allowed in this project`, `allowed by
+        /// a rule`, `rejected`, `cancelled`, `unavailable` or `refused` (at the gate).
         answer: String,
+    },
+    /// The user allowed the calls a rule covers for the rest of the session.
+    RuleAdded {
+        rule: crate::permissions::Rule,
+    },
+    /// The user removed a rule of the session (`/permissions remove`).
+    RuleRemoved {
+        rule: crate::permissions::Rule,
     },
     /// The model read or wrote a file: its text then had this SHA-256 (a later edit of a
     /// file whose text differs is refused as stale).
@@ -194,6 +203,8 @@ impl Fact {
         "sandbox_mode",
         "session_mode",
         "escalation",
+        "rule_added",
+        "rule_removed",
         "file_seen",
     ];
 }

@@ -424,12 +424,18 @@ pub struct EscalationAsk {
     pub standing: Mode,
     /// `command` is the path of a file to write, not a command.
     pub writes_file: bool,
+    /// The rule "for this session" and "in this project" would add.
+    pub rule: crate::permissions::Rule,
 }
 
 /// What the user said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EscalationAnswer {
     AllowedOnce,
+    /// Allowed, and the calls its rule covers for the rest of the session.
+    AllowedForSession,
+    /// Allowed, and the calls its rule covers in this project from now on.
+    AllowedInProject,
     Rejected,
     /// The request was cancelled (the turn was cancelled, or the client withdrew it).
     Cancelled,
@@ -441,6 +447,8 @@ impl EscalationAnswer {
     pub fn as_str(self) -> &'static str {
         match self {
             EscalationAnswer::AllowedOnce => "allowed",
+            EscalationAnswer::AllowedForSession => "allowed for this session",
+            EscalationAnswer::AllowedInProject => "always allowed in this project",
             EscalationAnswer::Rejected => "rejected",
             EscalationAnswer::Cancelled => "cancelled",
             EscalationAnswer::Unavailable => "unavailable",
@@ -516,6 +524,8 @@ struct State {
     planning: bool,
     /// What the model last saw of each file it read or wrote (SHA-256, hex), by real path.
     seen_files: HashMap<PathBuf, String>,
+    /// The rules the user allowed for this session, in the order added.
+    rules: Vec<crate::permissions::Rule>,
     /// The cards its background tasks left open.
     task_cards: tasks::TaskCards,
 }
@@ -548,6 +558,7 @@ impl Session {
                 sandbox_mode: folded.sandbox_mode,
                 planning: folded.session_mode.as_deref() == Some(PLAN_MODE),
                 seen_files: folded.seen_files.clone(),
+                rules: folded.rules.clone(),
                 task_cards: tasks::TaskCards::default(),
             },
             None => State::default(),
@@ -927,6 +938,35 @@ impl Session {
         })
         .await;
         let _ = self.flush().await;
+    }
+
+    /// The rules the user allowed for this session, in the order added.
+    pub fn rules(&self) -> Vec<crate::permissions::Rule> {
+        lock(&self.state).rules.clone()
+    }
+
+    /// Adds `rule` to the session's (a rule it has already is not added again), in the log
+    /// and here.
+    pub async fn add_rule(&self, rule: crate::permissions::Rule) {
+        if lock(&self.state).rules.contains(&rule) {
+            return;
+        }
+        let added = rule.clone();
+        self.change(Fact::RuleAdded { rule }, |state| state.rules.push(added)).await;
+        let _ = self.flush().await;
+    }
+
+    /// Removes `rule` from the session's, in the log and here; whether it had it.
+    pub async fn remove_rule(&self, rule: &crate::permissions::Rule) -> bool {
+        if !lock(&self.state).rules.contains(rule) {
+            return false;
+        }
+        self.change(Fact::RuleRemoved { rule: rule.clone() }, |state| {
+            state.rules.retain(|kept| kept != rule)
+        })
+        .await;
+        let _ = self.flush().await;
+        true
     }
 
     /// The SHA-256 of the text the model last read or wrote at `path`, if it did.

@@ -415,11 +415,20 @@ async fn on_prompt(
     // Begun here, not in the turn's task: a cancel that follows is handled after
     // this handler and so finds the turn begun.
     let prompt = from_acp::prompt(&request.prompt);
+    // `/permissions` is answered (and a rule it removes, logged) once its turn has begun.
+    let mut permissions = None;
     let (opening, what) = match hotsh_core::commands::parse(&prompt.text) {
         Some(SlashCommand::Compact { focus }) => (
             Fact::Command { text: prompt.text, blocks: prompt.blocks },
             turn::Work::Compact { focus },
         ),
+        Some(SlashCommand::Permissions { args }) => {
+            permissions = Some(args);
+            (
+                Fact::Command { text: prompt.text, blocks: prompt.blocks },
+                turn::Work::Say { text: String::new() },
+            )
+        }
         Some(SlashCommand::Init { extra }) => (
             Fact::Prompt(Prompt {
                 text: hotsh_core::commands::init_prompt(extra.as_deref()),
@@ -447,7 +456,14 @@ async fn on_prompt(
     // `$/cancel_request` for this request cancels the turn as `session/cancel` does (logged
     // in the session's order, answered `cancelled`).
     let withdrawn = responder.cancellation();
+    let host = Arc::clone(host);
     tokio::spawn(async move {
+        let what = match permissions {
+            Some(args) => {
+                turn::Work::Say { text: host.permissions_command(&session, args.as_deref()).await }
+            }
+            None => what,
+        };
         let answering = turn::answer(&work, &session, what, cancel);
         tokio::pin!(answering);
         let mut asked = false;
@@ -904,12 +920,14 @@ impl EventSink for AcpSink {
             send_update(&cx, outflow.as_deref(), SessionNotification::new(session_id, update));
             match answer {
                 Ok(response) => match response.outcome {
-                    RequestPermissionOutcome::Selected(selected)
-                        if selected.option_id.0.as_ref() == to_acp::ALLOW_ONCE =>
-                    {
-                        EscalationAnswer::AllowedOnce
+                    RequestPermissionOutcome::Selected(selected) => {
+                        match selected.option_id.0.as_ref() {
+                            to_acp::ALLOW_ONCE => EscalationAnswer::AllowedOnce,
+                            to_acp::ALLOW_SESSION => EscalationAnswer::AllowedForSession,
+                            to_acp::ALLOW_PROJECT => EscalationAnswer::AllowedInProject,
+                            _ => EscalationAnswer::Rejected,
+                        }
                     }
-                    RequestPermissionOutcome::Selected(_) => EscalationAnswer::Rejected,
                     // `Cancelled`, or an outcome a later protocol adds: not an allowance.
                     _ => EscalationAnswer::Cancelled,
                 },

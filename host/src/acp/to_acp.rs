@@ -470,6 +470,8 @@ const TITLE_CHARS: usize = 100;
 
 /// The option id that allows an escalation (once).
 pub(super) const ALLOW_ONCE: &str = "allow-once";
+pub(super) const ALLOW_SESSION: &str = "allow-session";
+pub(super) const ALLOW_PROJECT: &str = "allow-project";
 const REJECT: &str = "reject";
 
 /// `session/request_permission` for a command that wants a wider sandbox mode: attached to
@@ -496,7 +498,7 @@ pub(super) fn escalation_request(
         (
             format!("Write under {}: {}", ask.mode, title_line(&ask.command)),
             format!(
-                "{place}\n\nThe agent asks to write this file under **{}** instead of {}, this once:\n\n{}\n\nWhy, in the agent's words:\n\n{why}",
+                "{place}\n\nThe agent asks to write this file under **{}** instead of {}:\n\n{}\n\nWhy, in the agent's words:\n\n{why}",
                 ask.mode,
                 ask.standing,
                 fenced(&visible(&ask.command), "text"),
@@ -507,7 +509,7 @@ pub(super) fn escalation_request(
         (
             format!("Run under {}: {}", ask.mode, title_line(&ask.command)),
             format!(
-                "{place}\n\nThe agent asks to run this command under **{}** instead of {}, this once:\n\n{}\n\nWhy, in the agent's words:\n\n{why}",
+                "{place}\n\nThe agent asks to run this command under **{}** instead of {}:\n\n{}\n\nWhy, in the agent's words:\n\n{why}",
                 ask.mode,
                 ask.standing,
                 fenced(&visible(&ask.command), "sh"),
@@ -526,6 +528,16 @@ pub(super) fn escalation_request(
         ToolCallUpdate::new(ask.call_id.clone(), fields),
         vec![
             PermissionOption::new(ALLOW_ONCE, "Allow once", PermissionOptionKind::AllowOnce),
+            PermissionOption::new(
+                ALLOW_SESSION,
+                format!("Allow {} for this session", visible(&ask.rule.what())),
+                PermissionOptionKind::AllowAlways,
+            ),
+            PermissionOption::new(
+                ALLOW_PROJECT,
+                format!("Always allow {} in this project", visible(&ask.rule.what())),
+                PermissionOptionKind::AllowAlways,
+            ),
             PermissionOption::new(REJECT, "Reject", PermissionOptionKind::RejectOnce),
         ],
     )
@@ -553,6 +565,11 @@ mod tests {
             mode: crate::sandbox::Mode::DangerFullAccess,
             standing: crate::sandbox::Mode::WorkspaceWrite,
             writes_file: false,
+            rule: hotsh_core::permissions::Rule::for_call(
+                hotsh_core::permissions::Covers::Command,
+                command,
+                crate::sandbox::Mode::DangerFullAccess,
+            ),
         };
         let request = serde_json::to_value(escalation_request("s", &ask)).expect("serialises");
         let fields = &request["toolCall"];
@@ -568,7 +585,7 @@ mod tests {
             **Session folder:** `/home/you/project`  
             **Runs in:** ```` /tmp/w\n``` ````
 
-            The agent asks to run this command under **danger-full-access** instead of workspace-write, this once:
+            The agent asks to run this command under **danger-full-access** instead of workspace-write:
 
             ````sh
             echo ok

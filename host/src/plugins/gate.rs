@@ -8,6 +8,7 @@ use crate::sandbox::{Enforcement, Mode, Policy, Sandbox};
 use crate::session::{EscalationAnswer, EscalationAsk, Session};
 use hotsh_abi::RString;
 use hotsh_abi::v1 as abi;
+use hotsh_core::permissions::{Covers, Rule};
 use std::path::Path;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -22,6 +23,8 @@ pub(crate) struct CallSandbox {
     pub(crate) cwd: std::path::PathBuf,
     /// The session's private temp dir: its commands' `$TMPDIR` (the host's when `None`).
     pub(crate) temp: Option<crate::executor::SessionTemp>,
+    /// The rules the user allowed in projects ("Always allow in this project").
+    pub(crate) project_rules: crate::permissions::ProjectRules,
 }
 
 /// What a call asks to do under the sandbox: run a command, or write a file.
@@ -33,6 +36,13 @@ pub(crate) struct Action {
     pub(crate) writes_file: bool,
     /// The wider mode the call asks for, if any.
     pub(crate) request: Option<abi::SandboxRequest>,
+}
+
+impl Action {
+    /// What a permission rule must cover to cover this action.
+    fn covers(&self) -> Covers {
+        if self.writes_file { Covers::Write } else { Covers::Command }
+    }
 }
 
 impl Action {
@@ -111,9 +121,12 @@ impl CallSandbox {
     ) -> Result<Gate, String> {
         let (standing, cap) = self.standing();
         let temp_dir = if action.writes_file { None } else { self.temp_dir(TempUse::Command)? };
-        let mode = match &action.request {
-            None => standing,
-            Some(request) => self.escalate(action, request, standing, cap, cancel).await?,
+        let (mode, escalated) = match &action.request {
+            None => match self.ruled_mode(action, standing, cap).await {
+                Some(mode) => (mode, true),
+                None => (standing, false),
+            },
+            Some(request) => (self.escalate(action, request, standing, cap, cancel).await?, true),
         };
         let (policy, enforcement) = if action.writes_file {
             // The host writes the file itself and checks the path: nothing for a shim.
@@ -134,7 +147,6 @@ impl CallSandbox {
             && mode < Mode::DangerFullAccess
             && cap.is_none_or(|cap| cap > mode);
         let backend = if action.writes_file { "host" } else { self.sandbox.backend.name() };
-        let escalated = action.request.is_some();
         Ok(Gate { mode, policy, escalated, enforcement, widenable, backend, temp_dir })
     }
 
@@ -177,6 +189,7 @@ impl CallSandbox {
             mode: wanted,
             standing,
             writes_file: action.writes_file,
+            rule: Rule::for_call(action.covers(), &action.what, wanted),
         };
         let Some(session) = &self.session else {
             return Err(refusal(EscalationAnswer::Unavailable, wanted, action));
@@ -193,10 +206,67 @@ impl CallSandbox {
                 "escalation refused: the session is in plan mode, which allows {cap} access only; {nothing}. Leave plan mode to do it"
             ));
         }
+        let rules = self.rules_of(session);
+        if let Some(rule) =
+            hotsh_core::permissions::granting(&rules, action.covers(), &action.what, wanted)
+        {
+            let answer = format!("allowed by a rule: {}", rule.describe());
+            session.record_escalation(&ask, &answer).await;
+            return Ok(wanted);
+        }
+        let rule = ask.rule.clone();
         match session.ask_escalation(ask, cancel).await {
             EscalationAnswer::AllowedOnce => Ok(wanted),
+            EscalationAnswer::AllowedForSession => {
+                session.add_rule(rule).await;
+                Ok(wanted)
+            }
+            EscalationAnswer::AllowedInProject => {
+                if let Err(error) = self.project_rules.add(&self.cwd, rule) {
+                    // Allowed all the same: the user said yes to this call.
+                    tracing::warn!(%error, "cannot keep the project's rule");
+                }
+                Ok(wanted)
+            }
             answer => Err(refusal(answer, wanted, action)),
         }
+    }
+
+    /// The session's rules, then its project's.
+    fn rules_of(&self, session: &Session) -> Vec<Rule> {
+        let mut rules = session.rules();
+        rules.extend(self.project_rules.of(&self.cwd));
+        rules
+    }
+
+    /// The widest mode a rule grants `action` beyond `standing` (within the session's cap
+    /// and the agent's own), logged as an escalation a rule allowed; `None` when no rule
+    /// widens it.
+    async fn ruled_mode(&self, action: &Action, standing: Mode, cap: Option<Mode>) -> Option<Mode> {
+        let session = self.session.as_ref()?;
+        if !self.sandbox.offered() {
+            return None;
+        }
+        let limit = [cap, self.sandbox.max_mode].into_iter().flatten().min();
+        let rules = self.rules_of(session);
+        let rule = rules
+            .iter()
+            .filter(|rule| rule.mode > standing && limit.is_none_or(|limit| rule.mode <= limit))
+            .filter(|rule| rule.covers(action.covers(), &action.what))
+            .max_by_key(|rule| rule.mode)?;
+        let ask = EscalationAsk {
+            call_id: self.call_id.clone(),
+            command: action.what.clone(),
+            cwd: self.cwd.display().to_string(),
+            workdir: action.workdir.clone(),
+            justification: String::new(),
+            mode: rule.mode,
+            standing,
+            writes_file: action.writes_file,
+            rule: rule.clone(),
+        };
+        session.record_escalation(&ask, &format!("allowed by a rule: {}", rule.describe())).await;
+        Some(rule.mode)
     }
 }
 
@@ -211,7 +281,10 @@ fn refusal(answer: EscalationAnswer, wanted: Mode, action: &Action) -> String {
         EscalationAnswer::Cancelled => format!(
             "the request for {doing} under {wanted} was cancelled before the user answered; {nothing}"
         ),
-        EscalationAnswer::Unavailable | EscalationAnswer::AllowedOnce => format!(
+        EscalationAnswer::Unavailable
+        | EscalationAnswer::AllowedOnce
+        | EscalationAnswer::AllowedForSession
+        | EscalationAnswer::AllowedInProject => format!(
             "this {noun} needs {wanted}, but no client is connected that can ask the user; {nothing}"
         ),
     }

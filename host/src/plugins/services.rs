@@ -351,6 +351,7 @@ mod tests {
                     call_id: "call-1".to_owned(),
                     cwd: PathBuf::from("/"),
                     temp: None,
+                    project_rules: crate::permissions::ProjectRules::new(None),
                 },
             }
         });

@@ -793,6 +793,20 @@ mod tests {
             }),
             Fact::TaskReported { task_id: "bash-1".into() },
             Fact::FileSeen { path: "/w/a.rs".into(), sha256: "ab12".into() },
+            Fact::RuleAdded {
+                rule: hotsh_core::permissions::Rule::for_call(
+                    hotsh_core::permissions::Covers::Command,
+                    "git commit -m x",
+                    crate::sandbox::Mode::DangerFullAccess,
+                ),
+            },
+            Fact::RuleRemoved {
+                rule: hotsh_core::permissions::Rule::for_call(
+                    hotsh_core::permissions::Covers::Write,
+                    "/etc/hosts",
+                    crate::sandbox::Mode::DangerFullAccess,
+                ),
+            },
         ];
         events.into_iter().map(Record::Event).chain(facts.into_iter().map(Record::Fact)).collect()
     }
@@ -836,6 +850,8 @@ mod tests {
                 Fact::SessionMode { .. } => 27,
                 Fact::Escalation { .. } => 28,
                 Fact::FileSeen { .. } => 29,
+                Fact::RuleAdded { .. } => 30,
+                Fact::RuleRemoved { .. } => 31,
             },
         }
     }
@@ -850,7 +866,7 @@ mod tests {
     fn every_record_type_is_written_exactly_as_the_format_says() {
         let records = one_of_each();
         let covered: std::collections::BTreeSet<usize> = records.iter().map(type_number).collect();
-        assert_eq!(covered, (0..30).collect(), "one record of every type");
+        assert_eq!(covered, (0..32).collect(), "one record of every type");
         let mut written = String::new();
         for (at, record) in records.iter().enumerate() {
             let text = String::from_utf8(line(at as u64 + 1, record).expect("serialises"))

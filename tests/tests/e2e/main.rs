@@ -26,6 +26,7 @@ mod run_cli;
 mod sandbox;
 mod sandbox_env;
 mod sandbox_real;
+mod sandbox_rules;
 mod sandbox_seams;
 mod sessions;
 mod slow_client;

@@ -126,7 +126,7 @@ pub(crate) fn options(backend: &str, extra: &str, responses: Vec<Value>) -> Agen
     options
 }
 
-fn bash_with(arguments: Value) -> Value {
+pub(crate) fn bash_with(arguments: Value) -> Value {
     json!({"tool_calls": [{"name": "bash", "arguments": arguments}]})
 }
 
@@ -141,7 +141,7 @@ pub(crate) fn raw_outputs(agent: &Agent, session: &str) -> Vec<Value> {
 }
 
 /// `key` of each object in the array `list`.
-fn fields<'a>(list: &'a Value, key: &str) -> Vec<&'a str> {
+pub(crate) fn fields<'a>(list: &'a Value, key: &str) -> Vec<&'a str> {
     let items = list.as_array().unwrap_or_else(|| panic!("not a list: {list}"));
     items
         .iter()
@@ -340,7 +340,10 @@ fn an_escalation_allowed_once_runs_that_call_only_and_the_next_is_confined_again
     assert!(shown.contains(&format!("echo granted > {}", first.display())), "{shown}");
     assert!(shown.contains("The user asked for this file outside the project."), "{shown}");
     assert!(shown.contains("danger-full-access"), "{shown}");
-    assert_eq!(fields(&request["params"]["options"], "kind"), ["allow_once", "reject_once"]);
+    assert_eq!(
+        fields(&request["params"]["options"], "kind"),
+        ["allow_once", "allow_always", "allow_always", "reject_once"]
+    );
 
     assert_eq!(std::fs::read_to_string(&first).expect("the allowed write ran"), "granted\n");
     let results = agent.tool_results();
