@@ -52,6 +52,38 @@ fn words(command: &str) -> impl Iterator<Item = &str> {
     command.split([' ', '\t']).filter(|word| !word.is_empty())
 }
 
+/// Programs whose first argument names what they do (`git commit`, `cargo test`): a rule made
+/// from one of their commands covers that subcommand only.
+const WITH_SUBCOMMANDS: &[&str] = &[
+    "apt",
+    "brew",
+    "bun",
+    "cargo",
+    "deno",
+    "docker",
+    "dotnet",
+    "gh",
+    "git",
+    "go",
+    "gradle",
+    "helm",
+    "kubectl",
+    "make",
+    "mvn",
+    "npm",
+    "npx",
+    "pip",
+    "pip3",
+    "pnpm",
+    "podman",
+    "poetry",
+    "rustup",
+    "systemctl",
+    "terraform",
+    "uv",
+    "yarn",
+];
+
 /// Whether `word` reads as a subcommand (`commit`, `build`, `run-tests`), not a path, option
 /// or value.
 fn is_subcommand(word: &str) -> bool {
@@ -62,7 +94,8 @@ fn is_subcommand(word: &str) -> bool {
 
 impl Rule {
     /// The rule that allowing `what` (a command, or the path of a file write) for good grants:
-    /// for a simple command, every command of the same program and subcommand (`git commit …`
+    /// for a simple command, every command of the same program (`touch …` from `touch a`),
+    /// and of the same subcommand for the programs of [`WITH_SUBCOMMANDS`] (`git commit …`
     /// from `git commit -m "x"`); otherwise that exact command or path.
     pub fn for_call(covers: Covers, what: &str, mode: Mode) -> Rule {
         let pattern = match covers {
@@ -70,7 +103,9 @@ impl Rule {
                 let words: Vec<&str> = words(what).collect();
                 match words.as_slice() {
                     [] => Pattern::Exact(what.to_owned()),
-                    [program, second, ..] if is_subcommand(second) => {
+                    [program, second, ..]
+                        if WITH_SUBCOMMANDS.contains(program) && is_subcommand(second) =>
+                    {
                         Pattern::Prefix(format!("{program} {second}"))
                     }
                     [program, ..] => Pattern::Prefix((*program).to_owned()),
@@ -137,8 +172,16 @@ mod tests {
         assert!(!rule.covers(Covers::Command, "git\u{a0}commit"));
         assert!(rule.covers(Covers::Command, "git commit -m 'a message'"));
         assert!(!rule.covers(Covers::Write, "git commit"));
-        let touch = Rule::for_call(Covers::Command, "touch /tmp/x", Mode::DangerFullAccess);
-        assert_eq!(touch.pattern, Pattern::Prefix("touch".into()));
+        for (command, prefix) in [
+            ("touch /tmp/x", "touch"),
+            ("touch first", "touch"),
+            ("cargo test -q", "cargo test"),
+            ("cargo --version", "cargo"),
+            ("/usr/bin/git commit", "/usr/bin/git"),
+        ] {
+            let rule = Rule::for_call(Covers::Command, command, Mode::DangerFullAccess);
+            assert_eq!(rule.pattern, Pattern::Prefix(prefix.into()), "{command}");
+        }
     }
 
     #[test]

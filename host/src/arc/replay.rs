@@ -191,6 +191,12 @@ struct Replay<'a> {
     sessions: Vec<(String, String)>,
     /// Session ids the arc's client messages use that no answer in the arc gives, in order.
     unanswered_sessions: Vec<String>,
+    /// The ids of the requests the agent sent the client in the arc (a permission request),
+    /// and their placeholders, in order: the replay's Nth request stands for the arc's Nth,
+    /// and the client's answer is sent with the replay's id.
+    agent_requests: Vec<(String, String)>,
+    /// How many requests the replay's agent has sent.
+    agent_requests_seen: usize,
     received: Vec<Value>,
     /// What was received, normalised and grouped as it came.
     actual: Groups,
@@ -401,6 +407,17 @@ impl<'a> Replay<'a> {
                 unanswered_sessions.push(id.to_owned());
             }
         }
+        let mut agent_requests: Vec<(String, String)> = Vec::new();
+        for (_, entry, _) in &arc.entries {
+            if let Entry::Agent(message) = entry
+                && message.get("method").is_some()
+                && let Some(id) = message["id"].as_str()
+            {
+                let token = format!("<agent-request-{}>", agent_requests.len() + 1);
+                expect_side.literal(id, &token);
+                agent_requests.push((id.to_owned(), token));
+            }
+        }
         in_time("reading the arc")?;
         let expected = arc
             .entries
@@ -495,6 +512,8 @@ impl<'a> Replay<'a> {
             to_arc,
             sessions,
             unanswered_sessions,
+            agent_requests,
+            agent_requests_seen: 0,
             received: Vec::new(),
             actual: Groups::default(),
             prefix: Groups::default(),
@@ -648,6 +667,18 @@ impl<'a> Replay<'a> {
             && let Some(id) = message.get("id")
         {
             self.answered.insert(id.to_string());
+        }
+        // A request of the agent's: the arc's request in its place, and the answer to it, take
+        // this id.
+        if message.get("method").is_some()
+            && let Some(actual) = message["id"].as_str()
+        {
+            if let Some((recorded, token)) = self.agent_requests.get(self.agent_requests_seen) {
+                self.actual_side.literal(actual, token);
+                self.to_replay.literal(recorded, actual);
+                self.to_arc.literal(actual, recorded);
+            }
+            self.agent_requests_seen += 1;
         }
         self.actual.push(self.actual_side.apply(&message), None);
         self.journal.push(Journal::Received(self.received.len()));

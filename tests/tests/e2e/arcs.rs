@@ -931,3 +931,33 @@ fn a_session_that_changes_its_model_and_effort_replays_unchanged() {
     let (ok, stdout, _) = replay(scratch.path(), &[path_str(&arc)]);
     assert!(!ok && stdout.contains("unknown model `big`"), "{stdout}");
 }
+
+#[test]
+fn a_session_with_a_rule_allowed_for_it_replays_unchanged() {
+    let scratch = tempfile::tempdir().unwrap();
+    let arc = scratch.path().join("rule.arc");
+    let escalated = json!({"tool_calls": [{"name": "bash", "arguments": {
+        "command": "touch first",
+        "sandbox_permissions": "workspace-write",
+        "justification": "The user asked for two files."
+    }}]});
+    let mut options =
+        AgentOptions::script(vec![escalated, bash_call("touch second"), say("Both made.")]);
+    options.plugins = vec![tool_bash_plugin(), tool_fs_plugin(), hello_plugin()];
+    options.record = Some(arc.clone());
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    let narrowed = agent.call(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "sandbox_mode", "value": "read-only"}),
+    );
+    assert!(narrowed.get("result").is_some(), "{narrowed}");
+    let allow =
+        json!({"result": {"outcome": {"outcome": "selected", "optionId": "allow-session"}}});
+    agent.prompt_answering_permission(&session, allow);
+    assert!(agent.workdir.join("first").exists() && agent.workdir.join("second").exists());
+    agent.finish();
+    // Replayed under the default cap (workspace-write): the rule is made and used again.
+    assert_replays_unchanged(scratch.path(), &arc, &[]);
+}
