@@ -952,7 +952,13 @@ impl Session {
             return;
         }
         let added = rule.clone();
-        self.change(Fact::RuleAdded { rule }, |state| state.rules.push(added)).await;
+        // Two answers at once may both pass the check above; the fold keeps one, and so here.
+        self.change(Fact::RuleAdded { rule }, |state| {
+            if !state.rules.contains(&added) {
+                state.rules.push(added);
+            }
+        })
+        .await;
         let _ = self.flush().await;
     }
 

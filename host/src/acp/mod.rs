@@ -395,6 +395,14 @@ async fn on_close_session(
     Ok(())
 }
 
+/// What a prompt asks for, known before its turn begins.
+enum Asked {
+    Work(turn::Work),
+    /// `/permissions ARGS`: answered (and a rule it removes, logged) once the turn has begun,
+    /// in the session's order.
+    Permissions(Option<String>),
+}
+
 /// `session/prompt`: the turn is begun here (so a cancel that follows finds it) and runs on
 /// the runtime; the answer comes when it ends.
 async fn on_prompt(
@@ -415,28 +423,22 @@ async fn on_prompt(
     // Begun here, not in the turn's task: a cancel that follows is handled after
     // this handler and so finds the turn begun.
     let prompt = from_acp::prompt(&request.prompt);
-    // `/permissions` is answered (and a rule it removes, logged) once its turn has begun.
-    let mut permissions = None;
-    let (opening, what) = match hotsh_core::commands::parse(&prompt.text) {
+    let (opening, asked) = match hotsh_core::commands::parse(&prompt.text) {
         Some(SlashCommand::Compact { focus }) => (
             Fact::Command { text: prompt.text, blocks: prompt.blocks },
-            turn::Work::Compact { focus },
+            Asked::Work(turn::Work::Compact { focus }),
         ),
         Some(SlashCommand::Permissions { args }) => {
-            permissions = Some(args);
-            (
-                Fact::Command { text: prompt.text, blocks: prompt.blocks },
-                turn::Work::Say { text: String::new() },
-            )
+            (Fact::Command { text: prompt.text, blocks: prompt.blocks }, Asked::Permissions(args))
         }
         Some(SlashCommand::Init { extra }) => (
             Fact::Prompt(Prompt {
                 text: hotsh_core::commands::init_prompt(extra.as_deref()),
                 ..prompt
             }),
-            turn::Work::Prompt,
+            Asked::Work(turn::Work::Prompt),
         ),
-        None => (Fact::Prompt(prompt), turn::Work::Prompt),
+        None => (Fact::Prompt(prompt), Asked::Work(turn::Work::Prompt)),
     };
     let work = host.turn(&session);
     let untitled = session.title().is_none();
@@ -458,11 +460,11 @@ async fn on_prompt(
     let withdrawn = responder.cancellation();
     let host = Arc::clone(host);
     tokio::spawn(async move {
-        let what = match permissions {
-            Some(args) => {
+        let what = match asked {
+            Asked::Work(work) => work,
+            Asked::Permissions(args) => {
                 turn::Work::Say { text: host.permissions_command(&session, args.as_deref()).await }
             }
-            None => what,
         };
         let answering = turn::answer(&work, &session, what, cancel);
         tokio::pin!(answering);

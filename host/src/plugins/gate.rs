@@ -39,13 +39,6 @@ pub(crate) struct Action {
 }
 
 impl Action {
-    /// What a permission rule must cover to cover this action.
-    fn covers(&self) -> Covers {
-        if self.writes_file { Covers::Write } else { Covers::Command }
-    }
-}
-
-impl Action {
     pub(crate) fn command(spec: &abi::CommandSpec) -> Self {
         Self {
             what: spec.command.to_string(),
@@ -53,6 +46,11 @@ impl Action {
             writes_file: false,
             request: spec.sandbox_permissions.clone().into_option(),
         }
+    }
+
+    /// What a permission rule must cover to cover this action.
+    fn covers(&self) -> Covers {
+        if self.writes_file { Covers::Write } else { Covers::Command }
     }
 
     /// "the command" / "the write", and what did not happen when it is refused.
@@ -180,17 +178,8 @@ impl CallSandbox {
                 "sandbox_permissions `{wanted}` does not widen this session's `{standing}` mode, so nobody was asked and {nothing}; retry the {noun} without sandbox_permissions"
             ));
         }
-        let ask = EscalationAsk {
-            call_id: self.call_id.clone(),
-            command: action.what.clone(),
-            cwd: self.cwd.display().to_string(),
-            workdir: action.workdir.clone(),
-            justification: request.justification.to_string(),
-            mode: wanted,
-            standing,
-            writes_file: action.writes_file,
-            rule: Rule::for_call(action.covers(), &action.what, wanted),
-        };
+        let rule = Rule::for_call(action.covers(), &action.what, wanted);
+        let ask = self.ask(action, request.justification.to_string(), standing, rule);
         let Some(session) = &self.session else {
             return Err(refusal(EscalationAnswer::Unavailable, wanted, action));
         };
@@ -210,8 +199,7 @@ impl CallSandbox {
         if let Some(rule) =
             hotsh_core::permissions::granting(&rules, action.covers(), &action.what, wanted)
         {
-            let answer = format!("allowed by a rule: {}", rule.describe());
-            session.record_escalation(&ask, &answer).await;
+            session.record_escalation(&ask, &allowed_by(rule)).await;
             return Ok(wanted);
         }
         let rule = ask.rule.clone();
@@ -248,26 +236,47 @@ impl CallSandbox {
             return None;
         }
         let limit = [cap, self.sandbox.max_mode].into_iter().flatten().min();
+        // Nothing wider may be granted: the rules (a file read) are not looked at.
+        if standing == Mode::DangerFullAccess || limit.is_some_and(|limit| limit <= standing) {
+            return None;
+        }
         let rules = self.rules_of(session);
         let rule = rules
             .iter()
             .filter(|rule| rule.mode > standing && limit.is_none_or(|limit| rule.mode <= limit))
             .filter(|rule| rule.covers(action.covers(), &action.what))
             .max_by_key(|rule| rule.mode)?;
-        let ask = EscalationAsk {
+        let ask = self.ask(action, String::new(), standing, rule.clone());
+        session.record_escalation(&ask, &allowed_by(rule)).await;
+        Some(rule.mode)
+    }
+
+    /// The question of running `action` under `rule`'s mode instead of `standing`, with the
+    /// model's justification (also what is logged when a rule answers it).
+    fn ask(
+        &self,
+        action: &Action,
+        justification: String,
+        standing: Mode,
+        rule: Rule,
+    ) -> EscalationAsk {
+        EscalationAsk {
             call_id: self.call_id.clone(),
             command: action.what.clone(),
             cwd: self.cwd.display().to_string(),
             workdir: action.workdir.clone(),
-            justification: String::new(),
+            justification,
             mode: rule.mode,
             standing,
             writes_file: action.writes_file,
-            rule: rule.clone(),
-        };
-        session.record_escalation(&ask, &format!("allowed by a rule: {}", rule.describe())).await;
-        Some(rule.mode)
+            rule,
+        }
     }
+}
+
+/// The answer logged for an escalation `rule` allowed without asking.
+fn allowed_by(rule: &Rule) -> String {
+    format!("allowed by a rule: {}", rule.describe())
 }
 
 /// The tool error for an escalation that was not allowed.
