@@ -19,6 +19,12 @@ pub const COMMANDS: &[CommandInfo] = &[
         hint: Some("what the summary should focus on (optional)"),
     },
     CommandInfo {
+        name: "hooks",
+        description: "List the hooks configured for this session, where each comes from, and \
+                      whether a project's hook may run",
+        hint: None,
+    },
+    CommandInfo {
         name: "init",
         description: "Write or update AGENTS.md: the project's instructions for agents",
         hint: Some("anything AGENTS.md should say (optional)"),
@@ -38,6 +44,8 @@ pub enum SlashCommand {
     Compact { focus: Option<String> },
     /// Have the model write or update `AGENTS.md`, with this added.
     Init { extra: Option<String> },
+    /// List the hooks.
+    Hooks,
     /// List the permission rules, or change them as the arguments say.
     Permissions { args: Option<String> },
 }
@@ -53,6 +61,7 @@ pub fn parse(text: &str) -> Option<SlashCommand> {
     match name {
         "compact" => Some(SlashCommand::Compact { focus: args }),
         "init" => Some(SlashCommand::Init { extra: args }),
+        "hooks" => Some(SlashCommand::Hooks),
         "permissions" => Some(SlashCommand::Permissions { args }),
         _ => None,
     }

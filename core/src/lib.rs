@@ -7,6 +7,7 @@
 pub mod commands;
 pub mod context;
 pub mod executor;
+pub mod hooks;
 pub mod model;
 pub mod permissions;
 pub mod plan;

@@ -10,8 +10,12 @@
 //! session's log out once a call's card has closed ([`FlushAfterCall`]), whichever provider
 //! ran it.
 
+use crate::hooks::{Event, Hooks, Permission, Point};
 use crate::model::{ModelToolCall, ToolDefinition};
-use crate::session::{CallStatus, Card, GenericCard, Session, SessionEvent, ToolCallId, ToolKind};
+use crate::session::{
+    CallStatus, Card, GenericCard, OptionKind, PendingNotice, Question, QuestionOption, Reply,
+    Session, SessionEvent, ToolCallId, ToolKind,
+};
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -125,6 +129,10 @@ pub struct ToolRouter {
     /// commands).
     confines_commands: bool,
     hooks: Vec<Arc<dyn CallHook>>,
+    /// The user's command hooks (`PreToolUse`, `PostToolUse`).
+    commands: Arc<dyn Hooks>,
+    /// Why a hook said the turn must end (`"continue": false`), once one did.
+    halted: std::sync::Mutex<Option<String>>,
     /// The names of the tools the last [`ToolRouter::offered`] hid.
     hidden: std::sync::Mutex<Vec<String>>,
 }
@@ -145,7 +153,25 @@ impl ToolRouter {
     pub fn new(providers: Vec<Arc<dyn ToolProvider>>, confines_commands: bool) -> Self {
         let hooks: Vec<Arc<dyn CallHook>> =
             vec![Arc::new(HiddenStayHidden), Arc::new(FlushAfterCall)];
-        Self { providers, confines_commands, hooks, hidden: std::sync::Mutex::default() }
+        Self {
+            providers,
+            confines_commands,
+            hooks,
+            commands: Arc::new(crate::hooks::NoHooks),
+            halted: std::sync::Mutex::default(),
+            hidden: std::sync::Mutex::default(),
+        }
+    }
+
+    /// Runs the user's command hooks around every call.
+    pub fn with_command_hooks(mut self, hooks: Arc<dyn Hooks>) -> Self {
+        self.commands = hooks;
+        self
+    }
+
+    /// Why a hook ended the turn, if one did since the last time this was asked.
+    pub fn take_halt(&self) -> Option<String> {
+        crate::sync::lock(&self.halted).take()
     }
 
     /// Adds a hook after those there are.
@@ -200,8 +226,29 @@ impl ToolRouter {
         cancel: &CancellationToken,
     ) -> CallResult {
         let call_id = session.next_call_id();
-        let raw_input = serde_json::from_str(&call.arguments)
+        let mut raw_input = serde_json::from_str(&call.arguments)
             .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
+        let rewritten;
+        let mut call = call;
+        let mut refused = None;
+        if self.commands.wants(Event::PreToolUse) {
+            let point = Point::pre_tool_use(&call.name, &raw_input, &call.id, &session.cwd);
+            let verdict = self.commands.run(session, point, cancel).await;
+            self.halt(verdict.halt.clone());
+            if let Some(updated) = &verdict.updated_input {
+                raw_input = crate::hooks::tool_input_from_hook(&call.name, updated);
+                rewritten = ModelToolCall { arguments: raw_input.to_string(), ..call.clone() };
+                call = &rewritten;
+            }
+            refused = match verdict.refusal() {
+                Some(reason) => Some(format!("a PreToolUse hook blocked this call: {reason}")),
+                None if matches!(verdict.permission, Some((Permission::Ask, _))) => {
+                    let reason = verdict.permission.map(|(_, reason)| reason).unwrap_or_default();
+                    self.ask_for_hook(session, &call_id, call, &reason, cancel).await
+                }
+                None => None,
+            };
+        }
         let offered = offered.iter().find(|tool| tool.name == call.name);
         let hidden = offered.is_none() && crate::sync::lock(&self.hidden).contains(&call.name);
         let request = Call {
@@ -213,11 +260,83 @@ impl ToolRouter {
             offered,
             hidden,
         };
-        let result = self.run_hooked(request).await;
+        let result = match refused {
+            Some(text) => {
+                fail_without_running(request, &text).await;
+                CallResult { text, is_error: true }
+            }
+            None => self.run_hooked(request).await,
+        };
         for hook in &self.hooks {
             hook.after(request, &result).await;
         }
+        if self.commands.wants(Event::PostToolUse) {
+            let point = Point::post_tool_use(
+                &call.name,
+                &raw_input,
+                &call.id,
+                &session.cwd,
+                &result.text,
+                result.is_error,
+            );
+            let verdict = self.commands.run(session, point, cancel).await;
+            self.halt(verdict.halt.clone());
+            // After every result of the answer, before the next request (a message between
+            // two results would break the history a provider accepts).
+            let said = verdict.block.into_iter().chain(verdict.context);
+            for text in said {
+                let text = format!("[PostToolUse hook, about your `{}` call]\n{text}", call.name);
+                session.add_notice(PendingNotice { text, task_id: None });
+            }
+        }
         result
+    }
+
+    fn halt(&self, reason: Option<String>) {
+        if let Some(reason) = reason {
+            crate::sync::lock(&self.halted).get_or_insert(reason);
+        }
+    }
+
+    /// A hook said to ask the user about the call: `None` when the user allowed it, else why
+    /// it does not run.
+    async fn ask_for_hook(
+        &self,
+        session: &Arc<Session>,
+        call_id: &ToolCallId,
+        call: &ModelToolCall,
+        reason: &str,
+        cancel: &CancellationToken,
+    ) -> Option<String> {
+        let option = |id: &str, label: &str, kind| QuestionOption {
+            id: id.to_owned(),
+            label: label.to_owned(),
+            kind,
+        };
+        let why = if reason.is_empty() { "(it gave no reason)" } else { reason };
+        let question = Question {
+            call_id: format!("{}-ask", call_id.0),
+            title: format!("A hook asks before `{}` runs", call.name),
+            intro: "A PreToolUse hook asks whether this call may run.".to_owned(),
+            quoted: vec![
+                ("The hook says".to_owned(), why.to_owned()),
+                (format!("The arguments of `{}`", call.name), call.arguments.clone()),
+            ],
+            options: vec![
+                option("allow", "Allow", OptionKind::AllowOnce),
+                option("reject", "Reject", OptionKind::RejectOnce),
+            ],
+        };
+        match session.ask(question, cancel).await {
+            Reply::Chose(id) if id == "allow" => None,
+            Reply::Chose(_) => Some(format!(
+                "the user refused this call (a PreToolUse hook asked them: {why}); nothing was run"
+            )),
+            Reply::Cancelled => Some("the call was cancelled while the user was asked".to_owned()),
+            Reply::Unavailable => Some(format!(
+                "a PreToolUse hook asked for the user's approval ({why}), and no client can ask them; nothing was run"
+            )),
+        }
     }
 
     /// Runs `request` unless a hook refuses it: a tool no provider serves is unknown, one

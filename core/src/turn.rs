@@ -4,6 +4,7 @@
 //! [`TurnPorts`] for what the host adds (the system prompt's own parts, recordings).
 
 use crate::context::{self, Compaction, Limits, Trigger};
+use crate::hooks::{Event, Hooks, Point};
 use crate::model::{Message, Model, ModelError, ModelEvent, ModelRequest, ModelToolCall, Usage};
 use crate::session::{
     CompactionEnd, Fact, Session, SessionEvent, StopReason, ToolCallId, TurnOutcome,
@@ -25,6 +26,8 @@ pub struct Turn {
     pub effort: Option<String>,
     /// What the model's tokens cost, when its profile says.
     pub price: Option<context::Price>,
+    /// The user's command hooks (the router runs the tool calls' own).
+    pub hooks: Arc<dyn Hooks>,
 }
 
 /// What a turn does.
@@ -192,7 +195,12 @@ async fn run(
     let Some(system) = prepare(turn, session, cancel).await? else {
         return Ok(StopReason::Cancelled);
     };
+    if let Some(stop) = before_prompt(turn, session, cancel).await {
+        return Ok(stop);
+    }
     let mut requests = 0;
+    // A Stop hook kept the turn going (what the next Stop hook is told).
+    let mut kept_going = false;
     // The provider said the context was too long, and the history was compacted for it: a
     // second refusal of the same request ends the turn.
     let mut overflowed = false;
@@ -277,14 +285,26 @@ async fn run(
         shown.cost = spent(turn, session, usage.as_ref());
         session.emit(SessionEvent::Usage(shown)).await;
         if calls.is_empty() {
+            if let Some(reason) = stop_blocked(turn, session, kept_going, cancel).await {
+                kept_going = true;
+                let text = format!("[a Stop hook did not let the turn end yet: {reason}]");
+                session.record(Fact::Notice { text, task_id: None }).await;
+                continue;
+            }
             return Ok(StopReason::EndTurn);
         }
+        let mut halted = None;
         for call in &calls {
-            if cancel.is_cancelled() {
+            let not_run = if cancel.is_cancelled() {
+                Some("[not run: the user cancelled the turn]".to_owned())
+            } else {
+                halted.as_ref().map(|why| format!("[not run: a hook ended the turn: {why}]"))
+            };
+            if let Some(text) = not_run {
                 session
                     .record(Fact::ToolResult {
                         call_id: call.id.clone(),
-                        text: "[not run: the user cancelled the turn]".to_owned(),
+                        text,
                         is_error: true,
                         after_output: None,
                     })
@@ -300,8 +320,102 @@ async fn run(
                     after_output: None,
                 })
                 .await;
+            halted = halted.or_else(|| turn.tools.take_halt());
+        }
+        if let Some(why) = halted {
+            say_halted(session, &why).await;
+            return Ok(StopReason::EndTurn);
         }
     }
+}
+
+/// The hooks before the model sees a prompt: `SessionStart` on the session's first prompt
+/// since it was opened, then `UserPromptSubmit`. `Some`: the turn ends here (a hook blocked
+/// the prompt).
+async fn before_prompt(
+    turn: &Turn,
+    session: &Arc<Session>,
+    cancel: &CancellationToken,
+) -> Option<StopReason> {
+    let hooks = &turn.hooks;
+    if let Some(source) = hooks.starting() {
+        session_start(turn, session, source, cancel).await;
+    }
+    if !hooks.wants(Event::UserPromptSubmit) {
+        return None;
+    }
+    let prompt = session
+        .messages()
+        .iter()
+        .rev()
+        .find_map(|message| match message.as_ref() {
+            Message::User { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let point = Point::new(Event::UserPromptSubmit, "", serde_json::json!({ "prompt": prompt }));
+    let verdict = hooks.run(session, point, cancel).await;
+    if let Some(reason) = verdict.block.or(verdict.halt) {
+        // The prompt stays in the log (nothing the user typed is lost), and the model is told
+        // not to act on it.
+        let text = "[a UserPromptSubmit hook blocked the user's prompt above: do not act on it]";
+        session.record(Fact::Notice { text: text.to_owned(), task_id: None }).await;
+        let call_id = session.next_call_id();
+        let title = "A hook blocked this prompt".to_owned();
+        session.emit(SessionEvent::HostNote { call_id, title, detail: reason }).await;
+        return Some(StopReason::EndTurn);
+    }
+    give_context(session, Event::UserPromptSubmit, verdict.context);
+    None
+}
+
+/// Runs the `SessionStart` hooks for `source` (`startup`, `resume`, `compact`).
+async fn session_start(
+    turn: &Turn,
+    session: &Arc<Session>,
+    source: &str,
+    cancel: &CancellationToken,
+) {
+    if !turn.hooks.wants(Event::SessionStart) {
+        return;
+    }
+    let point = Point::new(Event::SessionStart, source, serde_json::json!({ "source": source }));
+    let verdict = turn.hooks.run(session, point, cancel).await;
+    give_context(session, Event::SessionStart, verdict.context);
+}
+
+/// Context hooks added goes to the model with its next request.
+fn give_context(session: &Session, event: Event, context: Vec<String>) {
+    for text in context {
+        let text = format!("[context from a {event} hook]\n{text}");
+        session.add_notice(crate::session::PendingNotice { text, task_id: None });
+    }
+}
+
+/// The `Stop` hooks, when the model is done: `Some(reason)` when one says to go on (the turn
+/// cap still bounds how often).
+async fn stop_blocked(
+    turn: &Turn,
+    session: &Arc<Session>,
+    kept_going: bool,
+    cancel: &CancellationToken,
+) -> Option<String> {
+    if !turn.hooks.wants(Event::Stop) {
+        return None;
+    }
+    let point = Point::new(Event::Stop, "", serde_json::json!({ "stop_hook_active": kept_going }));
+    let verdict = turn.hooks.run(session, point, cancel).await;
+    if verdict.halt.is_some() {
+        return None;
+    }
+    verdict.block
+}
+
+/// A hook said the turn ends (`"continue": false`): the user is told why.
+async fn say_halted(session: &Session, why: &str) {
+    let call_id = session.next_call_id();
+    let title = "A hook ended the turn".to_owned();
+    session.emit(SessionEvent::HostNote { call_id, title, detail: why.to_owned() }).await;
 }
 
 /// What the session has cost with this answer's `usage` (the summary request's cost is not
@@ -362,12 +476,20 @@ const KEPT_PROMPTS_MAX: u64 = 20_000;
 /// The history is left as it was unless the summary is usable.
 async fn compact(
     turn: &Turn,
-    session: &Session,
+    session: &Arc<Session>,
     base: &ModelRequest,
     trigger: Trigger,
     focus: Option<String>,
     cancel: &CancellationToken,
 ) -> Compacted {
+    if turn.hooks.wants(Event::PreCompact) {
+        let name = match trigger {
+            Trigger::Manual => "manual",
+            Trigger::Auto | Trigger::Overflow => "auto",
+        };
+        let fields = serde_json::json!({ "trigger": name, "custom_instructions": focus.clone().unwrap_or_default() });
+        turn.hooks.run(session, Point::new(Event::PreCompact, name, fields), cancel).await;
+    }
     let id = session.next_call_id();
     session.emit(SessionEvent::CompactionStarted { id: id.clone(), trigger }).await;
     let history = &base.messages;
@@ -470,6 +592,7 @@ async fn compact(
     let mut shown = context::context_use(None, tokens_after, turn.limits.window);
     shown.cost = spent(turn, session, None);
     session.emit(SessionEvent::Usage(shown)).await;
+    session_start(turn, session, "compact", cancel).await;
     Compacted::Done
 }
 

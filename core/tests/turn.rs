@@ -183,6 +183,7 @@ fn turn(model: &Arc<Scripted>, confines_commands: bool) -> Turn {
         limits: Limits::default(),
         effort: None,
         price: None,
+        hooks: Arc::new(hotsh_core::hooks::NoHooks),
     }
 }
 
@@ -725,6 +726,8 @@ impl ToolProvider for ShellTools {
                     }),
                     environment: Some(call.session.id.0.clone()),
                     temp_dir: None,
+                    stdin: None,
+                    env: Vec::new(),
                 };
                 let live = LiveOutput::new(1024);
                 let outcome = self.0.run(request, &live, call.cancel).await.unwrap();

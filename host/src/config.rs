@@ -73,6 +73,9 @@ pub(crate) struct ConfigFile {
     pub(crate) sandbox: crate::sandbox::SandboxConfig,
     pub(crate) mcp: McpConfig,
     pub(crate) session: SessionSection,
+    /// Command hooks, in the shape of Claude Code's `hooks` (`[[hooks.PreToolUse]]` with a
+    /// `matcher` and `hooks = [{ type = "command", command = "…" }]`).
+    pub(crate) hooks: serde_json::Value,
 }
 
 /// How sessions use their model's context (the `[session]` section).
@@ -142,6 +145,11 @@ pub(crate) struct ExecutorSection {
     pub(crate) spill_cap_mib: Option<u64>,
 }
 
+/// `~/.claude`, where Claude Code keeps the user's settings (their hooks among them).
+pub(crate) fn claude_home() -> Option<PathBuf> {
+    std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|home| PathBuf::from(home).join(".claude"))
+}
+
 /// Where the file is looked for when `--config` is not given.
 pub(crate) fn default_path() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_CONFIG_HOME")
@@ -166,7 +174,9 @@ pub(crate) fn trusted(explicit: Option<&Path>) -> Vec<crate::sandbox::Trusted> {
         .into_iter()
         .flatten()
         .map(|base| Trusted { path: base.join("hotsh"), kind: TrustedKind::Directory });
-    explicit.into_iter().chain(defaults).collect()
+    // The user's Claude Code settings: the hooks in it run as the user, unasked.
+    let claude = claude_home().map(|path| Trusted { path, kind: TrustedKind::Directory });
+    explicit.into_iter().chain(defaults).chain(claude).collect()
 }
 
 impl ConfigFile {

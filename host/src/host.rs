@@ -46,6 +46,10 @@ pub(crate) struct HostConfig {
     /// The commands' environment, taken (and hidden from the process) at start-up; `None`:
     /// the process's own, scrubbed.
     pub(crate) command_env: Option<Vec<(std::ffi::OsString, std::ffi::OsString)>>,
+    /// The config's `[hooks]`, in Claude Code's shape.
+    pub(crate) hooks: serde_json::Value,
+    /// `~/.claude` (the user's Claude Code settings and their hooks).
+    pub(crate) claude_home: Option<PathBuf>,
 }
 
 impl HostConfig {
@@ -95,6 +99,8 @@ impl HostConfig {
             trusted: Vec::new(),
             mcp: crate::mcp::McpSetup::from_config(&file.mcp)?,
             command_env: None,
+            hooks: file.hooks,
+            claude_home: crate::config::claude_home(),
         })
     }
 
@@ -139,6 +145,8 @@ pub(crate) struct Host {
     mcp_setup: crate::mcp::McpSetup,
     /// The rules the user allowed in projects ("Always allow in this project").
     pub(crate) project_rules: crate::permissions::ProjectRules,
+    /// The user's command hooks.
+    pub(crate) hooks: Arc<crate::hooks::HookHost>,
 }
 
 /// A model a session can use.
@@ -253,6 +261,17 @@ impl Host {
             })
             .transpose()?
             .map(Arc::new);
+        let project_rules = crate::permissions::ProjectRules::new(config.data_dir.as_deref());
+        let store = SessionStore::new(config.data_dir.clone());
+        let hooks = Arc::new(crate::hooks::HookHost::new(
+            Arc::clone(&executor) as _,
+            Arc::clone(&sandbox),
+            Arc::clone(&output_root),
+            project_rules.clone(),
+            config.claude_home.clone(),
+            &config.hooks,
+            store.clone(),
+        ));
         let host = Arc::new(Self {
             registry,
             executor,
@@ -263,8 +282,9 @@ impl Host {
             output_root,
             runtime,
             sessions: Mutex::default(),
-            store: SessionStore::new(config.data_dir.clone()),
-            project_rules: crate::permissions::ProjectRules::new(config.data_dir.as_deref()),
+            store,
+            project_rules,
+            hooks,
             recorder,
             mcp_setup: config.mcp.clone(),
         });
@@ -309,6 +329,7 @@ impl Host {
         let open = self.store.create(&meta)?;
         let session = Arc::new(Session::new(&meta, Box::new(LogWriter::start(open)), None));
         lock(&self.sessions).insert(session.id.clone(), Arc::clone(&session));
+        self.hooks.opened(&session.id.0, "startup");
         Ok(session)
     }
 
@@ -331,6 +352,7 @@ impl Host {
             let mut folded =
                 session.attach_for_replay(sink, blocking(move || store.read(&owned))).await?;
             folded.open_tasks.clear();
+            self.hooks.opened(&session.id.0, "resume");
             return Ok((session, folded));
         }
         let (open, folded) = blocking(move || store.open(&owned)).await?;
@@ -338,6 +360,7 @@ impl Host {
             Arc::new(Session::new(&folded.meta, Box::new(LogWriter::start(open)), Some(&folded)));
         session.attach_for_replay(sink, async { Ok::<_, StoreError>(()) }).await?;
         lock(&self.sessions).insert(session.id.clone(), Arc::clone(&session));
+        self.hooks.opened(&session.id.0, "resume");
         Ok((session, folded))
     }
 
@@ -370,6 +393,7 @@ impl Host {
         let Some(session) = lock(&self.sessions).remove(id) else {
             return false;
         };
+        self.hooks.ended(&session, "other").await;
         session.close(&*self.executor).await;
         true
     }
@@ -528,6 +552,7 @@ impl Host {
     }
 
     pub(crate) fn turn(&self, session: &Session) -> crate::turn::Turn {
+        let hooks = self.hooks.for_turn(session);
         let offered = self.offered_model(session.model_choice().as_deref());
         let plugins = crate::turn::PluginTools {
             registry: Arc::clone(&self.registry),
@@ -547,7 +572,9 @@ impl Host {
             limits: offered.limits,
             effort: self.effort_of(session),
             price: offered.price.clone(),
-            tools: hotsh_core::tools::ToolRouter::new(providers, self.sandbox.confines()),
+            tools: hotsh_core::tools::ToolRouter::new(providers, self.sandbox.confines())
+                .with_command_hooks(Arc::clone(&hooks) as _),
+            hooks,
             ports: Arc::new(crate::turn::HostPorts {
                 executor: Arc::clone(&self.executor) as _,
                 cwd: session.cwd.clone(),
@@ -576,6 +603,8 @@ impl Host {
         if tokio::time::timeout(TURN_END_ON_EXIT, ended).await.is_err() {
             tracing::warn!("a cancelled turn did not end in time; stopping anyway");
         }
+        let ending = open.iter().map(|session| self.hooks.ended(session, "prompt_input_exit"));
+        futures::future::join_all(ending).await;
         for session in &open {
             session.set_own_tools(Vec::new());
         }

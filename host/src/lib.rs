@@ -7,6 +7,7 @@ mod config;
 mod dev;
 mod dirs;
 mod executor;
+mod hooks;
 mod host;
 mod http;
 mod install;

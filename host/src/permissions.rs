@@ -4,6 +4,7 @@
 //! the model runs can grant itself a rule. Every hotsh of the user reads the file again for
 //! each call it gates, so a rule added or removed by one is seen by the others at once.
 
+use hotsh_core::hooks::Fingerprint;
 use hotsh_core::permissions::Rule;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -21,6 +22,9 @@ struct ProjectFile {
     /// The project's folder (the file's name is a hash of it).
     project: PathBuf,
     rules: Vec<Rule>,
+    /// The project's hooks the user allowed (`.claude/settings*.json`), as they were then.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    hooks: Vec<Fingerprint>,
 }
 
 /// The most rules one project keeps (a file past it is refused as broken).
@@ -56,7 +60,13 @@ impl ProjectRules {
         };
         match serde_json::from_slice::<ProjectFile>(&text) {
             // Another project whose path hashes alike would be a collision of SHA-256.
-            Ok(file) if file.project == project && file.rules.len() <= MAX_RULES => Some(file),
+            Ok(file)
+                if file.project == project
+                    && file.rules.len() <= MAX_RULES
+                    && file.hooks.len() <= MAX_RULES =>
+            {
+                Some(file)
+            }
             Ok(_) => {
                 tracing::warn!(path = %path.display(), "the project's rules file is not this project's, or too long; it grants nothing");
                 None
@@ -87,19 +97,45 @@ impl ProjectRules {
         Ok(had)
     }
 
-    /// Rewrites `project`'s file with `edit` applied: written beside it, then renamed over it.
+    /// The project's hooks the user allowed to run ("Always run them in this project").
+    pub(crate) fn hooks_allowed(&self, project: &Path) -> Vec<Fingerprint> {
+        self.read(project).map(|file| file.hooks).unwrap_or_default()
+    }
+
+    /// Adds `hooks` to those the user allowed in `project`.
+    pub(crate) fn allow_hooks(&self, project: &Path, hooks: &[Fingerprint]) -> anyhow::Result<()> {
+        self.edit(project, |file| {
+            for hook in hooks {
+                if !file.hooks.contains(hook) {
+                    file.hooks.push(hook.clone());
+                }
+            }
+        })
+    }
+
+    /// Rewrites `project`'s rules with `edit` applied.
     fn change(&self, project: &Path, edit: impl FnOnce(&mut Vec<Rule>)) -> anyhow::Result<()> {
+        self.edit(project, |file| edit(&mut file.rules))
+    }
+
+    /// Rewrites `project`'s file with `edit` applied: written beside it, then renamed over it.
+    fn edit(&self, project: &Path, edit: impl FnOnce(&mut ProjectFile)) -> anyhow::Result<()> {
         use anyhow::Context as _;
         let Some(path) = self.file_of(project) else {
             anyhow::bail!("hotsh has no data directory to keep the project's rules in");
         };
         let dir = path.parent().context("the rules file has a folder")?;
         std::fs::create_dir_all(dir).with_context(|| format!("cannot make {}", dir.display()))?;
-        let mut file = self
-            .read(project)
-            .unwrap_or_else(|| ProjectFile { project: project.to_owned(), rules: Vec::new() });
-        edit(&mut file.rules);
-        anyhow::ensure!(file.rules.len() <= MAX_RULES, "a project keeps {MAX_RULES} rules at most");
+        let mut file = self.read(project).unwrap_or_else(|| ProjectFile {
+            project: project.to_owned(),
+            rules: Vec::new(),
+            hooks: Vec::new(),
+        });
+        edit(&mut file);
+        anyhow::ensure!(
+            file.rules.len() <= MAX_RULES && file.hooks.len() <= MAX_RULES,
+            "a project keeps {MAX_RULES} rules and {MAX_RULES} hooks at most"
+        );
         let mut temp = tempfile::NamedTempFile::new_in(dir)
             .with_context(|| format!("cannot write in {}", dir.display()))?;
         serde_json::to_writer_pretty(&mut temp, &file)?;

@@ -52,6 +52,11 @@ pub struct RunRequest {
     pub environment: Option<String>,
     /// The command's `$TMPDIR` (the session's private temp dir), if not the executor's.
     pub temp_dir: Option<PathBuf>,
+    /// What the command reads on stdin (`None`: `/dev/null`); a command that does not read it
+    /// all is not waited for.
+    pub stdin: Option<Vec<u8>>,
+    /// Variables set on top of the commands' environment (after the credential scrub).
+    pub env: Vec<(String, String)>,
 }
 
 /// A full copy of a command's output, kept when the model's view of it is cut.

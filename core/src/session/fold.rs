@@ -263,6 +263,7 @@ fn call_id_of(event: &SessionEvent) -> Option<&ToolCallId> {
         | SessionEvent::ToolCallFinished { call_id, .. }
         | SessionEvent::PluginChanged { call_id, .. }
         | SessionEvent::HostNote { call_id, .. }
+        | SessionEvent::HookRan { call_id, .. }
         | SessionEvent::CompactionStarted { id: call_id, .. }
         | SessionEvent::CompactionSummary { id: call_id, .. }
         | SessionEvent::CompactionEnded { id: call_id, .. } => Some(call_id),

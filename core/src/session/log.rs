@@ -90,6 +90,13 @@ pub enum Fact {
         /// a rule`, `rejected`, `cancelled`, `unavailable` or `refused` (at the gate).
         answer: String,
     },
+    /// The user was asked something that is not an escalation (a project's hooks, a call a
+    /// hook asked about), and answered with this option id (or `cancelled`, `unavailable`).
+    Question {
+        call_id: String,
+        title: String,
+        answer: String,
+    },
     /// The user allowed the calls a rule covers for the rest of the session.
     RuleAdded {
         rule: crate::permissions::Rule,
@@ -205,6 +212,7 @@ impl Fact {
         "escalation",
         "rule_added",
         "rule_removed",
+        "question",
         "file_seen",
     ];
 }

@@ -204,6 +204,11 @@ pub enum SessionEvent {
         title: String,
         detail: String,
     },
+    /// A hook ran (or was not allowed to): its card, closed.
+    HookRan {
+        call_id: ToolCallId,
+        run: HookRun,
+    },
     /// The model's plan for the work, whole (it replaces the one before).
     Plan {
         entries: Vec<crate::plan::PlanEntry>,
@@ -248,7 +253,100 @@ impl SessionEvent {
         "compaction_started",
         "compaction_summary",
         "compaction_ended",
+        "hook_ran",
     ];
+}
+
+/// One run of a hook, as its card shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookRun {
+    /// The event (`PreToolUse`…), as Claude Code names it.
+    pub event: String,
+    pub command: String,
+    /// Where it was configured (`~/.claude/settings.json`…).
+    pub source: String,
+    /// `exit 0`, `exit 2`, `timed out`, `not run: …`, `not allowed`.
+    pub status: String,
+    /// It did not exit 0.
+    pub failed: bool,
+    /// What it printed, bounded (stdout unless it asked to hide it, then stderr).
+    pub output: String,
+    /// What it decided, in words (`blocked: …`, `denied: …`, `added context`), if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+}
+
+impl HookRun {
+    pub fn title(&self) -> String {
+        let line = self.command.lines().next().unwrap_or_default();
+        let line = &line[..crate::text::floor_char_boundary(line, 80)];
+        let more = if line.len() < self.command.trim_end().len() { " …" } else { "" };
+        format!("{} hook: {line}{more} ({})", self.event, self.status)
+    }
+
+    /// The card's text.
+    pub fn describe(&self) -> String {
+        let mut text = format!("From {}.", self.source);
+        if let Some(outcome) = &self.outcome {
+            text.push_str(&format!(" It {outcome}."));
+        }
+        if !self.output.trim().is_empty() {
+            text.push_str("\n\n");
+            text.push_str(self.output.trim_end());
+        }
+        text
+    }
+}
+
+/// A question for the user that is not an escalation (whether a project's hooks may run,
+/// whether a call a hook asks about may run): the client shows `intro`, then each quoted text
+/// under its label, and the options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Question {
+    pub call_id: String,
+    pub title: String,
+    /// hotsh's own words.
+    pub intro: String,
+    /// Texts hotsh does not control (a hook's reason, a call's arguments, a hook's command),
+    /// each under hotsh's label: the client shows them so that none can pass for hotsh's
+    /// words.
+    pub quoted: Vec<(String, String)>,
+    pub options: Vec<QuestionOption>,
+}
+
+/// One answer the user may give.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuestionOption {
+    pub id: String,
+    pub label: String,
+    pub kind: OptionKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptionKind {
+    AllowOnce,
+    AllowAlways,
+    RejectOnce,
+}
+
+/// What the user answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// The id of the option chosen.
+    Chose(String),
+    Cancelled,
+    /// No client that can ask is attached.
+    Unavailable,
+}
+
+impl Reply {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Reply::Chose(id) => id,
+            Reply::Cancelled => "cancelled",
+            Reply::Unavailable => "unavailable",
+        }
+    }
 }
 
 /// How a compaction ended, as the client is shown it.
@@ -371,6 +469,12 @@ pub trait EventSink: Send + Sync {
     ) -> futures::future::BoxFuture<'static, EscalationAnswer> {
         let _ = ask;
         Box::pin(async { EscalationAnswer::Unavailable })
+    }
+
+    /// Asks the user `question`. A sink that cannot ask answers `Unavailable`.
+    fn ask(&self, question: Question) -> futures::future::BoxFuture<'static, Reply> {
+        let _ = question;
+        Box::pin(async { Reply::Unavailable })
     }
 
     /// Which file operations the client performs for the agent.
@@ -925,6 +1029,26 @@ impl Session {
         };
         self.record_escalation(&ask, answer.as_str()).await;
         answer
+    }
+
+    /// Asks the user `question` (through the attached client), and logs the question and the
+    /// answer.
+    pub async fn ask(&self, question: Question, cancel: &CancellationToken) -> Reply {
+        let reply = match self.sink() {
+            Some(sink) => tokio::select! {
+                reply = sink.ask(question.clone()) => reply,
+                () = cancel.cancelled() => Reply::Cancelled,
+            },
+            None => Reply::Unavailable,
+        };
+        self.record(Fact::Question {
+            call_id: question.call_id,
+            title: question.title,
+            answer: reply.as_str().to_owned(),
+        })
+        .await;
+        let _ = self.flush().await;
+        reply
     }
 
     /// Logs an escalation request and its outcome.

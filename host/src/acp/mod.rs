@@ -17,6 +17,7 @@ use crate::sandbox::Mode;
 use crate::session::store::StoreError;
 use crate::session::{
     ClientFs, DEFAULT_MODE, EscalationAnswer, EscalationAsk, EventSink, Fact, Narrowing, PLAN_MODE,
+    Question, Reply,
     Prompt, SessionEvent, SessionId,
 };
 use crate::sync::lock;
@@ -401,6 +402,8 @@ enum Asked {
     /// `/permissions ARGS`: answered (and a rule it removes, logged) once the turn has begun,
     /// in the session's order.
     Permissions(Option<String>),
+    /// `/hooks`: what is configured, read when the turn has begun.
+    Hooks,
 }
 
 /// `session/prompt`: the turn is begun here (so a cancel that follows finds it) and runs on
@@ -430,6 +433,9 @@ async fn on_prompt(
         ),
         Some(SlashCommand::Permissions { args }) => {
             (Fact::Command { text: prompt.text, blocks: prompt.blocks }, Asked::Permissions(args))
+        }
+        Some(SlashCommand::Hooks) => {
+            (Fact::Command { text: prompt.text, blocks: prompt.blocks }, Asked::Hooks)
         }
         Some(SlashCommand::Init { extra }) => (
             Fact::Prompt(Prompt {
@@ -465,6 +471,7 @@ async fn on_prompt(
             Asked::Permissions(args) => {
                 turn::Work::Say { text: host.permissions_command(&session, args.as_deref()).await }
             }
+            Asked::Hooks => turn::Work::Say { text: host.hooks.listing(&session) },
         };
         let answering = turn::answer(&work, &session, what, cancel);
         tokio::pin!(answering);
@@ -899,6 +906,10 @@ impl EventSink for AcpSink {
         ));
     }
 
+    fn ask(&self, question: Question) -> futures::future::BoxFuture<'static, Reply> {
+        self.ask_question(question)
+    }
+
     fn ask_escalation(
         &self,
         ask: EscalationAsk,
@@ -943,6 +954,44 @@ impl EventSink for AcpSink {
 }
 
 impl AcpSink {
+    /// Asks `question` on a card of its own: drawn pending, closed with the answer.
+    fn ask_question(&self, question: Question) -> futures::future::BoxFuture<'static, Reply> {
+        use agent_client_protocol::v1::schema::{
+            RequestPermissionOutcome, ToolCall, ToolCallStatus, ToolCallUpdate,
+        };
+        let request = to_acp::question_request(&self.session_id.0, &question);
+        // The card exists before the request names it.
+        let card = ToolCall::new(question.call_id.clone(), request.tool_call.fields.title.clone().unwrap_or_default())
+            .kind(agent_client_protocol::v1::schema::ToolKind::Other)
+            .status(ToolCallStatus::Pending);
+        self.send(SessionUpdate::ToolCall(card));
+        let asked = self.request(request);
+        let (cx, session_id) = (self.cx.clone(), self.session_id.0.clone());
+        let outflow = self.outflow.clone();
+        Box::pin(async move {
+            let reply = match asked.await {
+                Ok(response) => match response.outcome {
+                    RequestPermissionOutcome::Selected(selected) => {
+                        Reply::Chose(selected.option_id.0.to_string())
+                    }
+                    _ => Reply::Cancelled,
+                },
+                Err(error) => {
+                    tracing::info!(%error, "the client could not ask the user");
+                    Reply::Unavailable
+                }
+            };
+            let status = match &reply {
+                Reply::Chose(_) => ToolCallStatus::Completed,
+                Reply::Cancelled | Reply::Unavailable => ToolCallStatus::Failed,
+            };
+            let fields = ToolCallUpdateFields::new().status(status);
+            let update = SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(question.call_id, fields));
+            send_update(&cx, outflow.as_deref(), SessionNotification::new(session_id, update));
+            reply
+        })
+    }
+
     /// Keeps what an open card was drawn with (`open_cards`), until it closes.
     fn remember_card(&self, update: &SessionUpdate) {
         use agent_client_protocol::v1::schema::ToolCallStatus;

@@ -261,6 +261,12 @@ fn common_update(event: SessionEvent) -> Option<SessionUpdate> {
                 .status(if failed { ToolCallStatus::Failed } else { ToolCallStatus::Completed })
                 .content(text_content(detail)),
         ),
+        SessionEvent::HookRan { call_id, run } => SessionUpdate::ToolCall(
+            ToolCall::new(call_id.0, title_line(&run.title()))
+                .kind(acp::ToolKind::Other)
+                .status(if run.failed { ToolCallStatus::Failed } else { ToolCallStatus::Completed })
+                .content(text_content(hook_card(&run))),
+        ),
         SessionEvent::HostNote { call_id, title, detail } => SessionUpdate::ToolCall(
             ToolCall::new(call_id.0, title)
                 .kind(acp::ToolKind::Other)
@@ -540,6 +546,59 @@ pub(super) fn escalation_request(
             ),
             PermissionOption::new(REJECT, "Reject", PermissionOptionKind::RejectOnce),
         ],
+    )
+}
+
+/// A hook run's card: where it came from and what it decided (hotsh's words), then the
+/// command and what it printed, each in a block of its own.
+fn hook_card(run: &crate::session::HookRun) -> String {
+    let mut text = format!("From {}.", run.source);
+    if let Some(outcome) = &run.outcome {
+        text.push_str(&format!(" It {}.", visible(outcome)));
+    }
+    text.push_str("\n\n");
+    text.push_str(&fenced(&visible(&run.command), "sh"));
+    if !run.output.trim().is_empty() {
+        text.push_str("\n\n");
+        text.push_str(&fenced_console(&run.output));
+    }
+    text
+}
+
+/// `session/request_permission` for a question that is not an escalation: a card of its own
+/// (pending while the user decides), hotsh's words first, each quoted text in a block.
+pub(super) fn question_request(
+    session_id: &str,
+    question: &crate::session::Question,
+) -> agent_client_protocol::v1::schema::RequestPermissionRequest {
+    use agent_client_protocol::v1::schema::{
+        PermissionOption, PermissionOptionKind, RequestPermissionRequest,
+    };
+    let mut body = question.intro.clone();
+    for (label, text) in &question.quoted {
+        body.push_str(&format!("\n\n**{label}:**\n\n{}", fenced(&visible(text), "text")));
+    }
+    let fields = ToolCallUpdateFields::new()
+        .title(title_line(&question.title))
+        .kind(acp::ToolKind::Other)
+        .status(agent_client_protocol::v1::schema::ToolCallStatus::Pending)
+        .content(text_content(body));
+    let options = question
+        .options
+        .iter()
+        .map(|option| {
+            let kind = match option.kind {
+                crate::session::OptionKind::AllowOnce => PermissionOptionKind::AllowOnce,
+                crate::session::OptionKind::AllowAlways => PermissionOptionKind::AllowAlways,
+                crate::session::OptionKind::RejectOnce => PermissionOptionKind::RejectOnce,
+            };
+            PermissionOption::new(option.id.clone(), option.label.clone(), kind)
+        })
+        .collect();
+    RequestPermissionRequest::new(
+        session_id.to_owned(),
+        ToolCallUpdate::new(question.call_id.clone(), fields),
+        options,
     )
 }
 

@@ -247,13 +247,15 @@ impl Executor {
         workdir: &Path,
         confinement: Confinement<'_>,
         temp_dir: Option<&Path>,
+        env: &[(String, String)],
         output: Output,
     ) -> Result<Spawned, RunError> {
-        let temp: Vec<(String, String)> = temp_dir
+        let extra: Vec<(String, String)> = temp_dir
             .map(|dir| ("TMPDIR".to_owned(), dir.to_string_lossy().into_owned()))
             .into_iter()
+            .chain(env.iter().cloned())
             .collect();
-        self.spawn_shim(command, &[], &temp, workdir, confinement, output)
+        self.spawn_shim(command, &[], &extra, workdir, confinement, output)
     }
 
     /// [`Self::spawn`] with positional arguments for the command (`$0`, `$1`, …) and
@@ -277,7 +279,7 @@ impl Executor {
         }
         let spawn_error = RunError::Spawn;
         let (stdin, host_stdin): (OwnedFd, _) = match output {
-            Output::Service => {
+            Output::Service | Output::Fed => {
                 let (read, write) = std::io::pipe().map_err(spawn_error)?;
                 let write = pipe::Sender::from_owned_fd(write.into()).map_err(spawn_error)?;
                 (read.into(), Some(write))
@@ -288,7 +290,7 @@ impl Executor {
         };
         let (first, stdout) = host_pipe()?;
         let (second, stderr) = match output {
-            Output::Service | Output::Separate => {
+            Output::Service | Output::Separate | Output::Fed => {
                 let (second, stderr) = host_pipe()?;
                 (Some(second), stderr)
             }
@@ -359,14 +361,25 @@ impl Executor {
         let policy = request.policy.map(|rules| self.enforced(rules));
         let (_confined, gate) = ConfinedRun::start(self, policy.as_ref()).await;
         let confinement = Confinement::of(policy.as_ref(), request.environment.as_deref());
-        let Spawned { mut exit, process, pipes, .. } = self.spawn(
+        let output = if request.stdin.is_some() { Output::Fed } else { Output::Separate };
+        let Spawned { mut exit, process, pipes, stdin } = self.spawn(
             &request.command,
             &request.workdir,
             confinement,
             request.temp_dir.as_deref(),
-            Output::Separate,
+            &request.env,
+            output,
         )?;
         drop(gate);
+        if let (Some(mut pipe), Some(bytes)) = (stdin, request.stdin) {
+            // Fed on a task of its own: a command that reads slowly, or not at all, does not
+            // hold up reading its output; the pipe closes once all is written (or the command
+            // is gone).
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt as _;
+                let _ = pipe.write_all(&bytes).await;
+            });
+        }
         let mut capture = OutputCapture::new(self.config.capture, request.spill_path);
 
         // The pump borrows the capture; the block ends both borrows before `finish`.
@@ -459,6 +472,7 @@ impl Executor {
             &request.workdir,
             confinement,
             request.temp_dir.as_deref(),
+            &[],
             Output::Merged,
         )?;
         let number = self.next_task.fetch_add(1, Ordering::SeqCst);
@@ -832,6 +846,8 @@ enum Output {
     Service,
     /// Two pipes, read apart (a foreground command: the model sees the streams apart).
     Separate,
+    /// As `Separate`, with a pipe on stdin the host feeds.
+    Fed,
     /// One pipe for both (a background task).
     Merged,
 }

@@ -110,6 +110,19 @@ impl CallSandbox {
         self.sandbox.policy(mode, &self.cwd, temp.as_deref()).ok().and_then(|(policy, _)| policy)
     }
 
+    /// The policy and `$TMPDIR` a command of the session runs with when nothing widens it (a
+    /// project's hook); an error when it cannot run confined as it should.
+    pub(crate) fn confinement(
+        &self,
+    ) -> Result<(Option<hotsh_core::executor::Policy>, Option<std::path::PathBuf>), String> {
+        let (mode, _) = self.standing();
+        let temp = self.temp_dir(TempUse::Command)?;
+        match self.sandbox.policy(mode, &self.cwd, temp.as_deref()) {
+            Ok((policy, _)) => Ok((policy, temp)),
+            Err(error) => Err(format!("it cannot run confined: {error}")),
+        }
+    }
+
     /// Decides how `action` runs; asks the user first when it wants a wider mode. An error is
     /// the text the plugin returns: nothing was run (or written).
     pub(crate) async fn gate(

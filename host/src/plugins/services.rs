@@ -141,6 +141,8 @@ impl CallServices {
             policy: gate.policy.clone().map(|policy| policy.rules),
             environment: (!gate.escalated).then(|| self.session_id.clone()),
             temp_dir: gate.temp_dir.clone(),
+            stdin: None,
+            env: Vec::new(),
         };
         let executor = Arc::clone(&self.executor);
         let live = Arc::clone(&self.live);

@@ -677,6 +677,18 @@ mod tests {
                 title: "Plan mode".into(),
                 detail: "…".into(),
             },
+            SessionEvent::HookRan {
+                call_id: id(6),
+                run: crate::session::HookRun {
+                    event: "PreToolUse".into(),
+                    command: "check.sh".into(),
+                    source: "~/.claude/settings.json".into(),
+                    status: "exit 2".into(),
+                    failed: true,
+                    output: "no rm -rf\n".into(),
+                    outcome: Some("blocked: no rm -rf".into()),
+                },
+            },
             SessionEvent::Plan {
                 entries: vec![PlanEntry {
                     step: "Build".into(),
@@ -807,6 +819,11 @@ mod tests {
                     crate::sandbox::Mode::DangerFullAccess,
                 ),
             },
+            Fact::Question {
+                call_id: "call-9".into(),
+                title: "Run this project's hooks? (1 new)".into(),
+                answer: "hooks-session".into(),
+            },
         ];
         events.into_iter().map(Record::Event).chain(facts.into_iter().map(Record::Fact)).collect()
     }
@@ -828,6 +845,7 @@ mod tests {
                 SessionEvent::CompactionStarted { .. } => 9,
                 SessionEvent::CompactionSummary { .. } => 10,
                 SessionEvent::CompactionEnded { .. } => 11,
+                SessionEvent::HookRan { .. } => 32,
                 // Never logged (the `prompt` record holds it).
                 SessionEvent::UserMessage { .. } => usize::MAX,
             },
@@ -852,6 +870,7 @@ mod tests {
                 Fact::FileSeen { .. } => 29,
                 Fact::RuleAdded { .. } => 30,
                 Fact::RuleRemoved { .. } => 31,
+                Fact::Question { .. } => 33,
             },
         }
     }
@@ -866,7 +885,7 @@ mod tests {
     fn every_record_type_is_written_exactly_as_the_format_says() {
         let records = one_of_each();
         let covered: std::collections::BTreeSet<usize> = records.iter().map(type_number).collect();
-        assert_eq!(covered, (0..32).collect(), "one record of every type");
+        assert_eq!(covered, (0..34).collect(), "one record of every type");
         let mut written = String::new();
         for (at, record) in records.iter().enumerate() {
             let text = String::from_utf8(line(at as u64 + 1, record).expect("serialises"))

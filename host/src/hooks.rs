@@ -1,0 +1,507 @@
+//! The user's command hooks, as the host runs them (`hotsh_core::hooks` has the format and
+//! what a run means): read at each turn from the files users keep them in, a project's
+//! allowed by the user first, each run through the executor with its payload on stdin and
+//! shown as a card.
+//!
+//! Where they come from, in this order: `~/.claude/settings.json` and hotsh's config
+//! (`[hooks]`): the user's own, run as the user; `<project>/.claude/settings.json` and
+//! `settings.local.json`: anything that can write the project can write them, so they run
+//! only once the user allowed them (asked once, listing them; allowed "always" they are kept
+//! in the data directory by fingerprint, and a hook added or changed is asked about again),
+//! and then confined as the session's commands are. `~/.claude` is read-only to confined
+//! commands (`config::trusted`).
+
+use crate::executor::{LiveOutput, SessionTemp};
+use crate::session::{HookRun, OptionKind, Question, QuestionOption, Reply, Session, SessionEvent};
+use crate::sync::lock;
+use futures::future::BoxFuture;
+use hotsh_core::executor::{Executor, RunRequest};
+use hotsh_core::hooks::{Event, Fingerprint, HookCommand, Hooks, Point, Ran, Source, Verdict};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+/// The most of a hook's output its card shows.
+const CARD_OUTPUT: usize = 4 << 10;
+/// How long the hooks of a session that ends as the agent exits may take, all together.
+const END_ON_EXIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The option ids of the question that asks for a project's hooks.
+const RUN_FOR_SESSION: &str = "hooks-session";
+const RUN_ALWAYS: &str = "hooks-always";
+const DO_NOT_RUN: &str = "hooks-refuse";
+
+/// What runs the hooks of every session of the agent.
+#[derive(Debug)]
+pub(crate) struct HookHost {
+    pub(crate) executor: Arc<dyn Executor>,
+    pub(crate) sandbox: Arc<crate::sandbox::Sandbox>,
+    pub(crate) output_root: Arc<crate::executor::OutputRoot>,
+    pub(crate) project_rules: crate::permissions::ProjectRules,
+    /// `~/.claude` (`None` without a home).
+    pub(crate) claude_home: Option<PathBuf>,
+    /// hotsh's config's `[hooks]`, in Claude's shape.
+    pub(crate) configured: Vec<HookCommand>,
+    /// What was skipped in the config's `[hooks]`.
+    pub(crate) configured_skipped: Vec<String>,
+    /// Where session logs are (each hook's `transcript_path`).
+    pub(crate) store: crate::session::store::SessionStore,
+    sessions: Mutex<HashMap<String, SessionHooks>>,
+}
+
+/// What one session's hooks remember.
+#[derive(Debug, Default)]
+struct SessionHooks {
+    /// `SessionStart` is due with this source at its next prompt.
+    starting: Option<&'static str>,
+    /// Project hooks the user allowed for this session only, or refused in it.
+    allowed: HashSet<Fingerprint>,
+    refused: HashSet<Fingerprint>,
+}
+
+impl HookHost {
+    #[allow(clippy::too_many_arguments, reason = "the host's parts it runs hooks with")]
+    pub(crate) fn new(
+        executor: Arc<dyn Executor>,
+        sandbox: Arc<crate::sandbox::Sandbox>,
+        output_root: Arc<crate::executor::OutputRoot>,
+        project_rules: crate::permissions::ProjectRules,
+        claude_home: Option<PathBuf>,
+        configured: &serde_json::Value,
+        store: crate::session::store::SessionStore,
+    ) -> Self {
+        let (configured, configured_skipped) = hotsh_core::hooks::parse(configured, Source::Config);
+        Self {
+            executor,
+            sandbox,
+            output_root,
+            project_rules,
+            claude_home,
+            configured,
+            configured_skipped,
+            store,
+            sessions: Mutex::default(),
+        }
+    }
+
+    /// A session began serving (`startup` for a new one, `resume` for one loaded or
+    /// resumed): its next prompt runs `SessionStart` first.
+    pub(crate) fn opened(&self, session: &str, source: &'static str) {
+        lock(&self.sessions).entry(session.to_owned()).or_default().starting = Some(source);
+    }
+
+    /// The source of a `SessionStart` due now (taken: it runs once).
+    pub(crate) fn starting(&self, session: &str) -> Option<&'static str> {
+        lock(&self.sessions).get_mut(session).and_then(|state| state.starting.take())
+    }
+
+    /// The hooks in force for a session in `cwd` now, and what was skipped reading them.
+    fn load(&self, cwd: &Path) -> (Vec<HookCommand>, Vec<String>) {
+        let mut hooks = Vec::new();
+        let mut skipped = Vec::new();
+        let project = cwd.join(".claude");
+        let files = [
+            (self.claude_home.as_ref().map(|home| home.join("settings.json")), Source::User),
+            (None, Source::Config),
+            (Some(project.join("settings.json")), Source::Project),
+            (Some(project.join("settings.local.json")), Source::ProjectLocal),
+        ];
+        for (path, source) in files {
+            if source == Source::Config {
+                hooks.extend(self.configured.iter().cloned());
+                skipped.extend(self.configured_skipped.iter().cloned());
+                continue;
+            }
+            let Some(path) = path else { continue };
+            let text = match std::fs::read(&path) {
+                Ok(text) => text,
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(error) => {
+                    skipped.push(format!("cannot read {}: {error}", path.display()));
+                    continue;
+                }
+            };
+            match serde_json::from_slice::<serde_json::Value>(&text) {
+                Ok(settings) => {
+                    let (found, missed) = hotsh_core::hooks::parse(&settings["hooks"], source);
+                    hooks.extend(found);
+                    skipped.extend(missed);
+                }
+                Err(error) => skipped.push(format!(
+                    "{} is not valid JSON ({error}): its hooks do not run",
+                    path.display()
+                )),
+            }
+        }
+        (hooks, skipped)
+    }
+
+    /// The hooks a turn of `session` runs: the files as they are now.
+    pub(crate) fn for_turn(self: &Arc<Self>, session: &Session) -> Arc<TurnHooks> {
+        let (hooks, skipped) = self.load(&session.cwd);
+        for why in &skipped {
+            tracing::warn!(session = %session.id, "hooks: {why}");
+        }
+        let events = hooks.iter().map(|hook| hook.event).collect();
+        Arc::new(TurnHooks {
+            host: Arc::clone(self),
+            session: session.id.0.clone(),
+            hooks,
+            events,
+            may_ask: true,
+        })
+    }
+
+    /// Runs the `SessionEnd` hooks of a session that closes (`reason`: `close`, or
+    /// `prompt_input_exit` when the agent exits), with the hooks already allowed (nobody is
+    /// left to ask), then forgets the session.
+    pub(crate) async fn ended(self: &Arc<Self>, session: &Arc<Session>, reason: &str) {
+        let mut hooks = Arc::unwrap_or_clone(self.for_turn(session));
+        hooks.may_ask = false;
+        if hooks.wants(Event::SessionEnd) {
+            let point = Point::new(Event::SessionEnd, reason, serde_json::json!({ "reason": reason }));
+            let cancel = CancellationToken::new();
+            let run = hooks.run(session, point, &cancel);
+            if reason != "prompt_input_exit" {
+                run.await;
+            } else if tokio::time::timeout(END_ON_EXIT, run).await.is_err() {
+                tracing::warn!(session = %session.id, "SessionEnd hooks did not end in time");
+            }
+        }
+        lock(&self.sessions).remove(&session.id.0);
+    }
+
+    /// `/hooks`: what is configured for a session in `cwd`, from where, and whether a
+    /// project's hook may run.
+    pub(crate) fn listing(&self, session: &Session) -> String {
+        let (hooks, skipped) = self.load(&session.cwd);
+        if hooks.is_empty() && skipped.is_empty() {
+            return "No hooks are configured. hotsh reads Claude Code's `hooks` from \
+                    `~/.claude/settings.json`, `.claude/settings.json` and \
+                    `.claude/settings.local.json` in the session's folder, and `[hooks]` in its \
+                    config."
+                .to_owned();
+        }
+        let allowed = self.project_rules.hooks_allowed(&session.cwd);
+        let state = lock(&self.sessions);
+        let mine = state.get(&session.id.0);
+        let mut lines = vec!["Hooks (event, matcher, command, from):".to_owned()];
+        for hook in &hooks {
+            let print = hook.fingerprint();
+            let standing = if !hook.source.is_project() {
+                "runs as you"
+            } else if allowed.contains(&print) {
+                "allowed in this project"
+            } else if mine.is_some_and(|m| m.allowed.contains(&print)) {
+                "allowed for this session"
+            } else if mine.is_some_and(|m| m.refused.contains(&print)) {
+                "refused in this session"
+            } else {
+                "not allowed yet (asked before it first runs)"
+            };
+            let matcher = if hook.matcher.is_empty() { "*" } else { &hook.matcher };
+            lines.push(format!(
+                "- {} `{matcher}`: `{}` ({}, timeout {} s; {standing})",
+                hook.event,
+                hook.command,
+                hook.source.describe(),
+                hook.timeout.as_secs_f64()
+            ));
+        }
+        for why in skipped {
+            lines.push(format!("- skipped: {why}"));
+        }
+        lines.join("\n")
+    }
+}
+
+/// The hooks of one turn.
+#[derive(Clone)]
+pub(crate) struct TurnHooks {
+    host: Arc<HookHost>,
+    session: String,
+    hooks: Vec<HookCommand>,
+    events: HashSet<Event>,
+    /// A project's hooks not allowed yet may be asked about (not when the session ends).
+    may_ask: bool,
+}
+
+impl Hooks for TurnHooks {
+    fn wants(&self, event: Event) -> bool {
+        self.events.contains(&event)
+    }
+
+    fn starting(&self) -> Option<&'static str> {
+        self.host.starting(&self.session)
+    }
+
+    fn run<'a>(
+        &'a self,
+        session: &'a Arc<Session>,
+        point: Point,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Verdict> {
+        Box::pin(async move {
+            let matching: Vec<&HookCommand> = self
+                .hooks
+                .iter()
+                .filter(|hook| hook.event == point.event && hook.matches(&point.subject))
+                .collect();
+            if matching.is_empty() {
+                return Verdict::default();
+            }
+            if matching.iter().any(|hook| hook.source.is_project()) {
+                self.settle_consent(session, cancel).await;
+            }
+            let runnable: Vec<&HookCommand> =
+                matching.into_iter().filter(|hook| self.may_run(session, hook)).collect();
+            let payload = self.payload(session, &point);
+            let runs = runnable.iter().map(|hook| self.run_one(session, hook, &payload, cancel));
+            Verdict::combine(futures::future::join_all(runs).await)
+        })
+    }
+}
+
+impl TurnHooks {
+    /// Whether `hook` may run in `session` (a project's only once allowed).
+    fn may_run(&self, session: &Session, hook: &HookCommand) -> bool {
+        if !hook.source.is_project() {
+            return true;
+        }
+        let print = hook.fingerprint();
+        lock(&self.host.sessions).get(&session.id.0).is_some_and(|s| s.allowed.contains(&print))
+            || self.host.project_rules.hooks_allowed(&session.cwd).contains(&print)
+    }
+
+    /// Asks the user about the project's hooks nobody allowed or refused yet (all of them at
+    /// once, the first time one would run).
+    async fn settle_consent(&self, session: &Arc<Session>, cancel: &CancellationToken) {
+        let allowed = self.host.project_rules.hooks_allowed(&session.cwd);
+        let pending: Vec<&HookCommand> = {
+            let state = lock(&self.host.sessions);
+            let mine = state.get(&session.id.0);
+            let mut seen = HashSet::new();
+            self.hooks
+                .iter()
+                .filter(|hook| hook.source.is_project())
+                .filter(|hook| {
+                    let print = hook.fingerprint();
+                    !allowed.contains(&print)
+                        && !mine.is_some_and(|m| m.allowed.contains(&print) || m.refused.contains(&print))
+                        && seen.insert(print)
+                })
+                .collect()
+        };
+        if pending.is_empty() || !self.may_ask {
+            return;
+        }
+        let listed: Vec<String> = pending
+            .iter()
+            .map(|hook| {
+                let matcher = if hook.matcher.is_empty() { "*" } else { &hook.matcher };
+                format!("{} ({matcher}, from {}): {}", hook.event, hook.source.describe(), hook.command)
+            })
+            .collect();
+        let option = |id: &str, label: &str, kind| QuestionOption { id: id.to_owned(), label: label.to_owned(), kind };
+        let asked = session.next_call_id();
+        let question = Question {
+            call_id: asked.0.clone(),
+            title: format!("Run this project's hooks? ({} new)", pending.len()),
+            intro: format!(
+                "This project's `.claude/` settings configure hooks that hotsh has not run for \
+                 you before. They would run in your session folder, confined as the session's \
+                 commands are. Anything that can write the project can write these files, so \
+                 they run only if you allow them here (a hook added or changed later is asked \
+                 about again)."
+            ),
+            quoted: vec![("The hooks".to_owned(), listed.join("\n"))],
+            options: vec![
+                option(RUN_FOR_SESSION, "Run them in this session", OptionKind::AllowOnce),
+                option(RUN_ALWAYS, "Always run them in this project", OptionKind::AllowAlways),
+                option(DO_NOT_RUN, "Do not run them", OptionKind::RejectOnce),
+            ],
+        };
+        let reply = session.ask(question, cancel).await;
+        let prints: Vec<Fingerprint> = pending.iter().map(|hook| hook.fingerprint()).collect();
+        let note = {
+            let mut state = lock(&self.host.sessions);
+            let mine = state.entry(session.id.0.clone()).or_default();
+            match &reply {
+                Reply::Chose(id) if id == RUN_ALWAYS => {
+                    mine.allowed.extend(prints.iter().cloned());
+                    None
+                }
+                Reply::Chose(id) if id == RUN_FOR_SESSION => {
+                    mine.allowed.extend(prints.iter().cloned());
+                    None
+                }
+                // Refused, or not answered: not run in this session (asked again in the next).
+                _ => {
+                    mine.refused.extend(prints.iter().cloned());
+                    Some(format!(
+                        "These hooks from the project's `.claude/` settings were not allowed ({}) and do not run in this session:\n{}",
+                        reply.as_str(),
+                        listed.join("\n")
+                    ))
+                }
+            }
+        };
+        if matches!(&reply, Reply::Chose(id) if id == RUN_ALWAYS)
+            && let Err(error) = self.host.project_rules.allow_hooks(&session.cwd, &prints)
+        {
+            tracing::warn!(%error, "cannot keep the project's hooks as allowed; allowed for this session");
+        }
+        if let Some(detail) = note {
+            let call_id = session.next_call_id();
+            let title = "Project hooks not run".to_owned();
+            session.emit(SessionEvent::HostNote { call_id, title, detail }).await;
+        }
+    }
+
+    /// The JSON every hook of `point` reads on stdin: Claude's common fields, then the
+    /// event's own.
+    fn payload(&self, session: &Session, point: &Point) -> Vec<u8> {
+        let permission_mode = if session.planning() {
+            "plan"
+        } else if session.sandbox_choice() == Some(hotsh_core::sandbox::Mode::DangerFullAccess) {
+            "bypassPermissions"
+        } else {
+            "default"
+        };
+        let transcript = self.host.store.path_of(&session.id.0).map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let mut payload = serde_json::Map::new();
+        payload.insert("session_id".into(), session.id.0.clone().into());
+        payload.insert("transcript_path".into(), transcript.into());
+        payload.insert("cwd".into(), session.cwd.to_string_lossy().into_owned().into());
+        payload.insert("permission_mode".into(), permission_mode.into());
+        payload.insert("hook_event_name".into(), point.event.as_str().into());
+        payload.extend(point.fields.clone());
+        serde_json::to_vec(&payload).unwrap_or_default()
+    }
+
+    /// Runs one hook and shows its card; what it says.
+    async fn run_one(
+        &self,
+        session: &Arc<Session>,
+        hook: &HookCommand,
+        payload: &[u8],
+        cancel: &CancellationToken,
+    ) -> Verdict {
+        let call_id = session.next_call_id();
+        let ran = self.execute(session, hook, payload, &call_id.0, cancel).await;
+        let verdict = Verdict::of(hook, &ran);
+        let status = if ran.timed_out {
+            "timed out".to_owned()
+        } else if ran.not_run {
+            "not run".to_owned()
+        } else {
+            ran.exit_code.map_or_else(|| "killed".to_owned(), |code| format!("exit {code}"))
+        };
+        let mut output = String::new();
+        if !verdict.quiet {
+            output.push_str(&ran.stdout);
+        }
+        if !ran.stderr.trim().is_empty() {
+            if !output.is_empty() && !output.ends_with('\n') {
+                output.push('\n');
+            }
+            output.push_str(&ran.stderr);
+        }
+        let output = hotsh_core::text::cut_middle(&output, CARD_OUTPUT, CARD_OUTPUT / 2, CARD_OUTPUT / 2, |cut| {
+            format!("[… {cut} bytes not shown …]")
+        });
+        let run = HookRun {
+            event: hook.event.as_str().to_owned(),
+            command: hook.command.clone(),
+            source: hook.source.describe().to_owned(),
+            failed: ran.exit_code != Some(0) || ran.timed_out || ran.not_run,
+            status,
+            output,
+            outcome: describe(&verdict),
+        };
+        session.emit(SessionEvent::HookRan { call_id, run }).await;
+        verdict
+    }
+
+    /// Runs `hook`'s command through the executor: the user's own unconfined, a project's
+    /// under the session's sandbox.
+    async fn execute(
+        &self,
+        session: &Arc<Session>,
+        hook: &HookCommand,
+        payload: &[u8],
+        card: &str,
+        cancel: &CancellationToken,
+    ) -> Ran {
+        let host = &self.host;
+        let (policy, temp_dir) = if hook.source.is_project() {
+            let call = crate::plugins::gate::CallSandbox {
+                sandbox: Arc::clone(&host.sandbox),
+                session: Some(Arc::clone(session)),
+                call_id: String::new(),
+                cwd: session.cwd.clone(),
+                temp: Some(SessionTemp::new(&host.output_root, &session.id.0)),
+                project_rules: host.project_rules.clone(),
+            };
+            match call.confinement() {
+                Ok(confinement) => confinement,
+                Err(why) => {
+                    return Ran { not_run: true, stderr: why, ..Ran::default() };
+                }
+            }
+        } else {
+            (None, None)
+        };
+        let cwd = session.cwd.to_string_lossy().into_owned();
+        let environment = policy.is_some().then(|| session.id.0.clone());
+        let request = RunRequest {
+            command: hook.command.clone(),
+            workdir: session.cwd.clone(),
+            timeout: Some(hook.timeout),
+            spill_path: host.output_root.session_dir(&session.id.0).join(format!("hook-{card}.log")),
+            policy,
+            environment,
+            temp_dir,
+            stdin: Some(payload.to_vec()),
+            env: vec![
+                ("CLAUDE_PROJECT_DIR".to_owned(), cwd.clone()),
+                ("HOTSH_PROJECT_DIR".to_owned(), cwd),
+                ("HOTSH_SESSION_ID".to_owned(), session.id.0.clone()),
+            ],
+        };
+        let live = LiveOutput::new(1);
+        match host.executor.run(request, &live, cancel).await {
+            Ok(outcome) => Ran {
+                exit_code: outcome.exit_code,
+                stdout: outcome.stdout,
+                stderr: outcome.stderr,
+                timed_out: outcome.timed_out,
+                not_run: outcome.not_run,
+            },
+            Err(error) => Ran { not_run: true, stderr: error.to_string(), ..Ran::default() },
+        }
+    }
+}
+
+/// What a hook's verdict did, in words, for its card.
+fn describe(verdict: &Verdict) -> Option<String> {
+    let mut said = Vec::new();
+    if let Some(reason) = &verdict.block {
+        said.push(format!("blocked: {reason}"));
+    }
+    if let Some((decision, reason)) = &verdict.permission {
+        let reason = if reason.is_empty() { String::new() } else { format!(" ({reason})") };
+        said.push(format!("decided {}{reason}", decision.as_str()));
+    }
+    if verdict.updated_input.is_some() {
+        said.push("rewrote the call's arguments".to_owned());
+    }
+    if !verdict.context.is_empty() {
+        said.push("added context for the model".to_owned());
+    }
+    if let Some(reason) = &verdict.halt {
+        said.push(format!("ended the turn: {reason}"));
+    }
+    (!said.is_empty()).then(|| said.join("; "))
+}
