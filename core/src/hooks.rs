@@ -145,7 +145,9 @@ impl HookCommand {
 }
 
 /// A hook as the user allowed it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct Fingerprint {
     pub event: String,
     pub matcher: String,
@@ -402,7 +404,9 @@ impl Verdict {
                 let code = code.map_or_else(|| "a signal".to_owned(), |c| format!("exit {c}"));
                 let stderr = ran.stderr.trim();
                 let detail = if stderr.is_empty() { String::new() } else { format!(": {stderr}") };
-                verdict.notes.push(format!("the {event} hook `{}` failed ({code}){detail}", hook.command));
+                verdict
+                    .notes
+                    .push(format!("the {event} hook `{}` failed ({code}){detail}", hook.command));
                 return verdict;
             }
         }
@@ -420,10 +424,9 @@ impl Verdict {
         };
         let text = |value: Option<&Value>| value.and_then(Value::as_str).map(str::to_owned);
         if output.get("continue").and_then(Value::as_bool) == Some(false) {
-            verdict.halt = Some(
-                text(output.get("stopReason"))
-                    .unwrap_or_else(|| format!("the {event} hook `{}` stopped the turn", hook.command)),
-            );
+            verdict.halt = Some(text(output.get("stopReason")).unwrap_or_else(|| {
+                format!("the {event} hook `{}` stopped the turn", hook.command)
+            }));
         }
         verdict.quiet = output.get("suppressOutput").and_then(Value::as_bool) == Some(true);
         verdict.notes.extend(text(output.get("systemMessage")));
@@ -575,7 +578,12 @@ mod tests {
     }
 
     fn exited(code: i32, stdout: &str, stderr: &str) -> Ran {
-        Ran { exit_code: Some(code), stdout: stdout.into(), stderr: stderr.into(), ..Ran::default() }
+        Ran {
+            exit_code: Some(code),
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            ..Ran::default()
+        }
     }
 
     #[test]
@@ -620,12 +628,18 @@ mod tests {
     #[test]
     fn exit_codes_mean_what_claude_says() {
         let pre = hook(Event::PreToolUse, "Bash");
-        assert_eq!(Verdict::of(&pre, &exited(2, "", "no rm\n")).refusal().as_deref(), Some("no rm"));
+        assert_eq!(
+            Verdict::of(&pre, &exited(2, "", "no rm\n")).refusal().as_deref(),
+            Some("no rm")
+        );
         let failed = Verdict::of(&pre, &exited(1, "", "oops"));
         assert_eq!(failed.refusal(), None);
         assert_eq!(failed.notes.len(), 1);
         let prompt = hook(Event::UserPromptSubmit, "");
-        assert_eq!(Verdict::of(&prompt, &exited(0, "it is Tuesday\n", "")).context, ["it is Tuesday"]);
+        assert_eq!(
+            Verdict::of(&prompt, &exited(0, "it is Tuesday\n", "")).context,
+            ["it is Tuesday"]
+        );
         assert!(Verdict::of(&pre, &exited(0, "plain", "")).context.is_empty());
     }
 
@@ -638,16 +652,25 @@ mod tests {
         assert_eq!(verdict.updated_input, Some(json!({"command": "ls"})));
         assert_eq!(verdict.notes, ["careful"]);
         let stop = hook(Event::Stop, "");
-        let verdict = Verdict::of(&stop, &exited(0, r#"{"decision":"block","reason":"tests fail"}"#, ""));
+        let verdict =
+            Verdict::of(&stop, &exited(0, r#"{"decision":"block","reason":"tests fail"}"#, ""));
         assert_eq!(verdict.block.as_deref(), Some("tests fail"));
-        let halt = Verdict::of(&stop, &exited(0, r#"{"continue":false,"stopReason":"enough"}"#, ""));
+        let halt =
+            Verdict::of(&stop, &exited(0, r#"{"continue":false,"stopReason":"enough"}"#, ""));
         assert_eq!(halt.halt.as_deref(), Some("enough"));
     }
 
     #[test]
     fn deny_outranks_ask_outranks_allow() {
-        let decided = |p: Permission| Verdict { permission: Some((p, p.as_str().into())), ..Verdict::default() };
-        let all = Verdict::combine([decided(Permission::Allow), decided(Permission::Deny), decided(Permission::Ask)]);
+        let decided = |p: Permission| Verdict {
+            permission: Some((p, p.as_str().into())),
+            ..Verdict::default()
+        };
+        let all = Verdict::combine([
+            decided(Permission::Allow),
+            decided(Permission::Deny),
+            decided(Permission::Ask),
+        ]);
         assert_eq!(all.permission, Some((Permission::Deny, "deny".into())));
         assert_eq!(all.refusal().as_deref(), Some("deny"));
         let all = Verdict::combine([decided(Permission::Allow), decided(Permission::Ask)]);
@@ -657,7 +680,12 @@ mod tests {
     #[test]
     fn file_tools_speak_claude_on_the_hook_side() {
         let cwd = std::path::Path::new("/p");
-        let point = Point::pre_tool_use("edit_file", &json!({"path": "a.rs", "old_string": "x"}), "c1", cwd);
+        let point = Point::pre_tool_use(
+            "edit_file",
+            &json!({"path": "a.rs", "old_string": "x"}),
+            "c1",
+            cwd,
+        );
         assert_eq!(point.subject, "Edit");
         assert_eq!(point.fields["tool_input"], json!({"file_path": "/p/a.rs", "old_string": "x"}));
         let back = tool_input_from_hook("edit_file", &json!({"file_path": "/q/b.rs"}));

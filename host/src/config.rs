@@ -147,7 +147,9 @@ pub(crate) struct ExecutorSection {
 
 /// `~/.claude`, where Claude Code keeps the user's settings (their hooks among them).
 pub(crate) fn claude_home() -> Option<PathBuf> {
-    std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|home| PathBuf::from(home).join(".claude"))
+    std::env::var_os("HOME")
+        .filter(|v| !v.is_empty())
+        .map(|home| PathBuf::from(home).join(".claude"))
 }
 
 /// Where the file is looked for when `--config` is not given.

@@ -160,7 +160,8 @@ impl HookHost {
         let mut hooks = Arc::unwrap_or_clone(self.for_turn(session));
         hooks.may_ask = false;
         if hooks.wants(Event::SessionEnd) {
-            let point = Point::new(Event::SessionEnd, reason, serde_json::json!({ "reason": reason }));
+            let point =
+                Point::new(Event::SessionEnd, reason, serde_json::json!({ "reason": reason }));
             let cancel = CancellationToken::new();
             let run = hooks.run(session, point, &cancel);
             if reason != "prompt_input_exit" {
@@ -288,7 +289,9 @@ impl TurnHooks {
                 .filter(|hook| {
                     let print = hook.fingerprint();
                     !allowed.contains(&print)
-                        && !mine.is_some_and(|m| m.allowed.contains(&print) || m.refused.contains(&print))
+                        && !mine.is_some_and(|m| {
+                            m.allowed.contains(&print) || m.refused.contains(&print)
+                        })
                         && seen.insert(print)
                 })
                 .collect()
@@ -300,20 +303,29 @@ impl TurnHooks {
             .iter()
             .map(|hook| {
                 let matcher = if hook.matcher.is_empty() { "*" } else { &hook.matcher };
-                format!("{} ({matcher}, from {}): {}", hook.event, hook.source.describe(), hook.command)
+                format!(
+                    "{} ({matcher}, from {}): {}",
+                    hook.event,
+                    hook.source.describe(),
+                    hook.command
+                )
             })
             .collect();
-        let option = |id: &str, label: &str, kind| QuestionOption { id: id.to_owned(), label: label.to_owned(), kind };
+        let option = |id: &str, label: &str, kind| QuestionOption {
+            id: id.to_owned(),
+            label: label.to_owned(),
+            kind,
+        };
         let asked = session.next_call_id();
         let question = Question {
             call_id: asked.0.clone(),
             title: format!("Run this project's hooks? ({} new)", pending.len()),
-            intro: format!(
+            intro: String::from(
                 "This project's `.claude/` settings configure hooks that hotsh has not run for \
                  you before. They would run in your session folder, confined as the session's \
                  commands are. Anything that can write the project can write these files, so \
                  they run only if you allow them here (a hook added or changed later is asked \
-                 about again)."
+                 about again).",
             ),
             quoted: vec![("The hooks".to_owned(), listed.join("\n"))],
             options: vec![
@@ -369,7 +381,12 @@ impl TurnHooks {
         } else {
             "default"
         };
-        let transcript = self.host.store.path_of(&session.id.0).map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let transcript = self
+            .host
+            .store
+            .path_of(&session.id.0)
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let mut payload = serde_json::Map::new();
         payload.insert("session_id".into(), session.id.0.clone().into());
         payload.insert("transcript_path".into(), transcript.into());
@@ -408,9 +425,13 @@ impl TurnHooks {
             }
             output.push_str(&ran.stderr);
         }
-        let output = hotsh_core::text::cut_middle(&output, CARD_OUTPUT, CARD_OUTPUT / 2, CARD_OUTPUT / 2, |cut| {
-            format!("[… {cut} bytes not shown …]")
-        });
+        let output = hotsh_core::text::cut_middle(
+            &output,
+            CARD_OUTPUT,
+            CARD_OUTPUT / 2,
+            CARD_OUTPUT / 2,
+            |cut| format!("[… {cut} bytes not shown …]"),
+        );
         let run = HookRun {
             event: hook.event.as_str().to_owned(),
             command: hook.command.clone(),
@@ -459,7 +480,10 @@ impl TurnHooks {
             command: hook.command.clone(),
             workdir: session.cwd.clone(),
             timeout: Some(hook.timeout),
-            spill_path: host.output_root.session_dir(&session.id.0).join(format!("hook-{card}.log")),
+            spill_path: host
+                .output_root
+                .session_dir(&session.id.0)
+                .join(format!("hook-{card}.log")),
             policy,
             environment,
             temp_dir,

@@ -281,20 +281,7 @@ impl HookRun {
         let line = self.command.lines().next().unwrap_or_default();
         let line = &line[..crate::text::floor_char_boundary(line, 80)];
         let more = if line.len() < self.command.trim_end().len() { " …" } else { "" };
-        format!("{} hook: {line}{more} ({})", self.event, self.status)
-    }
-
-    /// The card's text.
-    pub fn describe(&self) -> String {
-        let mut text = format!("From {}.", self.source);
-        if let Some(outcome) = &self.outcome {
-            text.push_str(&format!(" It {outcome}."));
-        }
-        if !self.output.trim().is_empty() {
-            text.push_str("\n\n");
-            text.push_str(self.output.trim_end());
-        }
-        text
+        format!("{} hook ({}): {line}{more}", self.event, self.status)
     }
 }
 

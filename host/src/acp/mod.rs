@@ -17,8 +17,7 @@ use crate::sandbox::Mode;
 use crate::session::store::StoreError;
 use crate::session::{
     ClientFs, DEFAULT_MODE, EscalationAnswer, EscalationAsk, EventSink, Fact, Narrowing, PLAN_MODE,
-    Question, Reply,
-    Prompt, SessionEvent, SessionId,
+    Prompt, Question, Reply, SessionEvent, SessionId,
 };
 use crate::sync::lock;
 use crate::turn;
@@ -961,9 +960,12 @@ impl AcpSink {
         };
         let request = to_acp::question_request(&self.session_id.0, &question);
         // The card exists before the request names it.
-        let card = ToolCall::new(question.call_id.clone(), request.tool_call.fields.title.clone().unwrap_or_default())
-            .kind(agent_client_protocol::v1::schema::ToolKind::Other)
-            .status(ToolCallStatus::Pending);
+        let card = ToolCall::new(
+            question.call_id.clone(),
+            request.tool_call.fields.title.clone().unwrap_or_default(),
+        )
+        .kind(agent_client_protocol::v1::schema::ToolKind::Other)
+        .status(ToolCallStatus::Pending);
         self.send(SessionUpdate::ToolCall(card));
         let asked = self.request(request);
         let (cx, session_id) = (self.cx.clone(), self.session_id.0.clone());
@@ -986,7 +988,8 @@ impl AcpSink {
                 Reply::Cancelled | Reply::Unavailable => ToolCallStatus::Failed,
             };
             let fields = ToolCallUpdateFields::new().status(status);
-            let update = SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(question.call_id, fields));
+            let update =
+                SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(question.call_id, fields));
             send_update(&cx, outflow.as_deref(), SessionNotification::new(session_id, update));
             reply
         })

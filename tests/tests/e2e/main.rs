@@ -13,6 +13,7 @@ mod continuity;
 mod files;
 mod first_run;
 mod guarantees;
+mod hooks;
 mod hostile;
 mod long_sessions;
 mod mcp;
