@@ -133,6 +133,8 @@ pub struct ToolRouter {
     commands: Arc<dyn Hooks>,
     /// Why a hook said the turn must end (`"continue": false`), once one did.
     halted: std::sync::Mutex<Option<String>>,
+    /// The arguments the last call ran with (a hook may have rewritten them).
+    last_input: std::sync::Mutex<Option<serde_json::Value>>,
     /// The names of the tools the last [`ToolRouter::offered`] hid.
     hidden: std::sync::Mutex<Vec<String>>,
 }
@@ -159,6 +161,7 @@ impl ToolRouter {
             hooks,
             commands: Arc::new(crate::hooks::NoHooks),
             halted: std::sync::Mutex::default(),
+            last_input: std::sync::Mutex::default(),
             hidden: std::sync::Mutex::default(),
         }
     }
@@ -232,6 +235,10 @@ impl ToolRouter {
         let mut call = call;
         let mut refused = None;
         if self.commands.wants(Event::PreToolUse) {
+            // What came before (the model's message with this call, the results before it)
+            // is on disk before a hook that may take long runs: an agent killed meanwhile
+            // comes back with it.
+            session.flush_or_warn().await;
             let point = Point::pre_tool_use(&call.name, &raw_input, &call.id, &session.cwd);
             let verdict = self.commands.run(session, point, cancel).await;
             self.halt(verdict.halt.clone());
@@ -271,25 +278,38 @@ impl ToolRouter {
             hook.after(request, &result).await;
         }
         if self.commands.wants(Event::PostToolUse) {
-            let point = Point::post_tool_use(
-                &call.name,
-                &raw_input,
-                &call.id,
-                &session.cwd,
-                &result.text,
-                result.is_error,
-            );
-            let verdict = self.commands.run(session, point, cancel).await;
-            self.halt(verdict.halt.clone());
-            // After every result of the answer, before the next request (a message between
-            // two results would break the history a provider accepts).
-            let said = verdict.block.into_iter().chain(verdict.context);
-            for text in said {
-                let text = format!("[PostToolUse hook, about your `{}` call]\n{text}", call.name);
-                session.add_notice(PendingNotice { text, task_id: None });
-            }
+            *crate::sync::lock(&self.last_input) = Some(raw_input.clone());
         }
         result
+    }
+
+    /// Runs the `PostToolUse` hooks for the call [`ToolRouter::call`] ran last, once its
+    /// result is logged (an agent killed while they run keeps the result): what they say goes
+    /// to the model after every result of the answer, before the next request (a message
+    /// between two results would break the history a provider accepts).
+    pub async fn after_logged(
+        &self,
+        session: &Arc<Session>,
+        call: &ModelToolCall,
+        result: &CallResult,
+        cancel: &CancellationToken,
+    ) {
+        let input = crate::sync::lock(&self.last_input).take().unwrap_or_default();
+        session.flush_or_warn().await;
+        let point = Point::post_tool_use(
+            &call.name,
+            &input,
+            &call.id,
+            &session.cwd,
+            &result.text,
+            result.is_error,
+        );
+        let verdict = self.commands.run(session, point, cancel).await;
+        self.halt(verdict.halt.clone());
+        for text in verdict.block.into_iter().chain(verdict.context) {
+            let text = format!("[PostToolUse hook, about your `{}` call]\n{text}", call.name);
+            session.add_notice(PendingNotice { text, task_id: None });
+        }
     }
 
     fn halt(&self, reason: Option<String>) {

@@ -312,6 +312,7 @@ async fn run(
                 continue;
             }
             let result = turn.tools.call(session, call, &request.tools, cancel).await;
+            let hooked = turn.hooks.wants(Event::PostToolUse).then(|| result.clone());
             session
                 .record(Fact::ToolResult {
                     call_id: call.id.clone(),
@@ -320,6 +321,9 @@ async fn run(
                     after_output: None,
                 })
                 .await;
+            if let Some(result) = hooked {
+                turn.tools.after_logged(session, call, &result, cancel).await;
+            }
             halted = halted.or_else(|| turn.tools.take_halt());
         }
         if let Some(why) = halted {
@@ -403,6 +407,8 @@ async fn stop_blocked(
     if !turn.hooks.wants(Event::Stop) {
         return None;
     }
+    // The model's last answer is on disk before a hook that may take long runs.
+    session.flush_or_warn().await;
     let point = Point::new(Event::Stop, "", serde_json::json!({ "stop_hook_active": kept_going }));
     let verdict = turn.hooks.run(session, point, cancel).await;
     if verdict.halt.is_some() {

@@ -421,3 +421,97 @@ fn the_sandbox_keeps_the_users_claude_settings_read_only_and_confines_project_ho
         agent.finish();
     }
 }
+
+#[test]
+fn hook_cards_come_back_on_load_and_a_session_killed_while_a_hook_runs_goes_on() {
+    let (home, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let command = r#"input=$(cat); case "$input" in *slow*) touch "$CLAUDE_PROJECT_DIR/hook-started"; sleep 60;; esac; echo checked"#;
+    settings(
+        &home.path().join(".claude/settings.json"),
+        json!({ "PreToolUse": hook("Bash", command, None) }),
+    );
+    let start = |script: Vec<Value>| {
+        let mut options = project_options(home.path(), data.path(), vec![script]);
+        options.env.push(("HOTSH_DATA_DIR".into(), data.path().display().to_string()));
+        let mut agent = Agent::start(options);
+        agent.initialize(true);
+        agent
+    };
+    let mut agent = start(vec![bash_call("echo fast"), bash_call("echo slow"), say("done")]);
+    let session = agent.new_session();
+    let cwd = agent.workdir.clone();
+    agent.start_prompt(&session, "go");
+    let started = cwd.join("hook-started");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !started.exists() {
+        assert!(std::time::Instant::now() < deadline, "the slow hook never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    agent.kill9();
+
+    let mut later = start(vec![say("continued")]);
+    later.wait_for_stderr("initial plugin scan done");
+    let (replayed, loaded) = later.load(&session, &cwd);
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    let titles: Vec<&str> = replayed
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call")
+        .filter_map(|u| u["title"].as_str())
+        .collect();
+    assert!(titles.iter().any(|t| t.starts_with("PreToolUse hook (exit 0)")), "{titles:?}");
+    for started in replayed.iter().filter(|u| u["sessionUpdate"] == "tool_call") {
+        let id = &started["toolCallId"];
+        let closed = replayed.iter().any(|u| {
+            u["toolCallId"] == *id && (matches!(u["status"].as_str(), Some("completed" | "failed")))
+        });
+        let drawn_closed = matches!(started["status"].as_str(), Some("completed" | "failed"));
+        assert!(closed || drawn_closed, "card {id} left open: {replayed:#?}");
+    }
+    let answer = later.prompt(&session, "go on");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert!(last_request(&later).contains("echo slow"), "{}", last_request(&later));
+    later.finish();
+}
+
+#[test]
+fn slash_hooks_lists_what_is_configured_and_from_where() {
+    let (home, data, project) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    settings(
+        &home.path().join(".claude/settings.json"),
+        json!({ "PreToolUse": hook("Bash", "mine.sh", Some(5)) }),
+    );
+    settings(
+        &project.path().join(".claude/settings.json"),
+        json!({ "Stop": hook("", "theirs.sh", None), "SubagentStop": hook("", "x", None) }),
+    );
+    let mut options = project_options(home.path(), data.path(), vec![]);
+    options.config = Some("[[hooks.PostToolUse]]\nmatcher = \"Edit|Write\"\nhooks = [{ type = \"command\", command = \"fmt.sh\" }]\n".into());
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = session_in(&mut agent, project.path());
+    let before = agent.received.len();
+    assert_eq!(agent.prompt(&session, "/hooks")["result"]["stopReason"], "end_turn");
+    let said: String = agent.received[before..]
+        .iter()
+        .map(|m| &m["params"]["update"])
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert!(
+        said.contains(
+            "- PreToolUse `Bash`: `mine.sh` (~/.claude/settings.json, timeout 5 s; runs as you)"
+        ),
+        "{said}"
+    );
+    assert!(said.contains("- PostToolUse `Edit|Write`: `fmt.sh` (hotsh's config"), "{said}");
+    assert!(
+        said.contains(
+            "- Stop `*`: `theirs.sh` (.claude/settings.json, timeout 60 s; not allowed yet"
+        ),
+        "{said}"
+    );
+    assert!(said.contains("hotsh has no hook event `SubagentStop`"), "{said}");
+    assert!(agent.model_requests().is_empty(), "/hooks asked the model");
+    agent.finish();
+}
