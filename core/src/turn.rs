@@ -137,6 +137,7 @@ pub async fn answer(
     work: Work,
     cancel: CancellationToken,
 ) -> Result<StopReason, TurnFailed> {
+    session.use_hooks(Some(Arc::clone(&turn.hooks)));
     let outcome = match work {
         Work::Prompt => guarded(run(turn, session, &cancel)).await,
         Work::Compact { focus } => guarded(compact_now(turn, session, focus, &cancel)).await,
@@ -151,6 +152,7 @@ pub async fn answer(
         Ok(StopReason::MaxTurnRequests) => (TurnOutcome::MaxTurnRequests, None),
         Err(failed) => (TurnOutcome::Failed, Some(failed.message.clone())),
     };
+    session.use_hooks(None);
     session.end_turn(Fact::TurnEnded { outcome: recorded, message }).await;
     session.flush().await.map_err(|failed| TurnFailed::new(failed.to_string()))?;
     outcome

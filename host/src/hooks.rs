@@ -252,7 +252,10 @@ impl Hooks for TurnHooks {
             if matching.is_empty() {
                 return Verdict::default();
             }
-            if matching.iter().any(|hook| hook.source.is_project()) {
+            // A notification is about a question being asked: it asks none of its own.
+            if point.event != Event::Notification
+                && matching.iter().any(|hook| hook.source.is_project())
+            {
                 self.settle_consent(session, cancel).await;
             }
             let runnable: Vec<&HookCommand> =

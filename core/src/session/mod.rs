@@ -584,6 +584,8 @@ pub struct Session {
     emitting: tokio::sync::Mutex<()>,
     /// Its own tool providers (its MCP servers), closed with it.
     own_tools: Mutex<Vec<Arc<dyn crate::tools::ToolProvider>>>,
+    /// The running turn's hooks (a question to the user runs the `Notification` hooks).
+    hooks: Mutex<Option<Arc<dyn crate::hooks::Hooks>>>,
 }
 
 /// The client a session's events go to.
@@ -661,6 +663,7 @@ impl Session {
             log,
             state: Mutex::new(state),
             turn: Mutex::new(None),
+            hooks: Mutex::new(None),
             turn_ended: tokio::sync::Notify::new(),
             next_call: AtomicU64::new(folded.map_or(1, |f| f.next_call)),
             sink: Mutex::default(),
@@ -1002,10 +1005,11 @@ impl Session {
     /// Asks the user (through the attached client) whether a command may run under a wider
     /// mode, and logs the question and the answer.
     pub async fn ask_escalation(
-        &self,
+        self: &Arc<Self>,
         ask: EscalationAsk,
         cancel: &CancellationToken,
     ) -> EscalationAnswer {
+        self.notify(format!("hotsh needs your permission to run `{}`", ask.command));
         let answer = match self.sink() {
             // Dropping the question when the turn is cancelled withdraws it from the client.
             Some(sink) => tokio::select! {
@@ -1020,7 +1024,8 @@ impl Session {
 
     /// Asks the user `question` (through the attached client), and logs the question and the
     /// answer.
-    pub async fn ask(&self, question: Question, cancel: &CancellationToken) -> Reply {
+    pub async fn ask(self: &Arc<Self>, question: Question, cancel: &CancellationToken) -> Reply {
+        self.notify(format!("hotsh asks: {}", question.title));
         let reply = match self.sink() {
             Some(sink) => tokio::select! {
                 reply = sink.ask(question.clone()) => reply,
@@ -1036,6 +1041,31 @@ impl Session {
         .await;
         let _ = self.flush().await;
         reply
+    }
+
+    /// The hooks of the turn that runs now (a question it asks runs their `Notification`
+    /// hooks).
+    pub fn use_hooks(&self, hooks: Option<Arc<dyn crate::hooks::Hooks>>) {
+        *lock(&self.hooks) = hooks;
+    }
+
+    /// Runs the `Notification` hooks (matcher on `permission_prompt`) beside a question the
+    /// user is asked: they do not hold it up.
+    fn notify(self: &Arc<Self>, message: String) {
+        use crate::hooks::{Event, Point};
+        let Some(hooks) = lock(&self.hooks).clone() else { return };
+        if !hooks.wants(Event::Notification) {
+            return;
+        }
+        let session = Arc::clone(self);
+        tokio::spawn(async move {
+            let fields = serde_json::json!({
+                "message": message,
+                "notification_type": "permission_prompt",
+            });
+            let point = Point::new(Event::Notification, "permission_prompt", fields);
+            hooks.run(&session, point, &CancellationToken::new()).await;
+        });
     }
 
     /// Logs an escalation request and its outcome.

@@ -515,3 +515,98 @@ fn slash_hooks_lists_what_is_configured_and_from_where() {
     assert!(agent.model_requests().is_empty(), "/hooks asked the model");
     agent.finish();
 }
+
+/// Waits until `path` exists (a hook that runs beside the turn wrote it).
+fn wait_for_file(path: &Path) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && !text.is_empty()
+        {
+            return text;
+        }
+        assert!(std::time::Instant::now() < deadline, "{} was never written", path.display());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn config_hooks_run_on_compaction_resume_notification_and_session_end() {
+    let (home, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let config = r#"
+[[hooks.PreCompact]]
+matcher = "manual"
+hooks = [{ type = "command", command = 'cat > "$HOTSH_PROJECT_DIR/precompact.json"' }]
+
+[[hooks.SessionStart]]
+matcher = "compact|resume"
+hooks = [{ type = "command", command = '''grep -o 'source":"[a-z]*' | sed 's/^/again-/' ''' }]
+
+[[hooks.PreToolUse]]
+matcher = "Bash"
+hooks = [{ type = "command", command = '''echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"ask"}}' ''' }]
+
+[[hooks.Notification]]
+hooks = [{ type = "command", command = 'cat > "$HOTSH_PROJECT_DIR/notified.json"' }]
+
+[[hooks.SessionEnd]]
+hooks = [{ type = "command", command = 'cat > "$HOTSH_PROJECT_DIR/ended.json"', timeout = 10 }]
+"#;
+    let mut options = project_options(
+        home.path(),
+        data.path(),
+        vec![vec![
+            say("hi"),
+            say("A summary."),
+            bash_call("echo asked"),
+            say("done"),
+            say("after load"),
+        ]],
+    );
+    options.config = Some(config.to_owned());
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    let cwd = agent.workdir.clone();
+    agent.prompt(&session, &"a long first prompt ".repeat(300));
+    assert_eq!(agent.prompt(&session, "/compact the prompt")["result"]["stopReason"], "end_turn");
+    let precompact: Value =
+        serde_json::from_str(&wait_for_file(&cwd.join("precompact.json"))).unwrap();
+    assert_eq!(precompact["hook_event_name"], "PreCompact");
+    assert_eq!(precompact["trigger"], "manual");
+    assert_eq!(precompact["custom_instructions"], "the prompt");
+    assert_eq!(precompact["session_id"], session.as_str());
+    assert!(precompact["transcript_path"].as_str().unwrap().ends_with(&format!("{session}.jsonl")));
+
+    let (asked, _) = prompt_choosing(&mut agent, &session, "next", &["allow"]);
+    assert!(asked[0]["params"]["toolCall"]["title"].as_str().unwrap().contains("A hook asks"));
+    assert!(
+        last_request(&agent).contains(r#"again-source\":\"compact"#),
+        "{}",
+        last_request(&agent)
+    );
+    let notified: Value = serde_json::from_str(&wait_for_file(&cwd.join("notified.json"))).unwrap();
+    assert_eq!(notified["notification_type"], "permission_prompt");
+    assert!(
+        notified["message"].as_str().unwrap().starts_with("hotsh asks: A hook asks"),
+        "{notified}"
+    );
+
+    let closed = agent.call("session/close", json!({"sessionId": session}));
+    assert!(closed.get("result").is_some(), "{closed}");
+    let ended: Value = serde_json::from_str(&wait_for_file(&cwd.join("ended.json"))).unwrap();
+    assert_eq!(
+        (ended["hook_event_name"].as_str(), ended["reason"].as_str()),
+        (Some("SessionEnd"), Some("other"))
+    );
+
+    let (_, loaded) = agent.load(&session, &cwd);
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    agent.prompt(&session, "more");
+    assert!(
+        last_request(&agent).contains(r#"again-source\":\"resume"#),
+        "{}",
+        last_request(&agent)
+    );
+    agent.finish();
+}
