@@ -277,7 +277,7 @@ impl ToolRouter {
         for hook in &self.hooks {
             hook.after(request, &result).await;
         }
-        if self.commands.wants(Event::PostToolUse) {
+        if self.commands.wants(Event::PostToolUse) && !result.is_error {
             *crate::sync::lock(&self.last_input) = Some(raw_input.clone());
         }
         result

@@ -314,7 +314,9 @@ async fn run(
                 continue;
             }
             let result = turn.tools.call(session, call, &request.tools, cancel).await;
-            let hooked = turn.hooks.wants(Event::PostToolUse).then(|| result.clone());
+            // As Claude Code: after a call that ran and succeeded (not one refused or failed).
+            let hooked =
+                (turn.hooks.wants(Event::PostToolUse) && !result.is_error).then(|| result.clone());
             session
                 .record(Fact::ToolResult {
                     call_id: call.id.clone(),

@@ -216,6 +216,10 @@ struct AgentArgs {
     /// of starting or reaching them.
     #[arg(long, value_name = "FILE", hide = true)]
     mcp_replay: Option<PathBuf>,
+    /// Run the hooks an arc recorded for each turn (`hotsh replay` uses it), instead of those
+    /// of the settings files.
+    #[arg(long, value_name = "FILE", hide = true)]
+    hooks_replay: Option<PathBuf>,
     /// A scripted model plays the models this JSON tells of (an arc's `recorded_model`):
     /// `hotsh replay` uses it.
     #[arg(long, value_name = "JSON", hide = true)]
@@ -266,6 +270,12 @@ impl AgentArgs {
         config.record = self.record.or(config.record);
         if let Some(path) = &self.mcp_replay {
             config.mcp.replay = Some(std::sync::Arc::new(crate::mcp::Recording::load(path)?));
+        }
+        if let Some(path) = &self.hooks_replay {
+            let text =
+                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            config.hooks_replay =
+                Some(serde_json::from_slice(&text).context("--hooks-replay is not valid")?);
         }
         config.data_dir = data_dir;
         config.trusted = trusted;

@@ -48,11 +48,30 @@ pub(crate) struct HookHost {
     /// Where session logs are (each hook's `transcript_path`).
     pub(crate) store: crate::session::store::SessionStore,
     sessions: Mutex<HashMap<String, SessionHooks>>,
+    arc: Mutex<ArcHooks>,
 }
+
+/// An arc's part: each turn's hooks recorded, or played from a recording.
+#[derive(Debug, Default)]
+struct ArcHooks {
+    recorder: Option<Arc<crate::arc::Recorder>>,
+    /// Replaying: the hooks of each (session, turn) recorded, the sessions numbered in the
+    /// order they were opened.
+    replay: Option<HashMap<(u64, u64), RecordedTurn>>,
+    /// Sessions opened so far.
+    opened: u64,
+}
+
+/// The hooks an arc recorded for one turn, and the project's hooks allowed then.
+type RecordedTurn = (Vec<HookCommand>, Vec<Fingerprint>);
 
 /// What one session's hooks remember.
 #[derive(Debug, Default)]
 struct SessionHooks {
+    /// The session's number, in the order sessions were opened (an arc's key).
+    number: u64,
+    /// Turns so far (an arc's key).
+    turns: u64,
     /// `SessionStart` is due with this source at its next prompt.
     starting: Option<&'static str>,
     /// Project hooks the user allowed for this session only, or refused in it.
@@ -82,13 +101,41 @@ impl HookHost {
             configured_skipped,
             store,
             sessions: Mutex::default(),
+            arc: Mutex::default(),
         }
+    }
+
+    /// Records each turn's hooks into `recorder`'s arc.
+    pub(crate) fn record_to(&self, recorder: Option<Arc<crate::arc::Recorder>>) {
+        lock(&self.arc).recorder = recorder;
+    }
+
+    /// Plays each turn's hooks from an arc's `hooks` entries instead of reading settings.
+    pub(crate) fn replay_from(&self, entries: &[serde_json::Value]) {
+        let mut replay = HashMap::new();
+        for entry in entries {
+            let key = (
+                entry["session"].as_u64().unwrap_or_default(),
+                entry["turn"].as_u64().unwrap_or_default(),
+            );
+            let hooks =
+                entry["hooks"].as_array().into_iter().flatten().filter_map(from_arc).collect();
+            let allowed = serde_json::from_value(entry["allowed"].clone()).unwrap_or_default();
+            replay.insert(key, (hooks, allowed));
+        }
+        lock(&self.arc).replay = Some(replay);
     }
 
     /// A session began serving (`startup` for a new one, `resume` for one loaded or
     /// resumed): its next prompt runs `SessionStart` first.
     pub(crate) fn opened(&self, session: &str, source: &'static str) {
-        lock(&self.sessions).entry(session.to_owned()).or_default().starting = Some(source);
+        let mut sessions = lock(&self.sessions);
+        let state = sessions.entry(session.to_owned()).or_insert_with(|| {
+            let mut arc = lock(&self.arc);
+            arc.opened += 1;
+            SessionHooks { number: arc.opened, ..SessionHooks::default() }
+        });
+        state.starting = Some(source);
     }
 
     /// The source of a `SessionStart` due now (taken: it runs once).
@@ -139,10 +186,38 @@ impl HookHost {
 
     /// The hooks a turn of `session` runs: the files as they are now.
     pub(crate) fn for_turn(self: &Arc<Self>, session: &Session) -> Arc<TurnHooks> {
-        let (hooks, skipped) = self.load(&session.cwd);
-        for why in &skipped {
-            tracing::warn!(session = %session.id, "hooks: {why}");
+        let key = {
+            let mut sessions = lock(&self.sessions);
+            let state = sessions.entry(session.id.0.clone()).or_default();
+            state.turns += 1;
+            (state.number, state.turns)
+        };
+        let arc = lock(&self.arc);
+        let (hooks, allowed) = match &arc.replay {
+            Some(replay) => {
+                let (hooks, allowed) = replay.get(&key).cloned().unwrap_or_default();
+                (hooks, Some(allowed))
+            }
+            None => {
+                let (hooks, skipped) = self.load(&session.cwd);
+                for why in &skipped {
+                    tracing::warn!(session = %session.id, "hooks: {why}");
+                }
+                (hooks, None)
+            }
+        };
+        if let Some(recorder) = &arc.recorder
+            && !hooks.is_empty()
+        {
+            let allowed = self.project_rules.hooks_allowed(&session.cwd);
+            recorder.hooks(&serde_json::json!({
+                "session": key.0,
+                "turn": key.1,
+                "hooks": hooks.iter().map(to_arc).collect::<Vec<_>>(),
+                "allowed": allowed,
+            }));
         }
+        drop(arc);
         let events = hooks.iter().map(|hook| hook.event).collect();
         Arc::new(TurnHooks {
             host: Arc::clone(self),
@@ -150,6 +225,7 @@ impl HookHost {
             hooks,
             events,
             may_ask: true,
+            allowed,
         })
     }
 
@@ -226,6 +302,9 @@ pub(crate) struct TurnHooks {
     events: HashSet<Event>,
     /// A project's hooks not allowed yet may be asked about (not when the session ends).
     may_ask: bool,
+    /// The project's hooks allowed "always", as an arc recorded them (a replay); `None`: as
+    /// the data directory keeps them.
+    allowed: Option<Vec<Fingerprint>>,
 }
 
 impl Hooks for TurnHooks {
@@ -275,13 +354,21 @@ impl TurnHooks {
         }
         let print = hook.fingerprint();
         lock(&self.host.sessions).get(&session.id.0).is_some_and(|s| s.allowed.contains(&print))
-            || self.host.project_rules.hooks_allowed(&session.cwd).contains(&print)
+            || self.project_allowed(session).contains(&print)
+    }
+
+    /// The project's hooks the user allowed "always".
+    fn project_allowed(&self, session: &Session) -> Vec<Fingerprint> {
+        match &self.allowed {
+            Some(allowed) => allowed.clone(),
+            None => self.host.project_rules.hooks_allowed(&session.cwd),
+        }
     }
 
     /// Asks the user about the project's hooks nobody allowed or refused yet (all of them at
     /// once, the first time one would run).
     async fn settle_consent(&self, session: &Arc<Session>, cancel: &CancellationToken) {
-        let allowed = self.host.project_rules.hooks_allowed(&session.cwd);
+        let allowed = self.project_allowed(session);
         let pending: Vec<&HookCommand> = {
             let state = lock(&self.host.sessions);
             let mine = state.get(&session.id.0);
@@ -509,6 +596,41 @@ impl TurnHooks {
             Err(error) => Ran { not_run: true, stderr: error.to_string(), ..Ran::default() },
         }
     }
+}
+
+/// A hook as an arc keeps it.
+fn to_arc(hook: &HookCommand) -> serde_json::Value {
+    let source = match hook.source {
+        Source::User => "user",
+        Source::Config => "config",
+        Source::Project => "project",
+        Source::ProjectLocal => "project_local",
+    };
+    serde_json::json!({
+        "event": hook.event.as_str(),
+        "matcher": hook.matcher,
+        "command": hook.command,
+        "timeout_s": hook.timeout.as_secs_f64(),
+        "source": source,
+    })
+}
+
+/// A hook an arc kept.
+fn from_arc(entry: &serde_json::Value) -> Option<HookCommand> {
+    let source = match entry["source"].as_str()? {
+        "user" => Source::User,
+        "config" => Source::Config,
+        "project" => Source::Project,
+        "project_local" => Source::ProjectLocal,
+        _ => return None,
+    };
+    Some(HookCommand {
+        event: Event::parse(entry["event"].as_str()?)?,
+        matcher: entry["matcher"].as_str()?.to_owned(),
+        command: entry["command"].as_str()?.to_owned(),
+        timeout: std::time::Duration::try_from_secs_f64(entry["timeout_s"].as_f64()?).ok()?,
+        source,
+    })
 }
 
 /// What a hook's verdict did, in words, for its card.

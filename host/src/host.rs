@@ -50,6 +50,8 @@ pub(crate) struct HostConfig {
     pub(crate) hooks: serde_json::Value,
     /// `~/.claude` (the user's Claude Code settings and their hooks).
     pub(crate) claude_home: Option<PathBuf>,
+    /// The hooks an arc recorded for each turn, run instead of the settings files' (a replay).
+    pub(crate) hooks_replay: Option<Vec<serde_json::Value>>,
 }
 
 impl HostConfig {
@@ -101,6 +103,7 @@ impl HostConfig {
             command_env: None,
             hooks: file.hooks,
             claude_home: crate::config::claude_home(),
+            hooks_replay: None,
         })
     }
 
@@ -272,6 +275,10 @@ impl Host {
             &config.hooks,
             store.clone(),
         ));
+        hooks.record_to(recorder.clone());
+        if let Some(replay) = &config.hooks_replay {
+            hooks.replay_from(replay);
+        }
         let host = Arc::new(Self {
             registry,
             executor,

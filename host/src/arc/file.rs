@@ -38,6 +38,8 @@ pub(crate) enum Entry {
     /// What an MCP server answered (its tools, a call's outcome): replayed without the
     /// server.
     Mcp(Value),
+    /// The hooks in force at one turn of a session (replayed as the hooks of that turn).
+    Hooks(Value),
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -69,6 +71,8 @@ struct Line {
     step: Option<Step>,
     #[serde(default)]
     mcp: Option<Value>,
+    #[serde(default)]
+    hooks: Option<Value>,
 }
 
 /// A parsed arc.
@@ -154,27 +158,62 @@ impl ArcFile {
             let parsed: Line =
                 serde_json::from_str(line).map_err(|e| at(number, format!("not valid: {e}")))?;
             let entry = match parsed {
-                Line { client: Some(m), agent: None, model: None, step: None, mcp: None } => {
-                    Entry::Client(m)
-                }
-                Line { client: None, agent: Some(m), model: None, step: None, mcp: None } => {
-                    Entry::Agent(m)
-                }
-                Line { client: None, agent: None, model: None, step: None, mcp: Some(m) } => {
-                    Entry::Mcp(m)
-                }
-                Line { client: None, agent: None, model: Some(m), step: None, mcp: None } => {
+                Line {
+                    client: Some(m),
+                    agent: None,
+                    model: None,
+                    step: None,
+                    mcp: None,
+                    hooks: None,
+                } => Entry::Client(m),
+                Line {
+                    client: None,
+                    agent: Some(m),
+                    model: None,
+                    step: None,
+                    mcp: None,
+                    hooks: None,
+                } => Entry::Agent(m),
+                Line {
+                    client: None,
+                    agent: None,
+                    model: None,
+                    step: None,
+                    mcp: Some(m),
+                    hooks: None,
+                } => Entry::Mcp(m),
+                Line {
+                    client: None,
+                    agent: None,
+                    model: Some(m),
+                    step: None,
+                    mcp: None,
+                    hooks: None,
+                } => {
                     crate::model::script::check_response(&m.response)
                         .map_err(|e| at(number, format!("the model response is not valid: {e}")))?;
                     Entry::Model(m)
                 }
-                Line { client: None, agent: None, model: None, step: Some(s), mcp: None } => {
-                    Entry::Step(s)
-                }
+                Line {
+                    client: None,
+                    agent: None,
+                    model: None,
+                    step: Some(s),
+                    mcp: None,
+                    hooks: None,
+                } => Entry::Step(s),
+                Line {
+                    client: None,
+                    agent: None,
+                    model: None,
+                    step: None,
+                    mcp: None,
+                    hooks: Some(h),
+                } => Entry::Hooks(h),
                 _ => {
                     return Err(at(
                         number,
-                        "a line must have exactly one of `client`, `agent`, `model`, `step` and `mcp`"
+                        "a line must have exactly one of `client`, `agent`, `model`, `step`, `mcp` and `hooks`"
                             .into(),
                     ));
                 }

@@ -49,6 +49,12 @@
 //!   `{"mcp": {"server": NAME, "call": TOOL, "outcome": {"text", "is_error", "raw"}}}`: what a
 //!   call of its tool gave. On replay the agent gets them instead of the server (`--mcp-replay`):
 //!   a server's first tool list, and its calls' outcomes in order; the server is not started.
+//! - `{"hooks": {"session": N, "hooks": [HOOK…], "allowed": [FINGERPRINT…]}}`: the hooks in
+//!   force at a turn of the Nth session the agent opened (each `event`, `matcher`, `command`,
+//!   `timeout_s`, `source`) and the project's hooks the user had allowed then (`event`,
+//!   `matcher`, `command`); written at each turn of a session that has hooks. On replay
+//!   (`--hooks-replay`) each turn gets the recorded hooks instead of reading settings files,
+//!   and they run for real, as commands do.
 //!
 //! # Comparing
 //!

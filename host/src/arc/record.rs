@@ -85,6 +85,11 @@ impl Recorder {
         self.write(&json!({ "mcp": entry }));
     }
 
+    /// The hooks in force at a turn (see `hooks::HookHost`), for a replay with the same ones.
+    pub(crate) fn hooks(&self, entry: &Value) {
+        self.write(&json!({ "hooks": entry }));
+    }
+
     /// A line the agent sent the client.
     pub(crate) fn agent(&self, line: &str) {
         if let Ok(message) = serde_json::from_str::<Value>(line) {

@@ -452,6 +452,17 @@ impl<'a> Replay<'a> {
             .collect();
         let mcp_replay = root.join("mcp.json");
         std::fs::write(&mcp_replay, serde_json::to_vec(&mcp)?)?;
+        // The hooks each turn had, run again; never the replaying user's own.
+        let hooks: Vec<&Value> = arc
+            .entries
+            .iter()
+            .filter_map(|(_, entry, _)| match entry {
+                Entry::Hooks(entry) => Some(entry),
+                _ => None,
+            })
+            .collect();
+        let hooks_replay = root.join("hooks.json");
+        std::fs::write(&hooks_replay, serde_json::to_vec(&hooks)?)?;
         let script = root.join("script.json");
         let lists: Vec<&Vec<Value>> = answers.iter().map(|(_, list)| list).collect();
         std::fs::write(&script, serde_json::to_vec(&json!({ "sessions": lists }))?)?;
@@ -469,6 +480,8 @@ impl<'a> Replay<'a> {
             root.join("replayed.arc").into(),
             "--mcp-replay".into(),
             mcp_replay.into(),
+            "--hooks-replay".into(),
+            hooks_replay.into(),
         ];
         // The scripted model tells what the recorded one did (its window, images).
         if let Some(facts) = &arc.header.model {
@@ -562,7 +575,7 @@ impl<'a> Replay<'a> {
                         return None;
                     }
                 }
-                Entry::Agent(_) | Entry::Model(_) | Entry::Mcp(_) => {}
+                Entry::Agent(_) | Entry::Model(_) | Entry::Mcp(_) | Entry::Hooks(_) => {}
             }
         }
         self.played_all = true;

@@ -233,7 +233,7 @@ fn broken_arcs_are_named_with_their_line_and_the_others_still_replay() {
     assert_reported(
         &stdout,
         &format!(
-            "{}:2: a line must have exactly one of `client`, `agent`, `model`, `step` and `mcp`",
+            "{}:2: a line must have exactly one of `client`, `agent`, `model`, `step`, `mcp` and `hooks`",
             two_lines.display()
         ),
     );
@@ -960,4 +960,58 @@ fn a_session_with_a_rule_allowed_for_it_replays_unchanged() {
     agent.finish();
     // Replayed under the default cap (workspace-write): the rule is made and used again.
     assert_replays_unchanged(scratch.path(), &arc, &[]);
+}
+
+/// Hooks are recorded with the arc and run again on replay (never the replaying user's own):
+/// a user's PreToolUse hook that blocks a call, a project's PostToolUse hook allowed for the
+/// session, their cards and the context they gave.
+#[test]
+fn a_session_with_hooks_replays_unchanged() {
+    let scratch = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let arc = scratch.path().join("hooks.arc");
+    let write = |path: &Path, hooks: Value| {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, json!({ "hooks": hooks }).to_string()).unwrap();
+    };
+    write(
+        &home.path().join(".claude/settings.json"),
+        json!({"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command",
+            "command": "grep -q forbidden && { echo 'not that one' >&2; exit 2; }; exit 0"}]}]}),
+    );
+    let mut options = AgentOptions::script(vec![
+        bash_call("echo forbidden"),
+        bash_call("echo allowed"),
+        say("Done."),
+    ]);
+    options.plugins = vec![tool_bash_plugin(), tool_fs_plugin(), hello_plugin()];
+    options.record = Some(arc.clone());
+    options.env.push(("HOME".into(), home.path().display().to_string()));
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    write(
+        &agent.workdir.join(".claude/settings.json"),
+        json!({"PostToolUse": [{"matcher": "Bash", "hooks": [{"type": "command",
+            "command": "echo project-hook-saw-it"}]}]}),
+    );
+    let session = agent.new_session();
+    let allow =
+        json!({"result": {"outcome": {"outcome": "selected", "optionId": "hooks-session"}}});
+    agent.prompt_answering_permission(&session, allow);
+    let results = agent.tool_results();
+    assert!(results[0].1 && results[0].0.contains("not that one"), "{results:?}");
+    agent.finish();
+    let recorded = std::fs::read_to_string(&arc).unwrap();
+    assert!(recorded.contains(r#""hooks":{"allowed""#), "no hooks entry: {recorded}");
+    assert_eq!(recorded.matches("PreToolUse hook (exit 2)").count(), 1, "{recorded}");
+    assert_eq!(recorded.matches("PostToolUse hook (exit 0)").count(), 1, "{recorded}");
+    // The project's settings file is gone on replay: the arc's hooks run, not the files'.
+    assert_replays_unchanged(scratch.path(), &arc, &[]);
+    // Without its hooks entries the same arc fails: the hooks' cards are compared.
+    let stripped = scratch.path().join("stripped.arc");
+    let kept: Vec<&str> = recorded.lines().filter(|l| !l.starts_with(r#"{"hooks":"#)).collect();
+    std::fs::write(&stripped, kept.join("\n")).unwrap();
+    // (Failing either way: the cards differ, or never come before the bound.)
+    let (ok, stdout, _) = replay(scratch.path(), &[path_str(&stripped), "--timeout", "10"]);
+    assert!(!ok && stdout.contains("1 failed"), "{stdout}");
 }
