@@ -53,6 +53,10 @@
 //!   summary as the model wrote it), `compaction_ended` `{id, ended: {status, trigger,
 //!   tokens_before, tokens_after, error}}`: a compaction as the client saw it; `trigger` is
 //!   `auto`, `overflow` or `manual`, `status` `completed`, `failed` or `cancelled`.
+//! - `hook_ran` `{call_id, run: {event, command, source, status, failed, output, outcome}}`: a
+//!   command hook ran (docs/hooks.md): its event, its command, the file it came from, how it
+//!   ended (`exit 0`, `exit 2`, `timed out`, `not run`…), what it printed (bounded) and what it
+//!   decided, in words.
 //!
 //! What the model got (folded into the conversation history):
 //!
@@ -97,6 +101,11 @@
 //! - `escalation` `{call_id, command, justification, mode, answer}`: a command asked for a
 //!   wider mode; `answer` is `allowed`, `rejected`, `cancelled`, `unavailable` or `refused`
 //!   (plan mode refused it at the gate).
+//! - `rule_added` `{rule}`, `rule_removed` `{rule}`: the user allowed the calls a rule covers
+//!   for the rest of the session, or removed such a rule (`/permissions remove`).
+//! - `question` `{call_id, title, answer}`: the user was asked something that is not an
+//!   escalation (whether a project's hooks may run; a call a hook asked about), and answered
+//!   with this option id, or `cancelled`, `unavailable`.
 //! - `task_ended` `{task_id, state, exit_code, signal, with_agent, sandbox}`: it ended
 //!   (`state` `exited` or `killed`); `with_agent` is true when the agent that ran it went
 //!   away first (recorded when the session is next loaded); `sandbox` `{mode, denied}` is the
