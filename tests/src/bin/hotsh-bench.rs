@@ -105,6 +105,7 @@ fn main() {
         Some("models") => models(number(&args, 1, 50), number(&args, 2, 300)),
         Some("arcs") => arcs(number(&args, 1, 5)),
         Some("card") => card(number(&args, 1, 20)),
+        Some("hooks") => hooks(number(&args, 1, 20)),
         Some("edit") => edit(number(&args, 1, 20), number(&args, 2, 5)),
         Some("mcp") => mcp(number(&args, 1, 50), number(&args, 2, 5)),
         Some("slow-client") => slow_client(number(&args, 1, 12), number(&args, 2, 3)),
@@ -112,7 +113,7 @@ fn main() {
         Some("long-line") => long_line(number(&args, 1, 100), number(&args, 2, 3)),
         _ => {
             eprintln!(
-                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] [debug] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS] | card [TURNS] | edit [CALLS] [RUNS] | mcp [CALLS] [RUNS] | slow-client [SECONDS] [RUNS] | long [TURNS] | long-line [MIB] [RUNS])"
+                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] [debug] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS] | card [TURNS] | hooks [TURNS] | edit [CALLS] [RUNS] | mcp [CALLS] [RUNS] | slow-client [SECONDS] [RUNS] | long [TURNS] | long-line [MIB] [RUNS])"
             );
             std::process::exit(2);
         }
@@ -436,6 +437,23 @@ fn card(turns: usize) {
                 "{setup}, `{command}`: median of {turns} turns: card closed {closed:.2} ms, answer {answered:.2} ms after the prompt"
             ));
         }
+    }
+    for line in summary {
+        println!("{line}");
+    }
+}
+
+/// Scripted turns running `true` under the default sandbox, with no hook and with one
+/// `PreToolUse` hook (`true`, from the config: the user's own, unconfined): what a hook costs
+/// a call.
+fn hooks(turns: usize) {
+    let hook = "[[hooks.PreToolUse]]\nmatcher = \"Bash\"\nhooks = [{ type = \"command\", command = \"true\" }]\n";
+    let mut summary = Vec::new();
+    for (setup, config) in [("no hooks", ""), ("one PreToolUse hook", hook)] {
+        let (closed, answered) = card_turns(turns, "true", config);
+        summary.push(format!(
+            "{setup}: median of {turns} turns: card closed {closed:.2} ms, answer {answered:.2} ms after the prompt"
+        ));
     }
     for line in summary {
         println!("{line}");
