@@ -499,16 +499,17 @@ impl Verdict {
         all
     }
 
-    /// The call may not run: a hook blocked it or denied it; the reason for the model.
+    /// The call may not run: a hook blocked it, or a hook or a rule denied it; what the
+    /// model is told.
     pub fn refusal(&self) -> Option<String> {
         if let Some(reason) = &self.block {
-            return Some(reason.clone());
+            return Some(format!("a PreToolUse hook blocked this call: {reason}"));
         }
         match &self.permission {
             Some((Permission::Deny, reason)) if reason.is_empty() => {
                 Some("a PreToolUse hook denied this call".to_owned())
             }
-            Some((Permission::Deny, reason)) => Some(reason.clone()),
+            Some((Permission::Deny, reason)) => Some(format!("this call was denied: {reason}")),
             _ => None,
         }
     }
@@ -532,6 +533,17 @@ pub trait Hooks: Send + Sync {
     /// session's first since it was opened. Taken: it is due once.
     fn starting(&self) -> Option<&'static str> {
         None
+    }
+
+    /// Settles what must be settled before a prompt is answered (a project's hooks and
+    /// rules the user has not been asked about yet).
+    fn settle<'a>(
+        &'a self,
+        session: &'a Arc<Session>,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, ()> {
+        let _ = (session, cancel);
+        Box::pin(async {})
     }
 
     /// Runs every hook matching `point`, together, and says what they say.
@@ -630,7 +642,7 @@ mod tests {
         let pre = hook(Event::PreToolUse, "Bash");
         assert_eq!(
             Verdict::of(&pre, &exited(2, "", "no rm\n")).refusal().as_deref(),
-            Some("no rm")
+            Some("a PreToolUse hook blocked this call: no rm")
         );
         let failed = Verdict::of(&pre, &exited(1, "", "oops"));
         assert_eq!(failed.refusal(), None);
@@ -672,7 +684,7 @@ mod tests {
             decided(Permission::Ask),
         ]);
         assert_eq!(all.permission, Some((Permission::Deny, "deny".into())));
-        assert_eq!(all.refusal().as_deref(), Some("deny"));
+        assert_eq!(all.refusal().as_deref(), Some("this call was denied: deny"));
         let all = Verdict::combine([decided(Permission::Allow), decided(Permission::Ask)]);
         assert_eq!(all.permission.map(|p| p.0), Some(Permission::Ask));
     }

@@ -248,7 +248,7 @@ impl ToolRouter {
                 call = &rewritten;
             }
             refused = match verdict.refusal() {
-                Some(reason) => Some(format!("a PreToolUse hook blocked this call: {reason}")),
+                Some(refusal) => Some(refusal),
                 None if matches!(verdict.permission, Some((Permission::Ask, _))) => {
                     let reason = verdict.permission.map(|(_, reason)| reason).unwrap_or_default();
                     self.ask_for_hook(session, &call_id, call, &reason, cancel).await

@@ -346,6 +346,7 @@ async fn before_prompt(
     cancel: &CancellationToken,
 ) -> Option<StopReason> {
     let hooks = &turn.hooks;
+    hooks.settle(session, cancel).await;
     if let Some(source) = hooks.starting() {
         session_start(turn, session, source, cancel).await;
     }

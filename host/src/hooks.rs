@@ -17,6 +17,7 @@ use crate::sync::lock;
 use futures::future::BoxFuture;
 use hotsh_core::executor::{Executor, RunRequest};
 use hotsh_core::hooks::{Event, Fingerprint, HookCommand, Hooks, Point, Ran, Source, Verdict};
+use hotsh_core::permissions::settings::{self, Bases, Kind, SettingsRule};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -62,8 +63,36 @@ struct ArcHooks {
     opened: u64,
 }
 
-/// The hooks an arc recorded for one turn, and the project's hooks allowed then.
-type RecordedTurn = (Vec<HookCommand>, Vec<Fingerprint>);
+/// The hooks and permission rules of the settings files, and what was skipped reading them.
+#[derive(Debug, Default)]
+struct Settings {
+    hooks: Vec<HookCommand>,
+    rules: Vec<SettingsRule>,
+    skipped: Vec<String>,
+}
+
+/// What an arc recorded for one turn: the hooks, the permission rules (kind, rule, source),
+/// and the project's hooks and rules allowed then.
+#[derive(Debug, Default, Clone)]
+struct RecordedTurn {
+    hooks: Vec<HookCommand>,
+    rules: Vec<(Kind, String, Source)>,
+    allowed: Vec<Fingerprint>,
+}
+
+impl RecordedTurn {
+    /// The recorded rules, read for a session in `cwd`.
+    fn rules_in(&self, cwd: &Path, claude_home: Option<&Path>) -> Vec<SettingsRule> {
+        let home = claude_home.and_then(Path::parent);
+        let mut rules = Vec::new();
+        for (kind, text, source) in &self.rules {
+            let root = if source.is_project() { cwd } else { home.unwrap_or(cwd) };
+            let list = serde_json::json!({ kind.as_str(): [text] });
+            rules.extend(settings::parse(&list, *source, Bases { cwd, root, home }).0);
+        }
+        rules
+    }
+}
 
 /// What one session's hooks remember.
 #[derive(Debug, Default)]
@@ -120,8 +149,23 @@ impl HookHost {
             );
             let hooks =
                 entry["hooks"].as_array().into_iter().flatten().filter_map(from_arc).collect();
+            let rules = entry["permissions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|rule| {
+                    let kind = match rule["kind"].as_str()? {
+                        "allow" => Kind::Allow,
+                        "ask" => Kind::Ask,
+                        "deny" => Kind::Deny,
+                        _ => return None,
+                    };
+                    let source = source_of(rule["source"].as_str()?)?;
+                    Some((kind, rule["rule"].as_str()?.to_owned(), source))
+                })
+                .collect();
             let allowed = serde_json::from_value(entry["allowed"].clone()).unwrap_or_default();
-            replay.insert(key, (hooks, allowed));
+            replay.insert(key, RecordedTurn { hooks, rules, allowed });
         }
         lock(&self.arc).replay = Some(replay);
     }
@@ -143,21 +187,22 @@ impl HookHost {
         lock(&self.sessions).get_mut(session).and_then(|state| state.starting.take())
     }
 
-    /// The hooks in force for a session in `cwd` now, and what was skipped reading them.
-    fn load(&self, cwd: &Path) -> (Vec<HookCommand>, Vec<String>) {
-        let mut hooks = Vec::new();
-        let mut skipped = Vec::new();
+    /// The hooks and permission rules in force for a session in `cwd` now, and what was
+    /// skipped reading them.
+    fn load(&self, cwd: &Path) -> Settings {
+        let mut settings = Settings::default();
         let project = cwd.join(".claude");
+        let home = self.claude_home.as_ref().and_then(|dir| dir.parent());
         let files = [
-            (self.claude_home.as_ref().map(|home| home.join("settings.json")), Source::User),
+            (self.claude_home.as_ref().map(|dir| dir.join("settings.json")), Source::User),
             (None, Source::Config),
             (Some(project.join("settings.json")), Source::Project),
             (Some(project.join("settings.local.json")), Source::ProjectLocal),
         ];
         for (path, source) in files {
             if source == Source::Config {
-                hooks.extend(self.configured.iter().cloned());
-                skipped.extend(self.configured_skipped.iter().cloned());
+                settings.hooks.extend(self.configured.iter().cloned());
+                settings.skipped.extend(self.configured_skipped.iter().cloned());
                 continue;
             }
             let Some(path) = path else { continue };
@@ -165,23 +210,30 @@ impl HookHost {
                 Ok(text) => text,
                 Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(error) => {
-                    skipped.push(format!("cannot read {}: {error}", path.display()));
+                    settings.skipped.push(format!("cannot read {}: {error}", path.display()));
                     continue;
                 }
             };
-            match serde_json::from_slice::<serde_json::Value>(&text) {
-                Ok(settings) => {
-                    let (found, missed) = hotsh_core::hooks::parse(&settings["hooks"], source);
-                    hooks.extend(found);
-                    skipped.extend(missed);
+            let file = match serde_json::from_slice::<serde_json::Value>(&text) {
+                Ok(file) => file,
+                Err(error) => {
+                    settings.skipped.push(format!(
+                        "{} is not valid JSON ({error}): its hooks and permissions do not apply",
+                        path.display()
+                    ));
+                    continue;
                 }
-                Err(error) => skipped.push(format!(
-                    "{} is not valid JSON ({error}): its hooks do not run",
-                    path.display()
-                )),
-            }
+            };
+            let (hooks, skipped) = hotsh_core::hooks::parse(&file["hooks"], source);
+            settings.hooks.extend(hooks);
+            settings.skipped.extend(skipped);
+            let root = if source.is_project() { cwd } else { home.unwrap_or(cwd) };
+            let bases = Bases { cwd, root, home };
+            let (rules, skipped) = settings::parse(&file["permissions"], source, bases);
+            settings.rules.extend(rules);
+            settings.skipped.extend(skipped);
         }
-        (hooks, skipped)
+        settings
     }
 
     /// The hooks a turn of `session` runs: the files as they are now.
@@ -193,36 +245,51 @@ impl HookHost {
             (state.number, state.turns)
         };
         let arc = lock(&self.arc);
-        let (hooks, allowed) = match &arc.replay {
+        let (settings, allowed) = match &arc.replay {
             Some(replay) => {
-                let (hooks, allowed) = replay.get(&key).cloned().unwrap_or_default();
-                (hooks, Some(allowed))
+                let recorded = replay.get(&key).cloned().unwrap_or_default();
+                let rules = recorded.rules_in(&session.cwd, self.claude_home.as_deref());
+                (
+                    Settings { hooks: recorded.hooks, rules, skipped: Vec::new() },
+                    Some(recorded.allowed),
+                )
             }
             None => {
-                let (hooks, skipped) = self.load(&session.cwd);
-                for why in &skipped {
-                    tracing::warn!(session = %session.id, "hooks: {why}");
+                let settings = self.load(&session.cwd);
+                for why in &settings.skipped {
+                    tracing::warn!(session = %session.id, "settings: {why}");
                 }
-                (hooks, None)
+                (settings, None)
             }
         };
         if let Some(recorder) = &arc.recorder
-            && !hooks.is_empty()
+            && !(settings.hooks.is_empty() && settings.rules.is_empty())
         {
             let allowed = self.project_rules.hooks_allowed(&session.cwd);
+            let rules: Vec<serde_json::Value> = settings
+                .rules
+                .iter()
+                .map(|rule| serde_json::json!({"kind": rule.kind.as_str(), "rule": rule.text, "source": source_name(rule.source)}))
+                .collect();
             recorder.hooks(&serde_json::json!({
                 "session": key.0,
                 "turn": key.1,
-                "hooks": hooks.iter().map(to_arc).collect::<Vec<_>>(),
+                "hooks": settings.hooks.iter().map(to_arc).collect::<Vec<_>>(),
+                "permissions": rules,
                 "allowed": allowed,
             }));
         }
         drop(arc);
-        let events = hooks.iter().map(|hook| hook.event).collect();
+        let mut events: HashSet<Event> = settings.hooks.iter().map(|hook| hook.event).collect();
+        // Deny and ask rules are judged where `PreToolUse` hooks run.
+        if settings.rules.iter().any(|rule| rule.kind != Kind::Allow) {
+            events.insert(Event::PreToolUse);
+        }
         Arc::new(TurnHooks {
             host: Arc::clone(self),
             session: session.id.0.clone(),
-            hooks,
+            hooks: settings.hooks,
+            rules: settings.rules,
             events,
             may_ask: true,
             allowed,
@@ -252,31 +319,36 @@ impl HookHost {
     /// `/hooks`: what is configured for a session in `cwd`, from where, and whether a
     /// project's hook may run.
     pub(crate) fn listing(&self, session: &Session) -> String {
-        let (hooks, skipped) = self.load(&session.cwd);
-        if hooks.is_empty() && skipped.is_empty() {
-            return "No hooks are configured. hotsh reads Claude Code's `hooks` from \
-                    `~/.claude/settings.json`, `.claude/settings.json` and \
-                    `.claude/settings.local.json` in the session's folder, and `[hooks]` in its \
-                    config."
+        let Settings { hooks, rules, skipped } = self.load(&session.cwd);
+        if hooks.is_empty() && rules.is_empty() && skipped.is_empty() {
+            return "No hooks are configured. hotsh reads Claude Code's `hooks` (and \
+                    `permissions`) from `~/.claude/settings.json`, `.claude/settings.json` and \
+                    `.claude/settings.local.json` in the session's folder, and `[hooks]` from \
+                    its config."
                 .to_owned();
         }
         let allowed = self.project_rules.hooks_allowed(&session.cwd);
         let state = lock(&self.sessions);
         let mine = state.get(&session.id.0);
-        let mut lines = vec!["Hooks (event, matcher, command, from):".to_owned()];
-        for hook in &hooks {
-            let print = hook.fingerprint();
-            let standing = if !hook.source.is_project() {
-                "runs as you"
-            } else if allowed.contains(&print) {
+        let standing = |source: Source, print: &Fingerprint, own: &'static str| {
+            if !source.is_project() {
+                own
+            } else if allowed.contains(print) {
                 "allowed in this project"
-            } else if mine.is_some_and(|m| m.allowed.contains(&print)) {
+            } else if mine.is_some_and(|m| m.allowed.contains(print)) {
                 "allowed for this session"
-            } else if mine.is_some_and(|m| m.refused.contains(&print)) {
+            } else if mine.is_some_and(|m| m.refused.contains(print)) {
                 "refused in this session"
             } else {
-                "not allowed yet (asked before it first runs)"
-            };
+                "not allowed yet (asked before it first applies)"
+            }
+        };
+        let mut lines = vec!["Hooks (event, matcher, command, from):".to_owned()];
+        if hooks.is_empty() {
+            lines.push("- none".to_owned());
+        }
+        for hook in &hooks {
+            let standing = standing(hook.source, &hook.fingerprint(), "runs as you");
             let matcher = if hook.matcher.is_empty() { "*" } else { &hook.matcher };
             lines.push(format!(
                 "- {} `{matcher}`: `{}` ({}, timeout {} s; {standing})",
@@ -285,6 +357,19 @@ impl HookHost {
                 hook.source.describe(),
                 hook.timeout.as_secs_f64()
             ));
+        }
+        if !rules.is_empty() {
+            lines.push(
+                "Permission rules (`/permissions` lists the ones you allowed in hotsh):".to_owned(),
+            );
+        }
+        for rule in &rules {
+            let standing = match rule.kind {
+                Kind::Allow => standing(rule.source, &rule.fingerprint(), "applies"),
+                // Restricting needs nobody's consent.
+                Kind::Ask | Kind::Deny => "applies",
+            };
+            lines.push(format!("- {} ({standing})", rule.describe()));
         }
         for why in skipped {
             lines.push(format!("- skipped: {why}"));
@@ -299,6 +384,8 @@ pub(crate) struct TurnHooks {
     host: Arc<HookHost>,
     session: String,
     hooks: Vec<HookCommand>,
+    /// Claude Code's permission rules of the settings files.
+    rules: Vec<SettingsRule>,
     events: HashSet<Event>,
     /// A project's hooks not allowed yet may be asked about (not when the session ends).
     may_ask: bool,
@@ -323,13 +410,14 @@ impl Hooks for TurnHooks {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Verdict> {
         Box::pin(async move {
+            let ruled = self.judge(&point);
             let matching: Vec<&HookCommand> = self
                 .hooks
                 .iter()
                 .filter(|hook| hook.event == point.event && hook.matches(&point.subject))
                 .collect();
             if matching.is_empty() {
-                return Verdict::default();
+                return ruled;
             }
             // A notification is about a question being asked: it asks none of its own.
             if point.event != Event::Notification
@@ -341,12 +429,65 @@ impl Hooks for TurnHooks {
                 matching.into_iter().filter(|hook| self.may_run(session, hook)).collect();
             let payload = self.payload(session, &point);
             let runs = runnable.iter().map(|hook| self.run_one(session, hook, &payload, cancel));
-            Verdict::combine(futures::future::join_all(runs).await)
+            let mut verdicts = futures::future::join_all(runs).await;
+            verdicts.push(ruled);
+            Verdict::combine(verdicts)
         })
+    }
+
+    fn settle<'a>(
+        &'a self,
+        session: &'a Arc<Session>,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(self.settle_consent(session, cancel))
     }
 }
 
 impl TurnHooks {
+    /// What the permission rules say of a `PreToolUse` point: a deny rule refuses the call,
+    /// an ask rule asks the user (deny first).
+    fn judge(&self, point: &Point) -> Verdict {
+        if point.event != Event::PreToolUse {
+            return Verdict::default();
+        }
+        let input = point.fields.get("tool_input").cloned().unwrap_or_default();
+        let Some(rule) = settings::judge(&self.rules, &point.subject, &input) else {
+            return Verdict::default();
+        };
+        let decision = match rule.kind {
+            Kind::Deny => hotsh_core::hooks::Permission::Deny,
+            Kind::Ask | Kind::Allow => hotsh_core::hooks::Permission::Ask,
+        };
+        let reason = match rule.kind {
+            Kind::Deny => format!("{} denies it", rule.describe()),
+            Kind::Ask | Kind::Allow => format!("{} asks for it", rule.describe()),
+        };
+        Verdict { permission: Some((decision, reason)), ..Verdict::default() }
+    }
+
+    /// Claude Code's allow rules that apply now, as the rules an escalation they cover is
+    /// allowed by (a project's only once allowed), each with where it comes from.
+    pub(crate) fn allow_rules(
+        &self,
+        session: &Session,
+    ) -> Vec<(hotsh_core::permissions::Rule, String)> {
+        let allowed = self.project_allowed(session);
+        let state = lock(&self.host.sessions);
+        let mine = state.get(&session.id.0);
+        self.rules
+            .iter()
+            .filter(|rule| rule.kind == Kind::Allow)
+            .filter(|rule| {
+                !rule.source.is_project() || {
+                    let print = rule.fingerprint();
+                    allowed.contains(&print) || mine.is_some_and(|m| m.allowed.contains(&print))
+                }
+            })
+            .filter_map(|rule| Some((rule.as_rule()?, rule.describe())))
+            .collect()
+    }
+
     /// Whether `hook` may run in `session` (a project's only once allowed).
     fn may_run(&self, session: &Session, hook: &HookCommand) -> bool {
         if !hook.source.is_project() {
@@ -369,38 +510,40 @@ impl TurnHooks {
     /// once, the first time one would run).
     async fn settle_consent(&self, session: &Arc<Session>, cancel: &CancellationToken) {
         let allowed = self.project_allowed(session);
-        let pending: Vec<&HookCommand> = {
+        let pending: Vec<(Fingerprint, String)> = {
             let state = lock(&self.host.sessions);
             let mine = state.get(&session.id.0);
             let mut seen = HashSet::new();
-            self.hooks
+            let hooks = self.hooks.iter().filter(|hook| hook.source.is_project()).map(|hook| {
+                let matcher = if hook.matcher.is_empty() { "*" } else { &hook.matcher };
+                let listed = format!(
+                    "{} ({matcher}, from {}): {}",
+                    hook.event,
+                    hook.source.describe(),
+                    hook.command
+                );
+                (hook.fingerprint(), listed)
+            });
+            // Only what allows: a project's deny and ask rules apply unasked.
+            let rules = self
+                .rules
                 .iter()
-                .filter(|hook| hook.source.is_project())
-                .filter(|hook| {
-                    let print = hook.fingerprint();
-                    !allowed.contains(&print)
-                        && !mine.is_some_and(|m| {
-                            m.allowed.contains(&print) || m.refused.contains(&print)
-                        })
-                        && seen.insert(print)
+                .filter(|rule| rule.source.is_project() && rule.kind == Kind::Allow)
+                .map(|rule| (rule.fingerprint(), rule.describe()));
+            hooks
+                .chain(rules)
+                .filter(|(print, _)| {
+                    !allowed.contains(print)
+                        && !mine
+                            .is_some_and(|m| m.allowed.contains(print) || m.refused.contains(print))
+                        && seen.insert(print.clone())
                 })
                 .collect()
         };
         if pending.is_empty() || !self.may_ask {
             return;
         }
-        let listed: Vec<String> = pending
-            .iter()
-            .map(|hook| {
-                let matcher = if hook.matcher.is_empty() { "*" } else { &hook.matcher };
-                format!(
-                    "{} ({matcher}, from {}): {}",
-                    hook.event,
-                    hook.source.describe(),
-                    hook.command
-                )
-            })
-            .collect();
+        let listed: Vec<String> = pending.iter().map(|(_, listed)| listed.clone()).collect();
         let option = |id: &str, label: &str, kind| QuestionOption {
             id: id.to_owned(),
             label: label.to_owned(),
@@ -411,13 +554,14 @@ impl TurnHooks {
             call_id: asked.0.clone(),
             title: format!("Run this project's hooks? ({} new)", pending.len()),
             intro: String::from(
-                "This project's `.claude/` settings configure hooks that hotsh has not run for \
-                 you before. They would run in your session folder, confined as the session's \
-                 commands are. Anything that can write the project can write these files, so \
-                 they run only if you allow them here (a hook added or changed later is asked \
-                 about again).",
+                "This project's `.claude/` settings configure hooks (or rules that allow \
+                 commands) that hotsh has not used for you before. A hook would run in your \
+                 session folder, confined as the session's commands are; an allow rule would \
+                 answer yes for you when a command it covers asks for more access. Anything \
+                 that can write the project can write these files, so they apply only if you \
+                 allow them here (one added or changed later is asked about again).",
             ),
-            quoted: vec![("The hooks".to_owned(), listed.join("\n"))],
+            quoted: vec![("What they are".to_owned(), listed.join("\n"))],
             options: vec![
                 option(RUN_FOR_SESSION, "Run them in this session", OptionKind::AllowOnce),
                 option(RUN_ALWAYS, "Always run them in this project", OptionKind::AllowAlways),
@@ -425,7 +569,7 @@ impl TurnHooks {
             ],
         };
         let reply = session.ask(question, cancel).await;
-        let prints: Vec<Fingerprint> = pending.iter().map(|hook| hook.fingerprint()).collect();
+        let prints: Vec<Fingerprint> = pending.into_iter().map(|(print, _)| print).collect();
         let note = {
             let mut state = lock(&self.host.sessions);
             let mine = state.entry(session.id.0.clone()).or_default();
@@ -442,7 +586,7 @@ impl TurnHooks {
                 _ => {
                     mine.refused.extend(prints.iter().cloned());
                     Some(format!(
-                        "These hooks from the project's `.claude/` settings were not allowed ({}) and do not run in this session:\n{}",
+                        "These hooks and rules from the project's `.claude/` settings were not allowed ({}) and do not apply in this session:\n{}",
                         reply.as_str(),
                         listed.join("\n")
                     ))
@@ -554,6 +698,7 @@ impl TurnHooks {
                 cwd: session.cwd.clone(),
                 temp: Some(SessionTemp::new(&host.output_root, &session.id.0)),
                 project_rules: host.project_rules.clone(),
+                settings_allows: Vec::new(),
             };
             match call.confinement() {
                 Ok(confinement) => confinement,
@@ -598,32 +743,40 @@ impl TurnHooks {
     }
 }
 
-/// A hook as an arc keeps it.
-fn to_arc(hook: &HookCommand) -> serde_json::Value {
-    let source = match hook.source {
+/// A source as an arc names it.
+fn source_name(source: Source) -> &'static str {
+    match source {
         Source::User => "user",
         Source::Config => "config",
         Source::Project => "project",
         Source::ProjectLocal => "project_local",
-    };
-    serde_json::json!({
-        "event": hook.event.as_str(),
-        "matcher": hook.matcher,
-        "command": hook.command,
-        "timeout_s": hook.timeout.as_secs_f64(),
-        "source": source,
-    })
+    }
 }
 
-/// A hook an arc kept.
-fn from_arc(entry: &serde_json::Value) -> Option<HookCommand> {
-    let source = match entry["source"].as_str()? {
+fn source_of(name: &str) -> Option<Source> {
+    Some(match name {
         "user" => Source::User,
         "config" => Source::Config,
         "project" => Source::Project,
         "project_local" => Source::ProjectLocal,
         _ => return None,
-    };
+    })
+}
+
+/// A hook as an arc keeps it.
+fn to_arc(hook: &HookCommand) -> serde_json::Value {
+    serde_json::json!({
+        "event": hook.event.as_str(),
+        "matcher": hook.matcher,
+        "command": hook.command,
+        "timeout_s": hook.timeout.as_secs_f64(),
+        "source": source_name(hook.source),
+    })
+}
+
+/// A hook an arc kept.
+fn from_arc(entry: &serde_json::Value) -> Option<HookCommand> {
+    let source = source_of(entry["source"].as_str()?)?;
     Some(HookCommand {
         event: Event::parse(entry["event"].as_str()?)?,
         matcher: entry["matcher"].as_str()?.to_owned(),

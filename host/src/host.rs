@@ -536,6 +536,7 @@ impl Host {
             cwd: session.cwd.clone(),
             temp: Some(SessionTemp::new(&self.output_root, &session.id.0)),
             project_rules: self.project_rules.clone(),
+            settings_allows: Vec::new(),
         };
         let (executor, owner) = (Arc::clone(&self.executor), session.id.0.clone());
         tokio::spawn(async move {
@@ -570,6 +571,7 @@ impl Host {
             output_dir: self.output_root.session_dir(&session.id.0),
             temp: SessionTemp::new(&self.output_root, &session.id.0),
             project_rules: self.project_rules.clone(),
+            hooks: Arc::clone(&hooks),
         };
         let mut providers: Vec<Arc<dyn hotsh_core::tools::ToolProvider>> =
             vec![Arc::new(plugins), Arc::new(hotsh_core::plan::PlanTool)];

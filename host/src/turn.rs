@@ -45,6 +45,8 @@ pub(crate) struct PluginTools {
     pub(crate) temp: crate::executor::SessionTemp,
     /// The rules the user allowed in projects.
     pub(crate) project_rules: crate::permissions::ProjectRules,
+    /// The turn's hooks (and Claude Code's allow rules with them).
+    pub(crate) hooks: Arc<crate::hooks::TurnHooks>,
 }
 
 impl ToolProvider for PluginTools {
@@ -244,6 +246,7 @@ impl PluginTools {
                 cwd: call.session.cwd.clone(),
                 temp: Some(self.temp.clone()),
                 project_rules: self.project_rules.clone(),
+                settings_allows: self.hooks.allow_rules(call.session),
             },
         }
     }

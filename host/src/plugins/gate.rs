@@ -25,6 +25,9 @@ pub(crate) struct CallSandbox {
     pub(crate) temp: Option<crate::executor::SessionTemp>,
     /// The rules the user allowed in projects ("Always allow in this project").
     pub(crate) project_rules: crate::permissions::ProjectRules,
+    /// Claude Code's `permissions.allow` rules in force, each with where it comes from: an
+    /// escalation one covers is allowed without asking.
+    pub(crate) settings_allows: Vec<(Rule, String)>,
 }
 
 /// What a call asks to do under the sandbox: run a command, or write a file.
@@ -213,6 +216,14 @@ impl CallSandbox {
             hotsh_core::permissions::granting(&rules, action.covers(), &action.what, wanted)
         {
             session.record_escalation(&ask, &allowed_by(rule)).await;
+            return Ok(wanted);
+        }
+        let settings = self
+            .settings_allows
+            .iter()
+            .find(|(rule, _)| rule.mode >= wanted && rule.covers(action.covers(), &action.what));
+        if let Some((_, from)) = settings {
+            session.record_escalation(&ask, &format!("allowed by {from}")).await;
             return Ok(wanted);
         }
         let rule = ask.rule.clone();

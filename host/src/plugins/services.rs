@@ -354,6 +354,7 @@ mod tests {
                     cwd: PathBuf::from("/"),
                     temp: None,
                     project_rules: crate::permissions::ProjectRules::new(None),
+                    settings_allows: Vec::new(),
                 },
             }
         });

@@ -979,9 +979,15 @@ fn a_session_with_hooks_replays_unchanged() {
         json!({"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command",
             "command": "grep -q forbidden && { echo 'not that one' >&2; exit 2; }; exit 0"}]}]}),
     );
+    // Claude Code's permission rules of the same file are recorded with the hooks.
+    let settings = home.path().join(".claude/settings.json");
+    let mut file: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    file["permissions"] = json!({"deny": ["Bash(rm:*)"]});
+    std::fs::write(&settings, file.to_string()).unwrap();
     let mut options = AgentOptions::script(vec![
         bash_call("echo forbidden"),
         bash_call("echo allowed"),
+        bash_call("rm -f nothing"),
         say("Done."),
     ]);
     options.plugins = vec![tool_bash_plugin(), tool_fs_plugin(), hello_plugin()];
@@ -1000,9 +1006,11 @@ fn a_session_with_hooks_replays_unchanged() {
     agent.prompt_answering_permission(&session, allow);
     let results = agent.tool_results();
     assert!(results[0].1 && results[0].0.contains("not that one"), "{results:?}");
+    assert!(results[2].1 && results[2].0.contains("permissions.deny `Bash(rm:*)`"), "{results:?}");
     agent.finish();
     let recorded = std::fs::read_to_string(&arc).unwrap();
     assert!(recorded.contains(r#""hooks":{"allowed""#), "no hooks entry: {recorded}");
+    assert!(recorded.contains(r#""permissions":[{"kind":"deny","rule":"Bash(rm:*)""#), "{recorded}");
     assert_eq!(recorded.matches("PreToolUse hook (exit 2)").count(), 1, "{recorded}");
     assert_eq!(recorded.matches("PostToolUse hook (exit 0)").count(), 1, "{recorded}");
     // The project's settings file is gone on replay: the arc's hooks run, not the files'.

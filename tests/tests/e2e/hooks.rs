@@ -610,3 +610,125 @@ hooks = [{ type = "command", command = 'cat > "$HOTSH_PROJECT_DIR/ended.json"', 
     );
     agent.finish();
 }
+
+/// A call of `tool` with `arguments`.
+fn call(tool: &str, arguments: Value) -> Value {
+    json!({"tool_calls": [{"name": tool, "arguments": arguments}]})
+}
+
+#[test]
+fn claude_permission_rules_deny_first_and_ask_before_a_call_runs() {
+    let (home, data, project) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::create_dir_all(home.path().join(".claude")).unwrap();
+    std::fs::write(
+        home.path().join(".claude/settings.json"),
+        json!({"permissions": {
+            "allow": ["Bash(curl:*)"],
+            "deny": ["Bash(curl:*)", "Read(./secrets/**)"],
+            "ask": ["Bash(git push:*)"]
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::create_dir_all(project.path().join("secrets")).unwrap();
+    std::fs::write(project.path().join("secrets/key"), "hunter2").unwrap();
+    std::fs::write(project.path().join("notes.txt"), "plain notes").unwrap();
+    let mut options = project_options(
+        home.path(),
+        data.path(),
+        vec![vec![
+            bash_call("echo hi && curl http://127.0.0.1:9"),
+            call("read_file", json!({"path": "secrets/key"})),
+            call("read_file", json!({"path": "notes.txt"})),
+            bash_call("git push origin main"),
+            say("done"),
+        ]],
+    );
+    options.plugins = vec![hotsh_tests::tool_bash_plugin(), hotsh_tests::tool_fs_plugin()];
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = session_in(&mut agent, project.path());
+    let (asked, _) = prompt_choosing(&mut agent, &session, "go", &["reject"]);
+    assert!(asked[0]["params"].to_string().contains("permissions.ask `Bash(git push:*)`"));
+    let results = agent.tool_results();
+    assert!(results[0].1, "{results:?}");
+    assert!(
+        results[0].0.contains(
+            "this call was denied: permissions.deny `Bash(curl:*)` of ~/.claude/settings.json denies it"
+        ),
+        "{results:?}"
+    );
+    assert!(results[1].1 && !results[1].0.contains("hunter2"), "{results:?}");
+    assert!(results[1].0.contains("Read(./secrets/**)"), "{results:?}");
+    assert!(!results[2].1 && results[2].0.contains("plain notes"), "{results:?}");
+    assert!(results[3].1 && results[3].0.contains("the user refused"), "{results:?}");
+    // `/hooks` lists them.
+    let before = agent.received.len();
+    agent.prompt(&session, "/hooks");
+    let said = agent.received[before..].iter().map(Value::to_string).collect::<String>();
+    assert!(
+        said.contains("permissions.deny `Read(./secrets/**)` of ~/.claude/settings.json (applies)"),
+        "{said}"
+    );
+    agent.finish();
+}
+
+#[test]
+fn claude_allow_rules_answer_escalations_and_a_projects_need_consent_sandbox() {
+    for backend in crate::sandbox::backends() {
+        let outside = crate::sandbox::elsewhere();
+        let path = |name: &str| outside.path().join(name).display().to_string();
+        let (home, data, project) = (
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+        );
+        std::fs::create_dir_all(home.path().join(".claude")).unwrap();
+        std::fs::write(
+            home.path().join(".claude/settings.json"),
+            json!({"permissions": {"allow": ["Bash(touch:*)"]}}).to_string(),
+        )
+        .unwrap();
+        std::fs::create_dir_all(project.path().join(".claude")).unwrap();
+        std::fs::write(
+            project.path().join(".claude/settings.json"),
+            json!({"permissions": {"allow": ["Bash(mkdir:*)"]}}).to_string(),
+        )
+        .unwrap();
+        let escalated = |command: &str| {
+            crate::sandbox::bash_with(json!({
+                "command": command,
+                "sandbox_permissions": "danger-full-access",
+                "justification": "The user asked for it."
+            }))
+        };
+        let mut options = project_options(
+            home.path(),
+            data.path(),
+            vec![vec![
+                escalated(&format!("touch {}", path("by-rule"))),
+                escalated(&format!("mkdir {}", path("by-project"))),
+                say("done"),
+            ]],
+        );
+        options.config = Some(format!("[sandbox]\nbackend = \"{backend}\"\n"));
+        let mut agent = Agent::start(options);
+        agent.initialize(true);
+        let session = session_in(&mut agent, project.path());
+        // The project's allow rule is asked about first (refused); then only the mkdir's
+        // escalation is asked (rejected): the user's own rule answered the touch.
+        let (asked, _) = prompt_choosing(&mut agent, &session, "go", &["hooks-refuse", "reject"]);
+        assert!(
+            asked[0]["params"].to_string().contains("permissions.allow `Bash(mkdir:*)`"),
+            "{backend}"
+        );
+        assert!(
+            asked[1]["params"]["toolCall"]["title"].as_str().unwrap().contains("mkdir"),
+            "{backend}"
+        );
+        assert!(outside.path().join("by-rule").exists(), "{backend}: {:?}", agent.tool_results());
+        assert!(!outside.path().join("by-project").exists(), "{backend}");
+        agent.finish();
+    }
+}

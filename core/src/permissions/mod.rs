@@ -4,6 +4,8 @@
 //! commands that start with a prefix) and the mode it grants. Session rules are logged with
 //! the session; project rules are the host's to keep.
 
+pub mod settings;
+
 use crate::sandbox::Mode;
 use serde::{Deserialize, Serialize};
 
