@@ -23,7 +23,8 @@
 //! every hotsh that speaks 1.x, older or newer than the plugin's. The rule that makes it so:
 //! **after 1.0, only append.**
 //!
-//! - A function of the plugin module is added after the last one ([`PluginModule::shutdown`]),
+//! - A function of the plugin module is added after the last one ([`PluginModule::run_hook`]
+//!   since 1.1),
 //!   a host service after the last one ([`HostServices::write_text_file`]); a host reads the
 //!   function as absent from an older plugin and does without, a plugin calling a service an
 //!   older host lacks gets the service's default answer.
@@ -59,11 +60,11 @@ pub mod __private;
 pub use abi_stable::std_types::{ROption, RResult, RStr, RString, RVec};
 pub use v1::{
     Card, Card_NE, CardStatus, CommandOutcome, CommandSpec, Diff, Extensions, FileRead, FileText,
-    FileWrite, FileWritten, FinalCard, GenericCard, HostRef, HostServices, HostServices_TO,
-    KillOutcome, Location, LogLevel, Manifest, Plugin, PluginModule, PluginModuleRef,
-    PromptSection, SandboxFacts, SandboxMode, SandboxRequest, Seen, TaskOutput, TaskStarted,
-    TaskState, TaskStatus, TerminalCard, TerminalExit, ToolCall, ToolEffects, ToolKind, ToolOutput,
-    ToolSpec, ToolsContext,
+    FileWrite, FileWritten, FinalCard, GenericCard, HookAnswer, HookCall, HookSpec, HostRef,
+    HostServices, HostServices_TO, KillOutcome, Location, LogLevel, Manifest, Plugin, PluginModule,
+    PluginModuleRef, PromptSection, SandboxFacts, SandboxMode, SandboxRequest, Seen, TaskOutput,
+    TaskStarted, TaskState, TaskStatus, TerminalCard, TerminalExit, ToolCall, ToolEffects,
+    ToolKind, ToolOutput, ToolSpec, ToolsContext,
 };
 
 /// The interface version a plugin built against this crate speaks: this crate's version,
@@ -169,6 +170,17 @@ macro_rules! export_plugin {
                     Ok(())
                 })
             }
+            extern "C" fn hooks(
+                context: &ToolsContext,
+            ) -> RResult<RVec<$crate::HookSpec>, RString> {
+                guard("hooks", || Ok(<$plugin as $crate::Plugin>::hooks(context).into()))
+            }
+            extern "C" fn run_hook(
+                call: &$crate::HookCall,
+                host: HostRef<'_>,
+            ) -> RResult<$crate::HookAnswer, RString> {
+                guard("run_hook", || <$plugin as $crate::Plugin>::run_hook(call, &host))
+            }
 
             fn module() -> PluginModuleRef {
                 $crate::__private::leak_module(PluginModule {
@@ -179,6 +191,8 @@ macro_rules! export_plugin {
                     present_call,
                     present_result,
                     shutdown,
+                    hooks,
+                    run_hook,
                 })
             }
 

@@ -710,6 +710,35 @@ impl CommandSpec {
         self.sandbox_permissions = request.into();
         self
     }
+
+    /// What the command reads on stdin (added in 1.1); `None`: nothing (`/dev/null`), which
+    /// is also what a 1.0 host gives it.
+    pub fn stdin(&self) -> Option<String> {
+        self.extensions.get("stdin")
+    }
+
+    /// With `stdin` fed to the command (added in 1.1). A command that does not read it all
+    /// is not waited for. A 1.0 host ignores it.
+    #[must_use]
+    pub fn with_stdin(mut self, stdin: &str) -> Self {
+        self.extensions.set("stdin", stdin);
+        self
+    }
+
+    /// Variables set on top of the command's environment (added in 1.1); none from a 1.0
+    /// plugin.
+    pub fn env(&self) -> Vec<(String, String)> {
+        self.extensions.get("env").unwrap_or_default()
+    }
+
+    /// With these variables set on top of the command's environment (added in 1.1; after
+    /// the host's credential scrub). A 1.0 host ignores them.
+    #[must_use]
+    pub fn with_env(mut self, env: &[(&str, &str)]) -> Self {
+        let env: Vec<(&str, &str)> = env.to_vec();
+        self.extensions.set("env", env);
+        self
+    }
 }
 
 /// How the sandbox treated a command.
@@ -1022,6 +1051,130 @@ pub type HostRef<'a> = HostServices_TO<'a, abi_stable::sabi_types::RRef<'a, ()>>
 /// The owned form, for hosts and tests that build a services object.
 pub type HostBox = HostServices_TO<'static, RBox<()>>;
 
+/// A hook a plugin declares (added in 1.1): an event of a session, in Claude Code's names
+/// (`PreToolUse`, `PostToolUse`, `UserPromptSubmit`, `Stop`, `SessionStart`, `PreCompact`,
+/// `SessionEnd`, `Notification`), and a matcher with Claude Code's rules (empty or `*`: every
+/// run; `Bash`, `Edit|Write`: those tools, as hooks name them; anything else a regular
+/// expression). The host calls [`Plugin::run_hook`] at each run of the event that matches.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HookSpec {
+    /// The event, as Claude Code names it.
+    pub event: RString,
+    /// Which runs of the event (see above).
+    pub matcher: RString,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
+}
+
+impl HookSpec {
+    /// A hook on `event`'s runs that `matcher` selects.
+    pub fn new(event: &str, matcher: &str) -> Self {
+        Self { event: event.into(), matcher: matcher.into(), extensions: Extensions::none() }
+    }
+}
+
+/// One run of a plugin's hook (added in 1.1).
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HookCall {
+    /// The event, as Claude Code names it.
+    pub event: RString,
+    /// The JSON a command hook would read on stdin, with Claude Code's fields (`session_id`,
+    /// `cwd`, `hook_event_name`, `tool_name`, `tool_input`, `tool_response`, `prompt`…).
+    pub payload: RString,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
+}
+
+impl HookCall {
+    /// A run of `event` with `payload` (tests of a plugin make their own).
+    pub fn new(event: &str, payload: &serde_json::Value) -> Self {
+        Self { event: event.into(), payload: payload.to_string().into(), ..Self::default() }
+    }
+
+    /// The payload, parsed (`Null` when it is not JSON).
+    pub fn payload(&self) -> serde_json::Value {
+        serde_json::from_str(&self.payload).unwrap_or_default()
+    }
+}
+
+/// What a plugin's hook answers (added in 1.1): Claude Code's hook output, the JSON a
+/// command hook prints on stdout (`hookSpecificOutput` with `permissionDecision`,
+/// `permissionDecisionReason`, `updatedInput`, `additionalContext`; `decision` and `reason`;
+/// `continue`, `stopReason`, `systemMessage`), so a plugin's hook means what a command
+/// hook's output means. Made with the constructors.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HookAnswer {
+    /// The output as JSON text (empty: nothing to say).
+    pub output: RString,
+    /// Fields added in 1.x.
+    pub extensions: Extensions,
+}
+
+impl HookAnswer {
+    /// Nothing to say: the session goes on as without the hook.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// Claude Code's hook output `output`, as it is.
+    pub fn json(output: &serde_json::Value) -> Self {
+        Self { output: output.to_string().into(), extensions: Extensions::none() }
+    }
+
+    fn decision(event: &str, decision: &str, reason: &str) -> Self {
+        Self::json(&serde_json::json!({"hookSpecificOutput": {
+            "hookEventName": event,
+            "permissionDecision": decision,
+            "permissionDecisionReason": reason,
+        }}))
+    }
+
+    /// `PreToolUse`: the call may run (the hook does not object; it widens no sandbox).
+    pub fn allow(reason: &str) -> Self {
+        Self::decision("PreToolUse", "allow", reason)
+    }
+
+    /// `PreToolUse`: the call does not run; the model reads `reason`.
+    pub fn deny(reason: &str) -> Self {
+        Self::decision("PreToolUse", "deny", reason)
+    }
+
+    /// `PreToolUse`: the user is asked first, reading `reason`.
+    pub fn ask(reason: &str) -> Self {
+        Self::decision("PreToolUse", "ask", reason)
+    }
+
+    /// `PreToolUse`: the call runs with these arguments instead (as hooks see them:
+    /// `command`, `file_path`).
+    pub fn rewrite(input: &serde_json::Value) -> Self {
+        Self::json(&serde_json::json!({"hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "allow",
+            "updatedInput": input,
+        }}))
+    }
+
+    /// `PostToolUse`, `UserPromptSubmit`, `SessionStart`: `text` for the model's context.
+    pub fn add_context(event: &str, text: &str) -> Self {
+        Self::json(&serde_json::json!({"hookSpecificOutput": {
+            "hookEventName": event,
+            "additionalContext": text,
+        }}))
+    }
+
+    /// `UserPromptSubmit`: the prompt is not answered; `Stop`: the model goes on;
+    /// `PostToolUse`: the model reads `reason`.
+    pub fn block(reason: &str) -> Self {
+        Self::json(&serde_json::json!({"decision": "block", "reason": reason}))
+    }
+}
+
 /// The table of functions a plugin exports. Built by [`export_plugin!`](crate::export_plugin);
 /// never written by hand. A function added in 1.x comes after `shutdown`: the host reads it as
 /// absent from an older plugin's table and does without.
@@ -1045,6 +1198,11 @@ pub struct PluginModule {
     /// Called once when the host replaces or drops this generation of the plugin.
     #[sabi(last_prefix_field)]
     pub shutdown: extern "C" fn() -> RResult<(), RString>,
+    /// The hooks the plugin declares, in the context the host gives (added in 1.1; a 1.0
+    /// plugin declares none).
+    pub hooks: extern "C" fn(&ToolsContext) -> RResult<RVec<HookSpec>, RString>,
+    /// Runs one of its hooks, with the host services bound to the session (added in 1.1).
+    pub run_hook: extern "C" fn(&HookCall, HostRef<'_>) -> RResult<HookAnswer, RString>,
 }
 
 impl RootModule for PluginModuleRef {
@@ -1086,6 +1244,18 @@ pub trait Plugin {
     /// Called when the host replaces or drops this build. Plugins hold no resources, so the
     /// default does nothing.
     fn shutdown() {}
+    /// The hooks the plugin declares (added in 1.1; none by default). They are reloaded with
+    /// the plugin, as its tools are.
+    fn hooks(context: &ToolsContext) -> Vec<HookSpec> {
+        let _ = context;
+        Vec::new()
+    }
+    /// Runs one of its hooks (added in 1.1). `Err` is a hook that failed: the user sees it
+    /// on the hook's card, and the session goes on as without it.
+    fn run_hook(call: &HookCall, host: &HostRef<'_>) -> Result<HookAnswer, String> {
+        let _ = (call, host);
+        Ok(HookAnswer::none())
+    }
 }
 
 #[cfg(test)]

@@ -98,6 +98,9 @@ pub enum Source {
     Project,
     /// `<project>/.claude/settings.local.json`: as `Project`.
     ProjectLocal,
+    /// A plugin's (hotsh-abi 1.1): the user installed it; it runs in the host, not as a
+    /// command.
+    Plugin,
 }
 
 impl Source {
@@ -112,6 +115,7 @@ impl Source {
             Source::Config => "hotsh's config",
             Source::Project => ".claude/settings.json",
             Source::ProjectLocal => ".claude/settings.local.json",
+            Source::Plugin => "a plugin",
         }
     }
 }

@@ -48,6 +48,10 @@ pub(crate) struct HookHost {
     pub(crate) configured_skipped: Vec<String>,
     /// Where session logs are (each hook's `transcript_path`).
     pub(crate) store: crate::session::store::SessionStore,
+    /// The plugins (their hooks, read at each point: a reload applies from the next one).
+    pub(crate) registry: Arc<crate::plugins::Registry>,
+    /// The host's runtime, where a plugin hook's host services run their work.
+    pub(crate) runtime: tokio::runtime::Handle,
     sessions: Mutex<HashMap<String, SessionHooks>>,
     arc: Mutex<ArcHooks>,
 }
@@ -118,6 +122,7 @@ impl HookHost {
         claude_home: Option<PathBuf>,
         configured: &serde_json::Value,
         store: crate::session::store::SessionStore,
+        registry: Arc<crate::plugins::Registry>,
     ) -> Self {
         let (configured, configured_skipped) = hotsh_core::hooks::parse(configured, Source::Config);
         Self {
@@ -129,6 +134,8 @@ impl HookHost {
             configured,
             configured_skipped,
             store,
+            registry,
+            runtime: tokio::runtime::Handle::current(),
             sessions: Mutex::default(),
             arc: Mutex::default(),
         }
@@ -396,7 +403,7 @@ pub(crate) struct TurnHooks {
 
 impl Hooks for TurnHooks {
     fn wants(&self, event: Event) -> bool {
-        self.events.contains(&event)
+        self.events.contains(&event) || !self.plugin_hooks(event).is_empty()
     }
 
     fn starting(&self) -> Option<&'static str> {
@@ -411,12 +418,17 @@ impl Hooks for TurnHooks {
     ) -> BoxFuture<'a, Verdict> {
         Box::pin(async move {
             let ruled = self.judge(&point);
+            let plugins: Vec<(HookCommand, Arc<crate::plugins::LoadedPlugin>)> = self
+                .plugin_hooks(point.event)
+                .into_iter()
+                .filter(|(hook, _)| hook.matches(&point.subject))
+                .collect();
             let matching: Vec<&HookCommand> = self
                 .hooks
                 .iter()
                 .filter(|hook| hook.event == point.event && hook.matches(&point.subject))
                 .collect();
-            if matching.is_empty() {
+            if matching.is_empty() && plugins.is_empty() {
                 return ruled;
             }
             // A notification is about a question being asked: it asks none of its own.
@@ -429,7 +441,15 @@ impl Hooks for TurnHooks {
                 matching.into_iter().filter(|hook| self.may_run(session, hook)).collect();
             let payload = self.payload(session, &point);
             let runs = runnable.iter().map(|hook| self.run_one(session, hook, &payload, cancel));
-            let mut verdicts = futures::future::join_all(runs).await;
+            let by_plugins = plugins
+                .iter()
+                .map(|(hook, plugin)| self.run_plugin(session, hook, plugin, &payload, cancel));
+            let (mut verdicts, by_plugins) = futures::future::join(
+                futures::future::join_all(runs),
+                futures::future::join_all(by_plugins),
+            )
+            .await;
+            verdicts.extend(by_plugins);
             verdicts.push(ruled);
             Verdict::combine(verdicts)
         })
@@ -445,6 +465,75 @@ impl Hooks for TurnHooks {
 }
 
 impl TurnHooks {
+    /// The hooks the loaded plugins declare for `event` now (each plugin's build as it is at
+    /// this point: one reloaded during the turn serves from the next point on).
+    fn plugin_hooks(&self, event: Event) -> Vec<(HookCommand, Arc<crate::plugins::LoadedPlugin>)> {
+        let snapshot = self.host.registry.snapshot();
+        snapshot
+            .hooks()
+            .into_iter()
+            .filter(|(_, name, _)| name == event.as_str())
+            .map(|(plugin, _, matcher)| {
+                let hook = HookCommand {
+                    event,
+                    matcher,
+                    command: format!("plugin {}", plugin.name),
+                    timeout: hotsh_core::hooks::DEFAULT_TIMEOUT,
+                    source: Source::Plugin,
+                };
+                (hook, plugin)
+            })
+            .collect()
+    }
+
+    /// Runs a plugin's hook (on a thread of its own: the plugin's code blocks while its host
+    /// services work) and shows its card; what it says.
+    async fn run_plugin(
+        &self,
+        session: &Arc<Session>,
+        hook: &HookCommand,
+        plugin: &Arc<crate::plugins::LoadedPlugin>,
+        payload: &[u8],
+        cancel: &CancellationToken,
+    ) -> Verdict {
+        let host = &self.host;
+        let call_id = session.next_call_id();
+        let services = crate::plugins::CallServices {
+            runtime: host.runtime.clone(),
+            executor: Arc::clone(&host.executor),
+            cancel: cancel.clone(),
+            live: Arc::new(LiveOutput::new(1)),
+            spill_stem: host.output_root.session_dir(&session.id.0).join(&call_id.0),
+            plugin: plugin.name.clone(),
+            tool: format!("{}-hook", plugin.name),
+            runs: std::sync::atomic::AtomicU32::new(0),
+            session_id: session.id.0.clone(),
+            task_output_dir: host.output_root.session_dir(&session.id.0),
+            started: std::sync::Mutex::default(),
+            last_end: std::sync::Mutex::default(),
+            sandbox: crate::plugins::gate::CallSandbox {
+                sandbox: Arc::clone(&host.sandbox),
+                session: Some(Arc::clone(session)),
+                call_id: call_id.0.clone(),
+                cwd: session.cwd.clone(),
+                temp: Some(SessionTemp::new(&host.output_root, &session.id.0)),
+                project_rules: host.project_rules.clone(),
+                settings_allows: Vec::new(),
+            },
+        };
+        let (api, event) = (plugin.api, hook.event.as_str().to_owned());
+        let payload = String::from_utf8_lossy(payload).into_owned();
+        let running =
+            tokio::task::spawn_blocking(move || api.run_hook(&event, &payload, &services));
+        let ran = match tokio::time::timeout(hook.timeout, running).await {
+            Ok(Ok(Ok(output))) => Ran { exit_code: Some(0), stdout: output, ..Ran::default() },
+            Ok(Ok(Err(error))) => Ran { exit_code: Some(1), stderr: error, ..Ran::default() },
+            Ok(Err(error)) => Ran { not_run: true, stderr: error.to_string(), ..Ran::default() },
+            Err(_) => Ran { timed_out: true, ..Ran::default() },
+        };
+        self.show(session, hook, &ran, call_id).await
+    }
+
     /// What the permission rules say of a `PreToolUse` point: a deny rule refuses the call,
     /// an ask rule asks the user (deny first).
     fn judge(&self, point: &Point) -> Verdict {
@@ -641,11 +730,24 @@ impl TurnHooks {
     ) -> Verdict {
         let call_id = session.next_call_id();
         let ran = self.execute(session, hook, payload, &call_id.0, cancel).await;
-        let verdict = Verdict::of(hook, &ran);
+        self.show(session, hook, &ran, call_id).await
+    }
+
+    /// Shows a hook's run as a card; what it says.
+    async fn show(
+        &self,
+        session: &Session,
+        hook: &HookCommand,
+        ran: &Ran,
+        call_id: hotsh_core::session::ToolCallId,
+    ) -> Verdict {
+        let verdict = Verdict::of(hook, ran);
         let status = if ran.timed_out {
             "timed out".to_owned()
         } else if ran.not_run {
             "not run".to_owned()
+        } else if hook.source == Source::Plugin {
+            if ran.exit_code == Some(0) { "answered" } else { "failed" }.to_owned()
         } else {
             ran.exit_code.map_or_else(|| "killed".to_owned(), |code| format!("exit {code}"))
         };
@@ -669,7 +771,10 @@ impl TurnHooks {
         let run = HookRun {
             event: hook.event.as_str().to_owned(),
             command: hook.command.clone(),
-            source: hook.source.describe().to_owned(),
+            source: match hook.source {
+                Source::Plugin => hook.command.clone(),
+                source => source.describe().to_owned(),
+            },
             failed: ran.exit_code != Some(0) || ran.timed_out || ran.not_run,
             status,
             output,
@@ -750,6 +855,7 @@ fn source_name(source: Source) -> &'static str {
         Source::Config => "config",
         Source::Project => "project",
         Source::ProjectLocal => "project_local",
+        Source::Plugin => "plugin",
     }
 }
 
@@ -759,6 +865,7 @@ fn source_of(name: &str) -> Option<Source> {
         "config" => Source::Config,
         "project" => Source::Project,
         "project_local" => Source::ProjectLocal,
+        "plugin" => Source::Plugin,
         _ => return None,
     })
 }

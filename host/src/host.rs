@@ -274,6 +274,7 @@ impl Host {
             config.claude_home.clone(),
             &config.hooks,
             store.clone(),
+            Arc::clone(&registry),
         ));
         hooks.record_to(recorder.clone());
         if let Some(replay) = &config.hooks_replay {

@@ -227,6 +227,40 @@ pub fn reloadable_build_in(profile: Profile, label: &str, interface: Interface) 
     )
 }
 
+/// A build of the `hooked` fixture (a hotsh-abi 1.1 plugin with hooks, against the frozen
+/// 1.1) whose answers name `label` (`hooked build <label>`), kept as
+/// `libhotsh_fixture_hooked.so`.
+pub fn hooked_build(label: &str) -> PathBuf {
+    let key = format!("hooked-{label}");
+    let source = target_dir().join("fixture-src").join(&key);
+    let template = workspace().join("tests/fixtures/hooked");
+    let package = format!("hotsh-fixture-{key}");
+    let name = format!("name = {package:?}");
+    let abi = workspace().join("tests/fixtures/abi-1.1");
+    let abi = format!("path = {:?}", abi.display().to_string());
+    copy_fixture_file(
+        &template,
+        &source,
+        "Cargo.toml",
+        &[("name = \"hotsh-fixture-hooked\"", &name), ("path = \"../abi-1.1\"", &abi)],
+    );
+    copy_fixture_file(
+        &template,
+        &source,
+        "Cargo.lock",
+        &[("\"hotsh-fixture-hooked\"", &format!("{package:?}"))],
+    );
+    let label = format!("const LABEL: &str = \"hooked build {label}\";");
+    copy_fixture_file(
+        &template,
+        &source,
+        "src/lib.rs",
+        &[("const LABEL: &str = \"hooked build one\";", &label)],
+    );
+    let built = format!("lib{}.so", package.replace('-', "_"));
+    build_fixture(&key, &source.join("Cargo.toml"), &built, "libhotsh_fixture_hooked.so")
+}
+
 /// A build of the `misbehaving` fixture in `mode` (`well-behaved`, `abort-in-manifest`,
 /// `hang-in-tools`), kept as `libhotsh_fixture_misbehaving.so`.
 pub fn misbehaving_build(mode: &str) -> PathBuf {
@@ -324,7 +358,7 @@ pub fn fixture_target_dir() -> PathBuf {
 }
 
 /// The version of hotsh-abi in this checkout.
-pub const ABI_VERSION: &str = "1.0.0";
+pub const ABI_VERSION: &str = "1.1.0";
 /// Another minor version of it (which abi_stable refuses).
 pub const OTHER_ABI_VERSION: &str = "2.0.0";
 /// An older minor version of it (refused too).
@@ -362,8 +396,9 @@ fn changed_interface(interface: Interface) -> PathBuf {
 pub enum Compat {
     /// The frozen copy of hotsh-abi 1.0 (`tests/fixtures/abi-1.0`), with the fixture's lock file.
     V1_0,
-    /// [`derived_abi_1_1`]: 1.0 with one thing of each kind appended.
-    V1_1,
+    /// [`derived_later_abi`]: a later 1.x (1.2), the frozen 1.1 with one thing of each kind
+    /// appended.
+    Later,
 }
 
 /// A build of the `plugin-abi-1.0` fixture against `interface`, kept as
@@ -372,9 +407,9 @@ pub fn compat_build(interface: Compat) -> PathBuf {
     let template = workspace().join("tests/fixtures/plugin-abi-1.0");
     let manifest = match interface {
         Compat::V1_0 => template.join("Cargo.toml"),
-        Compat::V1_1 => {
+        Compat::Later => {
             let source = target_dir().join("fixture-src").join("plugin-abi-1.1");
-            let abi = format!("path = {:?}", derived_abi_1_1());
+            let abi = format!("path = {:?}", derived_later_abi());
             copy_fixture_file(
                 &template,
                 &source,
@@ -392,22 +427,23 @@ pub fn compat_build(interface: Compat) -> PathBuf {
     };
     let built = match interface {
         Compat::V1_0 => "libhotsh_fixture_abi_1_0.so",
-        Compat::V1_1 => "libhotsh_fixture_abi_1_1.so",
+        Compat::Later => "libhotsh_fixture_abi_1_1.so",
     };
     build_fixture(&format!("compat-{interface:?}"), &manifest, built, "libhotsh_fixture_compat.so")
 }
 
-/// The frozen hotsh-abi 1.0 with what a 1.1 may append, one of each kind: a variant of `Card`
+/// A later hotsh-abi 1.x (1.2): the frozen 1.1 with what a later 1.x may append, one of each
+/// kind: a variant of `Card`
 /// (`Notice`), values of `ToolKind` (`Browse`) and `SandboxMode` (`NetworkOnly`), a field of
 /// `GenericCard` (`subtitle`, over its extensions), a function of the plugin module
 /// (`describe`, with a default in `Plugin`) and a host service (`host_name`, with a default
 /// body).
 /// Written under `target/fixture-src/abi-1.1`; returns its directory.
-pub fn derived_abi_1_1() -> PathBuf {
-    let frozen = workspace().join("tests/fixtures/abi-1.0");
-    let dir = target_dir().join("fixture-src").join("abi-1.1");
+pub fn derived_later_abi() -> PathBuf {
+    let frozen = workspace().join("tests/fixtures/abi-1.1");
+    let dir = target_dir().join("fixture-src").join("abi-later");
     let appended: &[(&str, &str, &str)] = &[
-        ("Cargo.toml", "version = \"1.0.0\"\n", "version = \"1.1.0\"\n"),
+        ("Cargo.toml", "version = \"1.1.0\"\n", "version = \"1.2.0\"\n"),
         (
             "src/v1.rs",
             "    Generic(GenericCard),\n}\n",
@@ -433,8 +469,8 @@ pub fn derived_abi_1_1() -> PathBuf {
         ),
         (
             "src/v1.rs",
-            "    pub shutdown: extern \"C\" fn() -> RResult<(), RString>,\n",
-            "    pub shutdown: extern \"C\" fn() -> RResult<(), RString>,\n    \
+            "    pub run_hook: extern \"C\" fn(&HookCall, HostRef<'_>) -> RResult<HookAnswer, RString>,\n",
+            "    pub run_hook: extern \"C\" fn(&HookCall, HostRef<'_>) -> RResult<HookAnswer, RString>,\n    \
              /// What the plugin says of itself (added in 1.1).\n    \
              pub describe: extern \"C\" fn() -> RResult<RString, RString>,\n",
         ),
@@ -462,8 +498,8 @@ pub fn derived_abi_1_1() -> PathBuf {
         ),
         (
             "src/lib.rs",
-            "                    shutdown,\n",
-            "                    shutdown,\n                    describe,\n",
+            "                    run_hook,\n",
+            "                    run_hook,\n                    describe,\n",
         ),
     ];
     for file in [
@@ -474,12 +510,12 @@ pub fn derived_abi_1_1() -> PathBuf {
         "src/sandbox.rs",
         "src/load.rs",
     ] {
-        let mut text = std::fs::read_to_string(frozen.join(file)).expect("frozen hotsh-abi 1.0");
+        let mut text = std::fs::read_to_string(frozen.join(file)).expect("frozen hotsh-abi 1.1");
         for (_, anchor, replacement) in appended.iter().filter(|(f, _, _)| *f == file) {
             assert_eq!(
                 text.matches(anchor).count(),
                 1,
-                "{file} of hotsh-abi 1.0 changed: {anchor}"
+                "{file} of hotsh-abi 1.1 changed: {anchor}"
             );
             text = text.replace(anchor, replacement);
         }
@@ -488,12 +524,12 @@ pub fn derived_abi_1_1() -> PathBuf {
     dir
 }
 
-/// A small loader built against [`derived_abi_1_1`] (`tests/fixtures/host-abi-1.1`), standing
+/// A small loader built against [`derived_later_abi`] (`tests/fixtures/host-abi-1.1`), standing
 /// for a hotsh that knows what 1.1 appended; returns the binary.
-pub fn host_knowing_abi_1_1() -> PathBuf {
+pub fn host_knowing_later_abi() -> PathBuf {
     let template = workspace().join("tests/fixtures/host-abi-1.1");
     let source = target_dir().join("fixture-src").join("host-abi-1.1");
-    let abi = format!("path = {:?}", derived_abi_1_1());
+    let abi = format!("path = {:?}", derived_later_abi());
     copy_fixture_file(&template, &source, "Cargo.toml", &[("path = \"../abi-1.0\"", &abi)]);
     copy_fixture_file(&template, &source, "src/main.rs", &[]);
     // The lock of the plugin built against the same interface.

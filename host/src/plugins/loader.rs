@@ -50,6 +50,8 @@ pub(crate) struct LoadedPlugin {
     pub(crate) load_took: std::time::Duration,
     pub(crate) tools: Vec<ToolDefinition>,
     pub(crate) prompt_sections: Vec<PromptSection>,
+    /// The hooks it declares (hotsh-abi 1.1; none from a 1.0 plugin): event and matcher.
+    pub(crate) hooks: Vec<(String, String)>,
     pub(crate) api: PluginV1,
 }
 
@@ -196,6 +198,7 @@ pub(crate) fn load_bytes(
     let manifest = api.manifest().map_err(Rejection::Plugin)?;
     let tools = api.tools(context).map_err(Rejection::Plugin)?;
     let prompt_sections = api.prompt_sections(context).map_err(Rejection::Plugin)?;
+    let hooks = api.hooks(context).map_err(Rejection::Plugin)?;
     Ok(LoadedPlugin {
         generation,
         path: path.to_owned(),
@@ -207,6 +210,7 @@ pub(crate) fn load_bytes(
         load_took: started.elapsed(),
         tools,
         prompt_sections,
+        hooks,
         api,
     })
 }

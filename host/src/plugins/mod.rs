@@ -59,6 +59,17 @@ impl Snapshot {
     }
 
     /// The plugins' prompt sections, sorted by order then id.
+    /// Every hook the plugins declare, by plugin name (then as each plugin lists them).
+    pub(crate) fn hooks(&self) -> Vec<(Arc<LoadedPlugin>, String, String)> {
+        let mut hooks: Vec<_> = self
+            .plugins
+            .iter()
+            .flat_map(|p| p.hooks.iter().map(|(e, m)| (Arc::clone(p), e.clone(), m.clone())))
+            .collect();
+        hooks.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+        hooks
+    }
+
     pub(crate) fn prompt_sections(&self) -> Vec<crate::prompt::PromptSection> {
         let mut sections: Vec<_> =
             self.plugins.iter().flat_map(|p| p.prompt_sections.iter().cloned()).collect();

@@ -133,6 +133,7 @@ impl CallServices {
         let mut spill_path = self.spill_stem.clone().into_os_string();
         spill_path.push(format!("-{run}.log"));
         let workdir = PathBuf::from(spec.workdir.as_str());
+        let (stdin, env) = (spec.stdin().map(String::into_bytes), spec.env());
         let request = RunRequest {
             command: spec.command.into_string(),
             workdir: workdir.clone(),
@@ -141,8 +142,8 @@ impl CallServices {
             policy: gate.policy.clone().map(|policy| policy.rules),
             environment: (!gate.escalated).then(|| self.session_id.clone()),
             temp_dir: gate.temp_dir.clone(),
-            stdin: None,
-            env: Vec::new(),
+            stdin,
+            env,
         };
         let executor = Arc::clone(&self.executor);
         let live = Arc::clone(&self.live);

@@ -137,6 +137,37 @@ impl PluginV1 {
 }
 
 impl PluginV1 {
+    /// The hooks the plugin declares (event, matcher): none from a 1.0 plugin, whose module
+    /// has no `hooks` function.
+    pub(crate) fn hooks(
+        &self,
+        context: &abi::ToolsContext,
+    ) -> Result<Vec<(String, String)>, String> {
+        let Some(hooks) = self.module.hooks() else { return Ok(Vec::new()) };
+        Ok(result(hooks(context))?
+            .into_iter()
+            .take(MAX_LOCATIONS)
+            .map(|hook| (text(hook.event, MAX_NAME), text(hook.matcher, MAX_NAME)))
+            .collect())
+    }
+
+    /// Runs one of the plugin's hooks: its answer, Claude Code's hook output as JSON text
+    /// (empty: nothing to say).
+    pub(crate) fn run_hook(
+        &self,
+        event: &str,
+        payload: &str,
+        services: &CallServices,
+    ) -> Result<String, String> {
+        let Some(run_hook) = self.module.run_hook() else { return Ok(String::new()) };
+        let host = HostServices_TO::from_const(services, TD_Opaque);
+        let mut call = abi::HookCall::default();
+        call.event = event.into();
+        call.payload = payload.into();
+        let answer = result(run_hook(&call, host))?;
+        Ok(text(answer.output, MAX_RESULT_TEXT))
+    }
+
     /// Calls the plugin's `shutdown` hook.
     pub(crate) fn shutdown(&self) -> Result<(), String> {
         result((self.module.shutdown())())

@@ -1010,7 +1010,10 @@ fn a_session_with_hooks_replays_unchanged() {
     agent.finish();
     let recorded = std::fs::read_to_string(&arc).unwrap();
     assert!(recorded.contains(r#""hooks":{"allowed""#), "no hooks entry: {recorded}");
-    assert!(recorded.contains(r#""permissions":[{"kind":"deny","rule":"Bash(rm:*)""#), "{recorded}");
+    assert!(
+        recorded.contains(r#""permissions":[{"kind":"deny","rule":"Bash(rm:*)""#),
+        "{recorded}"
+    );
     assert_eq!(recorded.matches("PreToolUse hook (exit 2)").count(), 1, "{recorded}");
     assert_eq!(recorded.matches("PostToolUse hook (exit 0)").count(), 1, "{recorded}");
     // The project's settings file is gone on replay: the arc's hooks run, not the files'.

@@ -4,7 +4,7 @@
 //! additions as present from the newer plugin and absent from the older one.
 
 use hotsh_tests::{
-    Agent, AgentOptions, Compat, compat_build, host_knowing_abi_1_1, hotsh_binary,
+    Agent, AgentOptions, Compat, compat_build, host_knowing_later_abi, hotsh_binary,
     install_like_cargo, say, tool_call,
 };
 use serde_json::{Value, json};
@@ -87,7 +87,7 @@ fn a_plugin_built_against_a_later_1_x_loads_and_what_it_appended_falls_back() {
     agent.prompt(&session, "one");
 
     // The 1.1 build replaces the 1.0 one in the running agent...
-    install_like_cargo(&compat_build(Compat::V1_1), &agent.plugin_dir(), LIBRARY);
+    install_like_cargo(&compat_build(Compat::Later), &agent.plugin_dir(), LIBRARY);
     let (_, after) = agent.wait_for_plugin_card(&session, 0, "compat reloaded");
     let response = agent.prompt(&session, "two");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
@@ -125,14 +125,14 @@ fn a_plugin_built_against_a_later_1_x_loads_and_what_it_appended_falls_back() {
     // `hotsh plugin check` names the later 1.x and says this hotsh loads it.
     let output = std::process::Command::new(hotsh_binary())
         .args(["plugin", "check"])
-        .arg(compat_build(Compat::V1_1))
+        .arg(compat_build(Compat::Later))
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{text}");
     assert!(
         text.contains(&format!(
-            "  hotsh-abi: 1.1.0 (the interface it was built for; this hotsh speaks {}: this hotsh loads it)\n",
+            "  hotsh-abi: 1.2.0 (the interface it was built for; this hotsh speaks {}: this hotsh loads it)\n",
             hotsh_tests::ABI_VERSION
         )),
         "{text}"
@@ -142,7 +142,7 @@ fn a_plugin_built_against_a_later_1_x_loads_and_what_it_appended_falls_back() {
 #[test]
 #[allow(clippy::disallowed_methods, reason = "runs the loader that knows 1.1")]
 fn a_host_that_knows_a_later_1_x_reads_its_additions_as_present_or_absent() {
-    let host = host_knowing_abi_1_1();
+    let host = host_knowing_later_abi();
     let read = |build: Compat| -> Value {
         let output = std::process::Command::new(&host).arg(compat_build(build)).output().unwrap();
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
@@ -167,8 +167,8 @@ fn a_host_that_knows_a_later_1_x_reads_its_additions_as_present_or_absent() {
     );
 
     // A 1.1 plugin in a 1.1 host: all of it.
-    let new = read(Compat::V1_1);
-    assert_eq!(new["declared"], "1.1.0", "{new}");
+    let new = read(Compat::Later);
+    assert_eq!(new["declared"], "1.2.0", "{new}");
     assert_eq!(new["describe"], "compat, built against hotsh-abi 1.1", "{new}");
     assert_eq!(new["cards"]["compat_new"]["call"], json!({"notice": "a card of a kind 1.1 added"}));
     assert_eq!(
@@ -198,17 +198,19 @@ fn the_frozen_plugins_lock_file_pins_what_the_workspace_builds_with() {
     // Fixture builds run without the network: the plugin's own lock may name only versions a
     // build of the workspace has fetched.
     let workspace = locked(&hotsh_tests::workspace().join("Cargo.lock"));
-    let fixture =
-        locked(&hotsh_tests::workspace().join("tests/fixtures/plugin-abi-1.0/Cargo.lock"));
-    assert!(fixture.iter().any(|(name, _)| name == "abi_stable"), "{fixture:?}");
-    let stale: Vec<&(String, String)> = fixture
-        .iter()
-        .filter(|(name, _)| !name.starts_with("hotsh-"))
-        .filter(|package| !workspace.contains(package))
-        .collect();
-    assert!(
-        stale.is_empty(),
-        "tests/fixtures/plugin-abi-1.0/Cargo.lock pins versions the workspace does not: {stale:?}; \
-         copy the workspace's Cargo.lock over it and build the fixture once to trim it"
-    );
+    for plugin in ["plugin-abi-1.0", "hooked"] {
+        let lock = format!("tests/fixtures/{plugin}/Cargo.lock");
+        let fixture = locked(&hotsh_tests::workspace().join(&lock));
+        assert!(fixture.iter().any(|(name, _)| name == "abi_stable"), "{fixture:?}");
+        let stale: Vec<&(String, String)> = fixture
+            .iter()
+            .filter(|(name, _)| !name.starts_with("hotsh-"))
+            .filter(|package| !workspace.contains(package))
+            .collect();
+        assert!(
+            stale.is_empty(),
+            "{lock} pins versions the workspace does not: {stale:?}; copy the workspace's \
+             Cargo.lock over it and build the fixture once to trim it"
+        );
+    }
 }

@@ -732,3 +732,74 @@ fn claude_allow_rules_answer_escalations_and_a_projects_need_consent_sandbox() {
         agent.finish();
     }
 }
+
+#[test]
+fn a_plugin_of_hotsh_abi_1_1_hooks_calls_and_bridges_to_a_command_with_stdin_and_env() {
+    let home = tempfile::tempdir().unwrap();
+    let mut options = AgentOptions::script(vec![
+        bash_call("echo plugin-forbidden"),
+        bash_call("echo plugin-rewrite-me"),
+        bash_call("echo fine"),
+        say("done"),
+    ]);
+    options.plugins = vec![hotsh_tests::tool_bash_plugin(), hotsh_tests::hooked_build("one")];
+    options.env.push(("HOME".into(), home.path().display().to_string()));
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    assert_eq!(agent.prompt(&session, "go")["result"]["stopReason"], "end_turn");
+    let results = agent.tool_results();
+    assert!(results[0].1 && results[0].0.contains("hooked build one forbids it"), "{results:?}");
+    assert!(!results[1].1 && results[1].0.contains("rewritten-by-plugin"), "{results:?}");
+    assert!(!results[2].1 && results[2].0.contains("fine"), "{results:?}");
+    let requests = agent.model_requests();
+    assert!(requests[0].to_string().contains("hooked build one context"), "{}", requests[0]);
+    assert!(last_request(&agent).contains("hooked build one saw the call"));
+    // The bridge: the payload on the command's stdin, the variable in its environment.
+    let payload: Value = serde_json::from_str(
+        &std::fs::read_to_string(agent.workdir.join("hooked-payload.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(payload["hook_event_name"], "UserPromptSubmit");
+    assert_eq!(payload["prompt"], "go");
+    assert_eq!(payload["session_id"], session.as_str());
+    let env = std::fs::read_to_string(agent.workdir.join("hooked-env.txt")).unwrap();
+    assert_eq!(env, "hooked build one");
+    let cards = hook_cards(&agent, &session);
+    assert!(cards.iter().any(|c| c.0 == "PreToolUse hook (answered): plugin hooked"), "{cards:?}");
+    let denied = cards.iter().find(|c| c.2.contains("decided deny")).unwrap();
+    assert!(denied.2.starts_with("From plugin hooked."), "{denied:?}");
+    agent.finish();
+}
+
+#[test]
+fn a_plugin_hook_reloaded_while_a_turn_runs_answers_from_the_new_build_at_the_next_call() {
+    let home = tempfile::tempdir().unwrap();
+    let mut options = AgentOptions::script(vec![
+        bash_call("while [ ! -e go-on ]; do sleep 0.05; done; echo first"),
+        bash_call("echo second"),
+        say("done"),
+    ]);
+    options.plugins = vec![hotsh_tests::tool_bash_plugin(), hotsh_tests::hooked_build("one")];
+    options.env.push(("HOME".into(), home.path().display().to_string()));
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    let two = hotsh_tests::hooked_build("two");
+    let prompt = agent.start_prompt(&session, "go");
+    agent.wait_for(|m| {
+        m["params"]["update"]["sessionUpdate"] == "tool_call"
+            && m["params"]["update"]["title"].as_str().is_some_and(|t| t.contains("go-on"))
+    });
+    hotsh_tests::install_like_cargo(&two, &agent.plugin_dir(), "libhotsh_fixture_hooked.so");
+    agent.wait_for_plugin_card(&session, 0, "hooked reloaded");
+    std::fs::write(agent.workdir.join("go-on"), "").unwrap();
+    agent.response(prompt);
+    // Before the reload: build one's; every point after it, in the same turn: build two's.
+    let first = agent.model_requests()[0].to_string();
+    assert!(first.contains("hooked build one context"), "{first}");
+    let request = last_request(&agent);
+    assert_eq!(request.matches("hooked build two saw the call").count(), 2, "{request}");
+    assert!(!request.contains("hooked build one saw the call"), "{request}");
+    agent.finish();
+}

@@ -239,7 +239,7 @@ fn slash_commands_are_listed_compact_takes_a_focus_and_the_title_is_shown() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["compact", "init", "permissions"]);
+    assert_eq!(names, ["compact", "hooks", "init", "permissions"]);
     assert_eq!(
         agent.prompt(&session, "hello there\nsecond line")["result"]["stopReason"],
         "end_turn"

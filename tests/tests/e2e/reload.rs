@@ -330,7 +330,7 @@ fn layout_mismatch_is_rejected_with_a_short_summary() {
 fn a_build_for_a_newer_major_version_of_the_interface_is_rejected() {
     rejected_while_the_old_build_serves(
         &reloadable_build("newer-major", Interface::NewerMajor),
-        "built against another hotsh-abi version (plugin 2.0.0, host 1.0.0): the plugin speaks a newer interface than this hotsh; update hotsh, or build the plugin against hotsh-abi 1 (any 1.x)",
+        "built against another hotsh-abi version (plugin 2.0.0, host 1.1.0): the plugin speaks a newer interface than this hotsh; update hotsh, or build the plugin against hotsh-abi 1 (any 1.x)",
     );
 }
 
@@ -338,7 +338,7 @@ fn a_build_for_a_newer_major_version_of_the_interface_is_rejected() {
 fn a_build_for_the_interface_before_1_0_is_told_to_rebuild() {
     rejected_while_the_old_build_serves(
         &reloadable_build("pre-release", Interface::PreRelease),
-        "built against another hotsh-abi version (plugin 0.4.0, host 1.0.0): the plugin speaks an older interface than this hotsh; rebuild it against hotsh-abi 1 (any 1.x)",
+        "built against another hotsh-abi version (plugin 0.4.0, host 1.1.0): the plugin speaks an older interface than this hotsh; rebuild it against hotsh-abi 1 (any 1.x)",
     );
 }
 
