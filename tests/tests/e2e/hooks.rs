@@ -803,3 +803,99 @@ fn a_plugin_hook_reloaded_while_a_turn_runs_answers_from_the_new_build_at_the_ne
     assert!(!request.contains("hooked build one saw the call"), "{request}");
     agent.finish();
 }
+
+/// Hook scripts written the way Claude Code's documentation writes them (Python reading the
+/// payload with `json.load(sys.stdin)`, the documented field names, exit 2 with a reason on
+/// stderr, JSON on stdout) run unchanged.
+#[test]
+fn hook_scripts_in_claude_codes_documented_style_run_unchanged() {
+    let home = tempfile::tempdir().unwrap();
+    let scripts = home.path().join(".claude/hooks");
+    std::fs::create_dir_all(&scripts).unwrap();
+    let validator = scripts.join("validate_bash.py");
+    std::fs::write(
+        &validator,
+        r#"#!/usr/bin/env python3
+import json
+import re
+import sys
+
+RULES = [(r"\bgrep\b(?!.*\|)", "Use 'rg' (ripgrep) rather than 'grep' for speed")]
+
+try:
+    data = json.load(sys.stdin)
+except json.JSONDecodeError as error:
+    print(f"invalid JSON: {error}", file=sys.stderr)
+    sys.exit(1)
+if data.get("tool_name") != "Bash":
+    sys.exit(0)
+command = data.get("tool_input", {}).get("command", "")
+problems = [message for pattern, message in RULES if re.search(pattern, command)]
+if problems:
+    for message in problems:
+        print(f"- {message}", file=sys.stderr)
+    sys.exit(2)
+sys.exit(0)
+"#,
+    )
+    .unwrap();
+    let context = scripts.join("prompt_context.py");
+    std::fs::write(
+        &context,
+        r#"#!/usr/bin/env python3
+import json
+import sys
+
+data = json.load(sys.stdin)
+output = {
+    "hookSpecificOutput": {
+        "hookEventName": "UserPromptSubmit",
+        "additionalContext": f"The prompt had {len(data['prompt'])} characters; cwd {data['cwd']}",
+    }
+}
+print(json.dumps(output))
+"#,
+    )
+    .unwrap();
+    let edits = scripts.join("after_edit.sh");
+    std::fs::write(
+        &edits,
+        "#!/bin/sh\nfile=$(python3 -c 'import json,sys; print(json.load(sys.stdin)[\"tool_input\"][\"file_path\"])')\n\
+         echo \"$file\" >> \"$CLAUDE_PROJECT_DIR/formatted.txt\"\n",
+    )
+    .unwrap();
+    for script in [&validator, &context, &edits] {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    settings(
+        &home.path().join(".claude/settings.json"),
+        json!({
+            "PreToolUse": hook("Bash", &validator.display().to_string(), None),
+            "UserPromptSubmit": hook("", &context.display().to_string(), None),
+            "PostToolUse": hook("Edit|Write", &format!("{} # formatter", edits.display()), None),
+        }),
+    );
+    let mut options = AgentOptions::script(vec![
+        bash_call("grep -r TODO ."),
+        bash_call("grep -r TODO . | head -1; echo searched"),
+        call("write_file", json!({"path": "notes.md", "content": "# notes\n"})),
+        say("done"),
+    ]);
+    options.plugins = vec![hotsh_tests::tool_bash_plugin(), hotsh_tests::tool_fs_plugin()];
+    options.env.push(("HOME".into(), home.path().display().to_string()));
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    assert_eq!(agent.prompt(&session, "find the TODOs")["result"]["stopReason"], "end_turn");
+    let results = agent.tool_results();
+    assert!(results[0].1 && results[0].0.contains("Use 'rg' (ripgrep)"), "{results:?}");
+    assert!(!results[1].1 && results[1].0.contains("searched"), "{results:?}");
+    assert!(!results[2].1, "{results:?}");
+    let first = agent.model_requests()[0].to_string();
+    let cwd = agent.workdir.display().to_string();
+    assert!(first.contains(&format!("The prompt had 14 characters; cwd {cwd}")), "{first}");
+    let formatted = std::fs::read_to_string(agent.workdir.join("formatted.txt")).unwrap();
+    assert_eq!(formatted.trim(), format!("{cwd}/notes.md"));
+    agent.finish();
+}
