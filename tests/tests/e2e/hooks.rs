@@ -4,7 +4,7 @@
 
 use hotsh_tests::{Agent, AgentOptions, bash_call, say};
 use serde_json::{Value, json};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Writes `hooks` (Claude's `hooks` object) as the settings file `path`.
 fn settings(path: &Path, hooks: Value) {
@@ -23,11 +23,24 @@ fn hook(matcher: &str, command: &str, timeout: Option<u64>) -> Value {
 
 /// An agent whose home is `home` (its `~/.claude/settings.json` is read), playing `script`.
 fn agent_with_home(home: &Path, script: Vec<Value>) -> Agent {
+    agent_with_plugins(home, script, None)
+}
+
+/// [`agent_with_home`] with these plugins instead of the default ones.
+fn agent_with_plugins(home: &Path, script: Vec<Value>, plugins: Option<Vec<PathBuf>>) -> Agent {
     let mut options = AgentOptions::script(script);
+    if let Some(plugins) = plugins {
+        options.plugins = plugins;
+    }
     options.env.push(("HOME".into(), home.display().to_string()));
     let mut agent = Agent::start(options);
     agent.initialize(true);
     agent
+}
+
+/// tool-bash and the `hooked` fixture plugin (a hotsh-abi 1.1 plugin with hooks).
+fn bash_and_hooked() -> Option<Vec<PathBuf>> {
+    Some(vec![hotsh_tests::tool_bash_plugin(), hotsh_tests::hooked_build("one")])
 }
 
 /// The hook cards of `session` so far: (title, status, text).
@@ -736,16 +749,13 @@ fn claude_allow_rules_answer_escalations_and_a_projects_need_consent_sandbox() {
 #[test]
 fn a_plugin_of_hotsh_abi_1_1_hooks_calls_and_bridges_to_a_command_with_stdin_and_env() {
     let home = tempfile::tempdir().unwrap();
-    let mut options = AgentOptions::script(vec![
+    let script = vec![
         bash_call("echo plugin-forbidden"),
         bash_call("echo plugin-rewrite-me"),
         bash_call("echo fine"),
         say("done"),
-    ]);
-    options.plugins = vec![hotsh_tests::tool_bash_plugin(), hotsh_tests::hooked_build("one")];
-    options.env.push(("HOME".into(), home.path().display().to_string()));
-    let mut agent = Agent::start(options);
-    agent.initialize(true);
+    ];
+    let mut agent = agent_with_plugins(home.path(), script, bash_and_hooked());
     let session = agent.new_session();
     assert_eq!(agent.prompt(&session, "go")["result"]["stopReason"], "end_turn");
     let results = agent.tool_results();
@@ -775,15 +785,12 @@ fn a_plugin_of_hotsh_abi_1_1_hooks_calls_and_bridges_to_a_command_with_stdin_and
 #[test]
 fn a_plugin_hook_reloaded_while_a_turn_runs_answers_from_the_new_build_at_the_next_call() {
     let home = tempfile::tempdir().unwrap();
-    let mut options = AgentOptions::script(vec![
+    let script = vec![
         bash_call("while [ ! -e go-on ]; do sleep 0.05; done; echo first"),
         bash_call("echo second"),
         say("done"),
-    ]);
-    options.plugins = vec![hotsh_tests::tool_bash_plugin(), hotsh_tests::hooked_build("one")];
-    options.env.push(("HOME".into(), home.path().display().to_string()));
-    let mut agent = Agent::start(options);
-    agent.initialize(true);
+    ];
+    let mut agent = agent_with_plugins(home.path(), script, bash_and_hooked());
     let session = agent.new_session();
     let two = hotsh_tests::hooked_build("two");
     let prompt = agent.start_prompt(&session, "go");
@@ -876,16 +883,14 @@ print(json.dumps(output))
             "PostToolUse": hook("Edit|Write", &format!("{} # formatter", edits.display()), None),
         }),
     );
-    let mut options = AgentOptions::script(vec![
+    let script = vec![
         bash_call("grep -r TODO ."),
         bash_call("grep -r TODO . | head -1; echo searched"),
         call("write_file", json!({"path": "notes.md", "content": "# notes\n"})),
         say("done"),
-    ]);
-    options.plugins = vec![hotsh_tests::tool_bash_plugin(), hotsh_tests::tool_fs_plugin()];
-    options.env.push(("HOME".into(), home.path().display().to_string()));
-    let mut agent = Agent::start(options);
-    agent.initialize(true);
+    ];
+    let plugins = vec![hotsh_tests::tool_bash_plugin(), hotsh_tests::tool_fs_plugin()];
+    let mut agent = agent_with_plugins(home.path(), script, Some(plugins));
     let session = agent.new_session();
     assert_eq!(agent.prompt(&session, "find the TODOs")["result"]["stopReason"], "end_turn");
     let results = agent.tool_results();
