@@ -17,3 +17,4 @@ pub mod sync;
 pub mod text;
 pub mod tools;
 pub mod turn;
+pub mod usecase;

@@ -751,3 +751,53 @@ fn permissions_list(
     text.push_str("Remove one with `/permissions remove N`.");
     text
 }
+
+/// The host as the use cases' port (`hotsh_core::usecase`).
+impl hotsh_core::usecase::Backend for Host {
+    fn turn(&self, session: &Session) -> hotsh_core::turn::Turn {
+        Host::turn(self, session)
+    }
+
+    fn prepare(&self, session: &Arc<Session>) {
+        self.prepare_sandbox(session);
+    }
+
+    fn answer_command<'a>(
+        &'a self,
+        session: &'a Arc<Session>,
+        command: &'a hotsh_core::commands::SlashCommand,
+    ) -> futures::future::BoxFuture<'a, String> {
+        use hotsh_core::commands::SlashCommand;
+        Box::pin(async move {
+            match command {
+                SlashCommand::Permissions { args } => {
+                    self.permissions_command(session, args.as_deref()).await
+                }
+                SlashCommand::Hooks => self.hooks.listing(session),
+                // Commands the model answers never come here.
+                SlashCommand::Compact { .. } | SlashCommand::Init { .. } => String::new(),
+            }
+        })
+    }
+
+    fn narrowed<'a>(
+        &'a self,
+        session: &'a Session,
+        narrowing: Narrowing,
+    ) -> futures::future::BoxFuture<'a, ()> {
+        Box::pin(Host::narrowed(self, session, narrowing))
+    }
+
+    fn offer(&self, session: &Session) -> hotsh_core::usecase::Offer {
+        hotsh_core::usecase::Offer {
+            models: self.model_names().into_iter().map(|(name, _)| name).collect(),
+            efforts: self.efforts_of(session),
+            sandbox: self.sandbox.offered(),
+            max_mode: self.sandbox.max_mode,
+        }
+    }
+
+    fn reopened<'a>(&'a self, session: &'a Session) -> futures::future::BoxFuture<'a, ()> {
+        Box::pin(self.note_a_model_that_is_gone(session))
+    }
+}

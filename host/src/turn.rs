@@ -18,7 +18,7 @@ use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use hotsh_core::turn::{Turn, Work, answer};
+pub(crate) use hotsh_core::turn::Turn;
 
 /// How long live output gathers before it is forwarded to the client.
 const COALESCE_WINDOW: Duration = Duration::from_millis(25);

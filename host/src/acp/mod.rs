@@ -16,8 +16,8 @@ use crate::host::Host;
 use crate::sandbox::Mode;
 use crate::session::store::StoreError;
 use crate::session::{
-    ClientFs, DEFAULT_MODE, EscalationAnswer, EscalationAsk, EventSink, Fact, Narrowing, PLAN_MODE,
-    Prompt, Question, Reply, SessionEvent, SessionId,
+    ClientFs, DEFAULT_MODE, EscalationAnswer, EscalationAsk, EventSink, PLAN_MODE, Question, Reply,
+    SessionEvent, SessionId,
 };
 use crate::sync::lock;
 use crate::turn;
@@ -35,7 +35,7 @@ use agent_client_protocol::v1::schema::{
     SetSessionModeResponse, ToolCallUpdateFields,
 };
 use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode, Responder};
-use hotsh_core::commands::SlashCommand;
+use hotsh_core::usecase;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -305,9 +305,7 @@ async fn on_load_session(
             sink.room().await;
             sink.emit(event);
         }
-        session.release_held().await;
-        session.settle_tasks_of_gone_agent(&folded.open_tasks).await;
-        shared.host.note_a_model_that_is_gone(&session).await;
+        usecase::reopened(&*shared.host, &session, &folded.open_tasks).await;
         shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
         sink.announce(&session, shared.host.window_of(&session));
         tracing::info!(
@@ -346,9 +344,7 @@ async fn on_resume_session(
                 let modes = session_modes(&shared.host, &session);
                 let _ = responder
                     .respond(ResumeSessionResponse::new().config_options(options).modes(modes));
-                session.release_held().await;
-                session.settle_tasks_of_gone_agent(&folded.open_tasks).await;
-                shared.host.note_a_model_that_is_gone(&session).await;
+                usecase::reopened(&*shared.host, &session, &folded.open_tasks).await;
                 shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
                 sink.announce(&session, shared.host.window_of(&session));
                 tracing::info!(session = %session.id, "session resumed");
@@ -395,18 +391,8 @@ async fn on_close_session(
     Ok(())
 }
 
-/// What a prompt asks for, known before its turn begins.
-enum Asked {
-    Work(turn::Work),
-    /// `/permissions ARGS`: answered (and a rule it removes, logged) once the turn has begun,
-    /// in the session's order.
-    Permissions(Option<String>),
-    /// `/hooks`: what is configured, read when the turn has begun.
-    Hooks,
-}
-
-/// `session/prompt`: the turn is begun here (so a cancel that follows finds it) and runs on
-/// the runtime; the answer comes when it ends.
+/// `session/prompt`: the prompt is admitted here (so a cancel that follows finds its turn
+/// begun) and answered on the runtime; the response comes when the turn ends.
 async fn on_prompt(
     shared: &Shared,
     request: PromptRequest,
@@ -414,65 +400,21 @@ async fn on_prompt(
     _cx: ConnectionTo<Client>,
 ) -> Result<(), Error> {
     let host = &shared.host;
-    let id = SessionId(request.session_id.0.to_string());
-    let Some(session) = host.session(&id) else {
-        return responder.respond_with_error(invalid_params(format!("unknown session: {id}")));
+    let session = match open_session(host, &request.session_id) {
+        Ok(session) => session,
+        Err(error) => return responder.respond_with_error(error),
     };
-    if let Some(failure) = session.log_failure() {
-        return responder
-            .respond_with_error(Error::new(ErrorCode::INTERNAL_ERROR, failure.to_string()));
-    }
-    // Begun here, not in the turn's task: a cancel that follows is handled after
-    // this handler and so finds the turn begun.
     let prompt = from_acp::prompt(&request.prompt);
-    let (opening, asked) = match hotsh_core::commands::parse(&prompt.text) {
-        Some(SlashCommand::Compact { focus }) => (
-            Fact::Command { text: prompt.text, blocks: prompt.blocks },
-            Asked::Work(turn::Work::Compact { focus }),
-        ),
-        Some(SlashCommand::Permissions { args }) => {
-            (Fact::Command { text: prompt.text, blocks: prompt.blocks }, Asked::Permissions(args))
-        }
-        Some(SlashCommand::Hooks) => {
-            (Fact::Command { text: prompt.text, blocks: prompt.blocks }, Asked::Hooks)
-        }
-        Some(SlashCommand::Init { extra }) => (
-            Fact::Prompt(Prompt {
-                text: hotsh_core::commands::init_prompt(extra.as_deref()),
-                ..prompt
-            }),
-            Asked::Work(turn::Work::Prompt),
-        ),
-        None => (Fact::Prompt(prompt), Asked::Work(turn::Work::Prompt)),
+    let admitted = match usecase::admit(&**host, &session, prompt).await {
+        Ok(admitted) => admitted,
+        Err(refused) => return responder.respond_with_error(refusal(&refused)),
     };
-    let work = host.turn(&session);
-    let untitled = session.title().is_none();
-    let cancel = match session.begin_turn(opening, |task| work.ports.end_reported(task)).await {
-        Ok(cancel) => cancel,
-        Err(busy) => {
-            return responder
-                .respond_with_error(Error::new(ErrorCode::INVALID_REQUEST, busy.to_string()));
-        }
-    };
-    if untitled && let (Some(title), Some(sink)) = (session.title(), session.sink()) {
-        sink.title_changed(&title);
-    }
-    // The session's sandbox environment starts while the model thinks (a no-op when it is
-    // up): a session that is only opened, never prompted, starts nothing.
-    host.prepare_sandbox(&session);
     // `$/cancel_request` for this request cancels the turn as `session/cancel` does (logged
     // in the session's order, answered `cancelled`).
     let withdrawn = responder.cancellation();
     let host = Arc::clone(host);
     tokio::spawn(async move {
-        let what = match asked {
-            Asked::Work(work) => work,
-            Asked::Permissions(args) => {
-                turn::Work::Say { text: host.permissions_command(&session, args.as_deref()).await }
-            }
-            Asked::Hooks => turn::Work::Say { text: host.hooks.listing(&session) },
-        };
-        let answering = turn::answer(&work, &session, what, cancel);
+        let answering = usecase::answer(&*host, &session, admitted);
         tokio::pin!(answering);
         let mut asked = false;
         let outcome = loop {
@@ -484,7 +426,7 @@ async fn on_prompt(
                     // the session's order.
                     let cancelling = Arc::clone(&session);
                     tokio::spawn(async move {
-                        let was_running = cancelling.cancel_turn().await;
+                        let was_running = usecase::cancel(&cancelling).await;
                         tracing::info!(session = %cancelling.id, was_running, "$/cancel_request");
                     });
                 }
@@ -554,7 +496,7 @@ async fn on_cancel(shared: &Shared, notification: CancelNotification) -> Result<
         // Logged and applied in the session's order, here (after the prompt it
         // follows was begun by its handler).
         Some(session) => {
-            let was_running = session.cancel_turn().await;
+            let was_running = usecase::cancel(&session).await;
             tracing::info!(session = %id, was_running, "cancel");
         }
         None => tracing::warn!(session = %id, "cancel for an unknown session"),
@@ -624,10 +566,10 @@ fn config_options(host: &Host, session: &crate::session::Session) -> Vec<Session
 }
 
 /// The config option holding the session's reasoning effort.
-const EFFORT_OPTION: &str = "reasoning_effort";
+const EFFORT_OPTION: &str = usecase::EFFORT_OPTION;
 
 /// The config option holding the session's sandbox mode.
-const SANDBOX_OPTION: &str = "sandbox_mode";
+const SANDBOX_OPTION: &str = usecase::SANDBOX_OPTION;
 
 /// The session modes Zed offers: `default`, and `plan` (commands read but change nothing).
 fn session_modes(
@@ -658,23 +600,7 @@ async fn set_mode(
     request: SetSessionModeRequest,
 ) -> Result<SetSessionModeResponse, Error> {
     let session = open_session(host, &request.session_id)?;
-    let planning = match request.mode_id.0.as_ref() {
-        PLAN_MODE => true,
-        DEFAULT_MODE => false,
-        other => {
-            return Err(invalid_params(format!(
-                "unknown mode `{other}`; the modes are {DEFAULT_MODE} and {PLAN_MODE}"
-            )));
-        }
-    };
-    let was_planning = session.set_planning(planning).await;
-    if planning && !was_planning {
-        host.narrowed(&session, Narrowing::PlanMode).await;
-    }
-    flushed(&session).await?;
-    if let Some(sink) = session.sink() {
-        sink.mode_changed(request.mode_id.0.as_ref());
-    }
+    usecase::set_mode(host, &session, request.mode_id.0.as_ref()).await.map_err(|r| refusal(&r))?;
     Ok(SetSessionModeResponse::new())
 }
 
@@ -685,71 +611,15 @@ async fn set_config_option(
     request: SetSessionConfigOptionRequest,
 ) -> Result<SetSessionConfigOptionResponse, Error> {
     let session = open_session(host, &request.session_id)?;
-    if request.config_id.0.as_ref() == SANDBOX_OPTION && host.sandbox.offered() {
-        let SessionConfigOptionValue::ValueId { value } = request.value else {
-            return Err(invalid_params(format!(
-                "the `{SANDBOX_OPTION}` option takes a mode's name"
-            )));
-        };
-        let Some(mode) = Mode::parse(&value.0) else {
-            return Err(invalid_params(format!(
-                "unknown sandbox mode `{}`; the modes are read-only, workspace-write and danger-full-access",
-                value.0
-            )));
-        };
-        if let Some(max) = host.sandbox.max_mode.filter(|max| mode > *max) {
-            return Err(invalid_params(format!(
-                "sandbox mode `{mode}` is not allowed here: this agent allows {max} at most (its `[sandbox] max_mode`)"
-            )));
-        }
-        session.choose_sandbox_mode(mode).await;
-        host.narrowed(&session, Narrowing::SandboxMode(mode)).await;
-        host.prepare_sandbox(&session);
-        flushed(&session).await?;
-        return Ok(SetSessionConfigOptionResponse::new(config_options(host, &session)));
-    }
-    if request.config_id.0.as_ref() == EFFORT_OPTION {
-        let levels = host.efforts_of(&session);
-        let SessionConfigOptionValue::ValueId { value } = request.value else {
-            return Err(invalid_params(format!("the `{EFFORT_OPTION}` option takes a level")));
-        };
-        if !levels.iter().any(|level| level.as_str() == value.0.as_ref()) {
-            let offered = if levels.is_empty() {
-                "this session's model offers no levels".to_owned()
-            } else {
-                format!("the levels are {}", levels.join(", "))
-            };
-            return Err(invalid_params(format!("unknown effort `{}`; {offered}", value.0)));
-        }
-        session.choose_effort(value.0.to_string()).await;
-        flushed(&session).await?;
-        return Ok(SetSessionConfigOptionResponse::new(config_options(host, &session)));
-    }
-    if request.config_id.0.as_ref() != "model" {
-        let known = if host.sandbox.offered() {
-            "`model`, `reasoning_effort` (for models with levels) and `sandbox_mode`"
-        } else {
-            "`model` and `reasoning_effort` (for models with levels)"
-        };
-        return Err(invalid_params(format!(
-            "unknown option `{}`; hotsh has {known}",
-            request.config_id.0
-        )));
-    }
+    let option = request.config_id.0.as_ref();
     let SessionConfigOptionValue::ValueId { value } = request.value else {
-        return Err(invalid_params("the `model` option takes a model's name".to_owned()));
+        return Err(invalid_params(match option {
+            usecase::SANDBOX_OPTION => format!("the `{option}` option takes a mode's name"),
+            usecase::EFFORT_OPTION => format!("the `{option}` option takes a level"),
+            _ => "the `model` option takes a model's name".to_owned(),
+        }));
     };
-    let chosen = value.0.to_string();
-    let names = host.model_names();
-    if !names.iter().any(|(name, _)| *name == chosen) {
-        let known: Vec<&str> = names.iter().map(|(n, _)| n.as_str()).collect();
-        return Err(invalid_params(format!(
-            "unknown model `{chosen}`; the models are: {}",
-            known.join(", ")
-        )));
-    }
-    session.choose_model(chosen).await;
-    flushed(&session).await?;
+    usecase::set_option(host, &session, option, &value.0).await.map_err(|r| refusal(&r))?;
     Ok(SetSessionConfigOptionResponse::new(config_options(host, &session)))
 }
 
@@ -793,13 +663,15 @@ fn open_session(
     host.session(&id).ok_or_else(|| invalid_params(format!("unknown session: {id}")))
 }
 
-/// Writes what a request changed to the session's log before it is answered: a change that
-/// would not survive a restart is an error.
-async fn flushed(session: &crate::session::Session) -> Result<(), Error> {
-    session
-        .flush()
-        .await
-        .map_err(|failure| Error::new(ErrorCode::INTERNAL_ERROR, failure.to_string()))
+/// The JSON-RPC error for a request a use case refused.
+fn refusal(refused: &usecase::Refused) -> Error {
+    match refused {
+        usecase::Refused::Invalid(message) => invalid_params(message.clone()),
+        usecase::Refused::Busy(message) => Error::new(ErrorCode::INVALID_REQUEST, message.clone()),
+        usecase::Refused::NotSaved(message) => {
+            Error::new(ErrorCode::INTERNAL_ERROR, message.clone())
+        }
+    }
 }
 
 /// The JSON-RPC error for a session store failure: an unknown session is a bad parameter;

@@ -1,0 +1,260 @@
+//! The use cases every front end calls (the ACP agent, and through it `hotsh run`): admit a
+//! prompt and answer it, cancel, switch a session's mode or one of its options, finish opening
+//! a session. The protocol layer only converts: what is checked, logged and done, and in
+//! which order, is decided here, over the [`Backend`] port the host implements (what a turn
+//! works with, what it offers, what it starts for a session).
+
+use crate::commands::SlashCommand;
+use crate::sandbox::Mode;
+use crate::session::{Busy, Fact, Narrowing, Prompt, Session, StopReason};
+use crate::turn::{Turn, TurnFailed, Work};
+use futures::future::BoxFuture;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// The ACP mode ids.
+pub use crate::session::{DEFAULT_MODE, PLAN_MODE};
+
+/// The option ids a session offers.
+pub const MODEL_OPTION: &str = "model";
+pub const EFFORT_OPTION: &str = "reasoning_effort";
+pub const SANDBOX_OPTION: &str = "sandbox_mode";
+
+/// What the use cases need of the host.
+pub trait Backend: Send + Sync {
+    /// What a turn of `session` works with now (its model, tools, hooks, ports).
+    fn turn(&self, session: &Session) -> Turn;
+
+    /// Gets `session`'s commands ready to run (its sandbox environment), in the background.
+    fn prepare(&self, session: &Arc<Session>);
+
+    /// The answer to a command the host answers itself (`/permissions`, `/hooks`).
+    fn answer_command<'a>(
+        &'a self,
+        session: &'a Arc<Session>,
+        command: &'a SlashCommand,
+    ) -> BoxFuture<'a, String>;
+
+    /// `session`'s commands were narrowed: the background tasks still running wider are
+    /// named.
+    fn narrowed<'a>(&'a self, session: &'a Session, narrowing: Narrowing) -> BoxFuture<'a, ()>;
+
+    /// What `session` may choose among now.
+    fn offer(&self, session: &Session) -> Offer;
+
+    /// A session was opened from its log (loaded or resumed): what the host owes it (a model
+    /// that is gone, said once).
+    fn reopened<'a>(&'a self, session: &'a Session) -> BoxFuture<'a, ()>;
+}
+
+/// The choices a session has.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Offer {
+    /// The models, by name.
+    pub models: Vec<String>,
+    /// The reasoning-effort levels of its model (empty: no choice).
+    pub efforts: Vec<String>,
+    /// Whether commands can be sandboxed here (the sandbox option is offered).
+    pub sandbox: bool,
+    /// The widest sandbox mode this agent allows.
+    pub max_mode: Option<Mode>,
+}
+
+/// A request a use case refused: the message says why, for the user.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// The request names something that is not there, or a value out of its range.
+    #[error("{0}")]
+    Invalid(String),
+    /// A turn runs already.
+    #[error("{0}")]
+    Busy(String),
+    /// What it changed cannot be saved: it would not survive a restart.
+    #[error("{0}")]
+    NotSaved(String),
+}
+
+impl From<Busy> for Refused {
+    fn from(busy: Busy) -> Self {
+        Refused::Busy(busy.to_string())
+    }
+}
+
+/// A prompt admitted: its turn begun (logged, the session's slot taken), to be answered with
+/// [`answer`].
+#[derive(Debug)]
+pub struct Admitted {
+    pub turn: Turn,
+    asked: Asked,
+    /// Cancels the turn.
+    pub cancel: CancellationToken,
+    /// The session's title, when this prompt gave it one.
+    pub titled: Option<String>,
+}
+
+/// What a prompt asks for, known before its turn begins.
+#[derive(Debug)]
+enum Asked {
+    Work(Work),
+    /// A command the host answers (logged as the command; the model is not asked).
+    Command(SlashCommand),
+}
+
+/// Admits `prompt` into `session`: what it asks (a slash command or the model), logged as
+/// the turn's opening record; `Busy` while another turn runs. Begun before it is answered, so
+/// that a cancel that follows finds it.
+pub async fn admit(
+    backend: &dyn Backend,
+    session: &Arc<Session>,
+    prompt: Prompt,
+) -> Result<Admitted, Refused> {
+    if let Some(failure) = session.log_failure() {
+        return Err(Refused::NotSaved(failure.to_string()));
+    }
+    let (opening, asked) = match crate::commands::parse(&prompt.text) {
+        Some(SlashCommand::Compact { focus }) => (
+            Fact::Command { text: prompt.text, blocks: prompt.blocks },
+            Asked::Work(Work::Compact { focus }),
+        ),
+        Some(SlashCommand::Init { extra }) => (
+            Fact::Prompt(Prompt { text: crate::commands::init_prompt(extra.as_deref()), ..prompt }),
+            Asked::Work(Work::Prompt),
+        ),
+        Some(command @ (SlashCommand::Permissions { .. } | SlashCommand::Hooks)) => {
+            (Fact::Command { text: prompt.text, blocks: prompt.blocks }, Asked::Command(command))
+        }
+        None => (Fact::Prompt(prompt), Asked::Work(Work::Prompt)),
+    };
+    let turn = backend.turn(session);
+    let untitled = session.title().is_none();
+    let cancel = session.begin_turn(opening, |task| turn.ports.end_reported(task)).await?;
+    let titled = if untitled { session.title() } else { None };
+    if let (Some(title), Some(sink)) = (&titled, session.sink()) {
+        sink.title_changed(title);
+    }
+    // The session's commands get ready while the model thinks (a no-op when they are): a
+    // session that is only opened, never prompted, starts nothing.
+    backend.prepare(session);
+    Ok(Admitted { turn, asked, cancel, titled })
+}
+
+/// Answers an admitted prompt: runs its turn (or the command's answer) to its end, which is
+/// logged and frees the session for the next prompt.
+pub async fn answer(
+    backend: &dyn Backend,
+    session: &Arc<Session>,
+    admitted: Admitted,
+) -> Result<StopReason, TurnFailed> {
+    let Admitted { turn, asked, cancel, .. } = admitted;
+    let work = match asked {
+        Asked::Work(work) => work,
+        Asked::Command(command) => {
+            Work::Say { text: backend.answer_command(session, &command).await }
+        }
+    };
+    crate::turn::answer(&turn, session, work, cancel).await
+}
+
+/// Cancels `session`'s running turn (logged in the session's order); whether one ran.
+pub async fn cancel(session: &Session) -> bool {
+    session.cancel_turn().await
+}
+
+/// Enters or leaves plan mode (`mode` is `default` or `plan`), logged before it is answered;
+/// entering it names the background tasks still running with more access.
+pub async fn set_mode(backend: &dyn Backend, session: &Session, mode: &str) -> Result<(), Refused> {
+    let planning = match mode {
+        PLAN_MODE => true,
+        DEFAULT_MODE => false,
+        other => {
+            return Err(Refused::Invalid(format!(
+                "unknown mode `{other}`; the modes are {DEFAULT_MODE} and {PLAN_MODE}"
+            )));
+        }
+    };
+    let was_planning = session.set_planning(planning).await;
+    if planning && !was_planning {
+        backend.narrowed(session, Narrowing::PlanMode).await;
+    }
+    saved(session).await?;
+    if let Some(sink) = session.sink() {
+        sink.mode_changed(mode);
+    }
+    Ok(())
+}
+
+/// Sets one of `session`'s options (its model, reasoning effort or sandbox mode) to `value`,
+/// logged before it is answered (so it survives a restart).
+pub async fn set_option(
+    backend: &dyn Backend,
+    session: &Arc<Session>,
+    option: &str,
+    value: &str,
+) -> Result<(), Refused> {
+    let offer = backend.offer(session);
+    match option {
+        SANDBOX_OPTION if offer.sandbox => {
+            let Some(mode) = Mode::parse(value) else {
+                return Err(Refused::Invalid(format!(
+                    "unknown sandbox mode `{value}`; the modes are read-only, workspace-write and danger-full-access"
+                )));
+            };
+            if let Some(max) = offer.max_mode.filter(|max| mode > *max) {
+                return Err(Refused::Invalid(format!(
+                    "sandbox mode `{mode}` is not allowed here: this agent allows {max} at most (its `[sandbox] max_mode`)"
+                )));
+            }
+            session.choose_sandbox_mode(mode).await;
+            backend.narrowed(session, Narrowing::SandboxMode(mode)).await;
+            backend.prepare(session);
+        }
+        EFFORT_OPTION => {
+            if !offer.efforts.iter().any(|level| level == value) {
+                let offered = if offer.efforts.is_empty() {
+                    "this session's model offers no levels".to_owned()
+                } else {
+                    format!("the levels are {}", offer.efforts.join(", "))
+                };
+                return Err(Refused::Invalid(format!("unknown effort `{value}`; {offered}")));
+            }
+            session.choose_effort(value.to_owned()).await;
+        }
+        MODEL_OPTION => {
+            if !offer.models.iter().any(|name| name == value) {
+                return Err(Refused::Invalid(format!(
+                    "unknown model `{value}`; the models are: {}",
+                    offer.models.join(", ")
+                )));
+            }
+            session.choose_model(value.to_owned()).await;
+        }
+        other => {
+            let known = if offer.sandbox {
+                "`model`, `reasoning_effort` (for models with levels) and `sandbox_mode`"
+            } else {
+                "`model` and `reasoning_effort` (for models with levels)"
+            };
+            return Err(Refused::Invalid(format!("unknown option `{other}`; hotsh has {known}")));
+        }
+    }
+    saved(session).await
+}
+
+/// Finishes opening a session from its log, once the client has what it must see first (the
+/// replay, or the answer): its held live events go out, the tasks its last agent left
+/// running are settled, and what the host owes a reopened session is done.
+pub async fn reopened(
+    backend: &dyn Backend,
+    session: &Session,
+    open_tasks: &[crate::session::fold::OpenTask],
+) {
+    session.release_held().await;
+    session.settle_tasks_of_gone_agent(open_tasks).await;
+    backend.reopened(session).await;
+}
+
+/// Writes what a request changed to the session's log: a change that would not survive a
+/// restart is refused.
+async fn saved(session: &Session) -> Result<(), Refused> {
+    session.flush().await.map_err(|failure| Refused::NotSaved(failure.to_string()))
+}
