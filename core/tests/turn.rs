@@ -329,6 +329,24 @@ async fn a_second_prompt_while_a_turn_runs_is_refused() {
 }
 
 #[tokio::test]
+async fn a_fact_logged_from_outside_the_session_changes_what_it_says() {
+    let f = fixture();
+    let rule = hotsh_core::permissions::Rule::for_call(
+        hotsh_core::permissions::Covers::Command,
+        "git commit -m x",
+        Mode::DangerFullAccess,
+    );
+    f.session.record(Fact::RuleAdded { rule: rule.clone() }).await;
+    f.session.record(Fact::ModelChosen { model: "other".into() }).await;
+    f.session.record(Fact::SessionMode { mode: "plan".into() }).await;
+    assert_eq!(f.session.rules(), [rule.clone()]);
+    assert_eq!(f.session.model_choice().as_deref(), Some("other"));
+    assert!(f.session.planning());
+    f.session.record(Fact::RuleRemoved { rule }).await;
+    assert!(f.session.rules().is_empty());
+}
+
+#[tokio::test]
 async fn changes_made_together_are_logged_in_the_order_they_apply() {
     let f = fixture();
     let changes: Vec<_> = (0..300)

@@ -623,6 +623,44 @@ struct State {
     task_cards: tasks::TaskCards,
 }
 
+impl State {
+    /// The change to the session a fact says, as its method makes it (the fold on load makes
+    /// the same from the log): a choice, a rule, a file seen. Other facts change nothing
+    /// here (the model's history takes its own in `append`; a task's start and end are
+    /// logged by `task_started` and `task_ended`, which keep its card).
+    fn apply(&mut self, fact: &Fact) {
+        match fact {
+            Fact::ModelChosen { model } => self.model = Some(model.clone()),
+            Fact::EffortChosen { effort } => self.effort = Some(effort.clone()),
+            Fact::SandboxMode { mode } => self.sandbox_mode = Some(*mode),
+            Fact::SessionMode { mode } => self.planning = mode == PLAN_MODE,
+            Fact::RuleAdded { rule } => {
+                if !self.rules.contains(rule) {
+                    self.rules.push(rule.clone());
+                }
+            }
+            Fact::RuleRemoved { rule } => self.rules.retain(|kept| kept != rule),
+            Fact::FileSeen { path, sha256 } => {
+                self.seen_files.insert(path.clone(), sha256.clone());
+            }
+            Fact::Session(_)
+            | Fact::Prompt(_)
+            | Fact::Command { .. }
+            | Fact::Compaction(_)
+            | Fact::AssistantMessage { .. }
+            | Fact::ToolResult { .. }
+            | Fact::Notice { .. }
+            | Fact::TurnEnded { .. }
+            | Fact::CancelRequested {}
+            | Fact::TaskStarted { .. }
+            | Fact::TaskEnded(_)
+            | Fact::TaskReported { .. }
+            | Fact::Escalation { .. }
+            | Fact::Question { .. } => {}
+        }
+    }
+}
+
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Session")
@@ -744,9 +782,22 @@ impl Session {
         })
     }
 
-    /// Logs a fact; one that belongs to the model's history joins it.
+    /// Logs a fact, with the change to the session it says (a choice, a rule, a file seen,
+    /// a message of the model's history), in one step of the session's order: no caller can
+    /// log a fact the session's state then does not show.
     pub async fn record(&self, fact: Fact) {
-        self.change(fact, |_| ()).await;
+        match fact {
+            // Its card is kept too: see `task_started`.
+            Fact::TaskStarted { .. } => self.task_started(fact).await,
+            fact => self.record_applied(fact).await,
+        }
+    }
+
+    /// [`Session::record`] of a fact whose change `State::apply` makes.
+    pub(super) async fn record_applied(&self, fact: Fact) {
+        let _order = self.emitting.lock().await;
+        lock(&self.state).apply(&fact);
+        self.append(Record::Fact(fact)).await;
     }
 
     /// Changes the session's state and logs the fact that says so, in one step of the
@@ -957,8 +1008,7 @@ impl Session {
 
     /// Switches the session to `model` (a name the host offers), in the log and here.
     pub async fn choose_model(&self, model: String) {
-        let chosen = model.clone();
-        self.change(Fact::ModelChosen { model }, |state| state.model = Some(chosen)).await;
+        self.record(Fact::ModelChosen { model }).await;
     }
 
     /// The reasoning effort this session chose, if it chose one.
@@ -968,8 +1018,7 @@ impl Session {
 
     /// Sets the session's reasoning effort (a level its model offers), in the log and here.
     pub async fn choose_effort(&self, effort: String) {
-        let chosen = effort.clone();
-        self.change(Fact::EffortChosen { effort }, |state| state.effort = Some(chosen)).await;
+        self.record(Fact::EffortChosen { effort }).await;
     }
 
     /// The sandbox mode this session chose, if it chose one.
@@ -979,7 +1028,7 @@ impl Session {
 
     /// Sets the session's sandbox override, in the log and here.
     pub async fn choose_sandbox_mode(&self, mode: Mode) {
-        self.change(Fact::SandboxMode { mode }, |state| state.sandbox_mode = Some(mode)).await;
+        self.record(Fact::SandboxMode { mode }).await;
     }
 
     /// Whether the session is in plan mode.
@@ -991,10 +1040,8 @@ impl Session {
     /// before. The sandbox override is a separate fold: leaving plan finds it untouched.
     pub async fn set_planning(&self, planning: bool) -> bool {
         let mode = if planning { PLAN_MODE } else { DEFAULT_MODE };
-        self.change(Fact::SessionMode { mode: mode.to_owned() }, |state| {
-            std::mem::replace(&mut state.planning, planning)
-        })
-        .await
+        let fact = Fact::SessionMode { mode: mode.to_owned() };
+        self.change(fact, |state| std::mem::replace(&mut state.planning, planning)).await
     }
 
     /// The cap of the session's mode: plan allows read-only commands at most.
@@ -1092,14 +1139,9 @@ impl Session {
         if lock(&self.state).rules.contains(&rule) {
             return;
         }
-        let added = rule.clone();
-        // Two answers at once may both pass the check above; the fold keeps one, and so here.
-        self.change(Fact::RuleAdded { rule }, |state| {
-            if !state.rules.contains(&added) {
-                state.rules.push(added);
-            }
-        })
-        .await;
+        // Two answers at once may both pass the check above; the fold keeps one, and so
+        // here (`State::apply`).
+        self.record(Fact::RuleAdded { rule }).await;
         let _ = self.flush().await;
     }
 
@@ -1108,10 +1150,7 @@ impl Session {
         if !lock(&self.state).rules.contains(rule) {
             return false;
         }
-        self.change(Fact::RuleRemoved { rule: rule.clone() }, |state| {
-            state.rules.retain(|kept| kept != rule)
-        })
-        .await;
+        self.record(Fact::RuleRemoved { rule: rule.clone() }).await;
         let _ = self.flush().await;
         true
     }

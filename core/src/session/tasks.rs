@@ -71,7 +71,7 @@ impl Session {
     /// it began.
     pub async fn task_started(&self, fact: Fact) {
         let Fact::TaskStarted { task_id, .. } = &fact else {
-            return self.record(fact).await;
+            return self.record_applied(fact).await;
         };
         let task_id = task_id.clone();
         let order = self.emitting.lock().await;
