@@ -339,7 +339,7 @@ async fn a_fact_logged_from_outside_the_session_changes_what_it_says() {
     f.session.record(Fact::RuleAdded { rule: rule.clone() }).await;
     f.session.record(Fact::ModelChosen { model: "other".into() }).await;
     f.session.record(Fact::SessionMode { mode: "plan".into() }).await;
-    assert_eq!(f.session.rules(), [rule.clone()]);
+    assert_eq!(f.session.rules(), std::slice::from_ref(&rule));
     assert_eq!(f.session.model_choice().as_deref(), Some("other"));
     assert!(f.session.planning());
     f.session.record(Fact::RuleRemoved { rule }).await;
