@@ -6,7 +6,10 @@
 
 use crate::commands::SlashCommand;
 use crate::sandbox::Mode;
-use crate::session::{Busy, Fact, Narrowing, Prompt, Session, StopReason};
+use crate::session::fold::Folded;
+use crate::session::{
+    Busy, EventSink, Fact, Narrowing, Prompt, Session, SessionEvent, SessionId, StopReason,
+};
 use crate::turn::{Turn, TurnFailed, Work};
 use futures::future::BoxFuture;
 use std::sync::Arc;
@@ -45,6 +48,29 @@ pub trait Backend: Send + Sync {
     /// A session was opened from its log (loaded or resumed): what the host owes it (a model
     /// that is gone, said once).
     fn reopened<'a>(&'a self, session: &'a Session) -> BoxFuture<'a, ()>;
+
+    /// A new session in `cwd`, its log created (its first record on disk) before anything
+    /// else.
+    fn create(&self, cwd: std::path::PathBuf) -> Result<Arc<Session>, Refused>;
+
+    /// The session `id` opened from its log (or the one open here), `sink` attached with its
+    /// live events held until [`Session::release_held`]; what its log folds to.
+    fn open<'a>(
+        &'a self,
+        id: &'a str,
+        sink: Arc<dyn EventSink>,
+    ) -> BoxFuture<'a, Result<(Arc<Session>, Folded), Refused>>;
+
+    /// The thread as the client is shown it again: the cards drawn anew by their tools.
+    fn present_again<'a>(
+        &'a self,
+        session: &'a Session,
+        view: Vec<SessionEvent>,
+    ) -> BoxFuture<'a, Vec<SessionEvent>>;
+
+    /// Closes the session `id` open here (its hooks told, its tasks stopped, its log
+    /// released); whether it was open here.
+    fn close<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, bool>;
 }
 
 /// The choices a session has.
@@ -72,6 +98,9 @@ pub enum Refused {
     /// What it changed cannot be saved: it would not survive a restart.
     #[error("{0}")]
     NotSaved(String),
+    /// Something the host needed failed (a session's log that cannot be read, say).
+    #[error("{0}")]
+    Failed(String),
 }
 
 impl From<Busy> for Refused {
@@ -238,6 +267,70 @@ pub async fn set_option(
         }
     }
     saved(session).await
+}
+
+/// Opens a new session in `cwd` (an absolute path to an existing folder), attached to the
+/// client port `sink_for` makes for it.
+pub async fn open_new(
+    backend: &dyn Backend,
+    cwd: std::path::PathBuf,
+    sink_for: impl FnOnce(&Session) -> Arc<dyn EventSink>,
+) -> Result<Arc<Session>, Refused> {
+    check_cwd(&cwd).map_err(Refused::Invalid)?;
+    let session = backend.create(cwd)?;
+    session.attach(sink_for(&session));
+    Ok(session)
+}
+
+/// Loads the session `id` for the client of `sink`: the thread as it was goes to the client
+/// first (its cards drawn anew), then the session goes on here.
+pub async fn load(
+    backend: &dyn Backend,
+    id: &str,
+    sink: Arc<dyn EventSink>,
+) -> Result<(Arc<Session>, usize), Refused> {
+    let (session, folded) = backend.open(id, Arc::clone(&sink)).await?;
+    let view = backend.present_again(&session, folded.view).await;
+    let events = view.len();
+    for event in view {
+        sink.room().await;
+        sink.emit(event);
+    }
+    reopened(backend, &session, &folded.open_tasks).await;
+    Ok((session, events))
+}
+
+/// Resumes the session `id` for the client of `sink`, without a replay. The caller answers
+/// the client first (a client drops updates about a session it does not know yet), then
+/// calls [`reopened`] with the tasks returned.
+pub async fn resume(
+    backend: &dyn Backend,
+    id: &str,
+    sink: Arc<dyn EventSink>,
+) -> Result<(Arc<Session>, Vec<crate::session::fold::OpenTask>), Refused> {
+    let (session, folded) = backend.open(id, sink).await?;
+    Ok((session, folded.open_tasks))
+}
+
+/// Closes the session `id` open here; `Invalid` when it is not.
+pub async fn close(backend: &dyn Backend, id: &SessionId) -> Result<(), Refused> {
+    if backend.close(id).await {
+        Ok(())
+    } else {
+        Err(Refused::Invalid(format!("unknown session: {id}")))
+    }
+}
+
+/// A session's working directory must be an absolute path to an existing directory.
+fn check_cwd(cwd: &std::path::Path) -> Result<(), String> {
+    if !cwd.is_absolute() {
+        return Err(format!("cwd must be an absolute path, got {}", cwd.display()));
+    }
+    match std::fs::metadata(cwd) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(format!("cwd {} is not a directory", cwd.display())),
+        Err(error) => Err(format!("cwd {} cannot be used: {error}", cwd.display())),
+    }
 }
 
 /// Finishes opening a session from its log, once the client has what it must see first (the

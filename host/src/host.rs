@@ -800,4 +800,38 @@ impl hotsh_core::usecase::Backend for Host {
     fn reopened<'a>(&'a self, session: &'a Session) -> futures::future::BoxFuture<'a, ()> {
         Box::pin(self.note_a_model_that_is_gone(session))
     }
+
+    fn create(&self, cwd: PathBuf) -> Result<Arc<Session>, hotsh_core::usecase::Refused> {
+        self.new_session(cwd).map_err(|error| refused(&error))
+    }
+
+    fn open<'a>(
+        &'a self,
+        id: &'a str,
+        sink: Arc<dyn EventSink>,
+    ) -> futures::future::BoxFuture<'a, Result<(Arc<Session>, Folded), hotsh_core::usecase::Refused>>
+    {
+        Box::pin(async move { self.open_session(id, sink).await.map_err(|error| refused(&error)) })
+    }
+
+    fn present_again<'a>(
+        &'a self,
+        session: &'a Session,
+        view: Vec<SessionEvent>,
+    ) -> futures::future::BoxFuture<'a, Vec<SessionEvent>> {
+        Box::pin(crate::turn::present_again(&self.registry, session, view))
+    }
+
+    fn close<'a>(&'a self, id: &'a SessionId) -> futures::future::BoxFuture<'a, bool> {
+        Box::pin(self.close_session(id))
+    }
+}
+
+/// A session store failure as a use case's refusal: an unknown session is the request's
+/// mistake; anything else says what failed, naming the file.
+fn refused(error: &StoreError) -> hotsh_core::usecase::Refused {
+    match error {
+        StoreError::Unknown(_) => hotsh_core::usecase::Refused::Invalid(error.to_string()),
+        _ => hotsh_core::usecase::Refused::Failed(error.to_string()),
+    }
 }

@@ -20,7 +20,6 @@ use crate::session::{
     SessionEvent, SessionId,
 };
 use crate::sync::lock;
-use crate::turn;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest, AuthenticateResponse,
@@ -253,15 +252,22 @@ async fn on_new_session(
     responder: Responder<NewSessionResponse, agent_client_protocol::V1>,
     cx: ConnectionTo<Client>,
 ) -> Result<(), Error> {
-    if let Err(message) = check_cwd(&request.cwd) {
-        return responder.respond_with_error(invalid_params(message));
-    }
-    let session = match shared.host.new_session(request.cwd) {
+    // The client port of the session, made once its id is known.
+    let mut made = None;
+    let opened = usecase::open_new(&*shared.host, request.cwd, |session| {
+        let sink = shared.sink(cx.clone(), &session.id.0);
+        made = Some(Arc::clone(&sink));
+        sink as Arc<dyn EventSink>
+    })
+    .await;
+    let session = match opened {
         Ok(session) => session,
-        Err(error) => return responder.respond_with_error(store_error(&error)),
+        Err(refused) => return responder.respond_with_error(refusal(&refused)),
     };
-    let sink = shared.sink(cx, &session.id.0);
-    session.attach(Arc::clone(&sink) as Arc<dyn EventSink>);
+    let Some(sink) = made else {
+        let error = "hotsh opened the session without its client port (a bug)".to_owned();
+        return responder.respond_with_error(Error::new(ErrorCode::INTERNAL_ERROR, error));
+    };
     shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
     tracing::info!(session = %session.id, cwd = %session.cwd.display(), "session created");
     let options = config_options(&shared.host, &session);
@@ -288,31 +294,19 @@ async fn on_load_session(
     tokio::spawn(async move {
         let started = std::time::Instant::now();
         let sink = shared.sink(cx, &id);
-        let opened = shared.host.open_session(&id, Arc::clone(&sink) as Arc<dyn EventSink>).await;
-        let read = started.elapsed();
-        let (session, folded) = match opened {
-            Ok(opened) => opened,
-            Err(error) => {
-                let _ = responder.respond_with_error(store_error(&error));
+        let loaded = usecase::load(&*shared.host, &id, Arc::clone(&sink) as Arc<dyn EventSink>);
+        let (session, events) = match loaded.await {
+            Ok(loaded) => loaded,
+            Err(refused) => {
+                let _ = responder.respond_with_error(refusal(&refused));
                 return;
             }
         };
-        // The thread as it was, before the answer (ACP: replay, then respond).
-        let view = turn::present_again(&shared.host.registry, &session, folded.view).await;
-        let presented = started.elapsed();
-        let events = view.len();
-        for event in view {
-            sink.room().await;
-            sink.emit(event);
-        }
-        usecase::reopened(&*shared.host, &session, &folded.open_tasks).await;
         shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
         sink.announce(&session, shared.host.window_of(&session));
         tracing::info!(
             session = %session.id,
             events,
-            read_ms = read.as_secs_f64() * 1000.0,
-            presented_ms = presented.as_secs_f64() * 1000.0,
             sent_ms = started.elapsed().as_secs_f64() * 1000.0,
             "session loaded"
         );
@@ -334,8 +328,8 @@ async fn on_resume_session(
     let id = request.session_id.0.to_string();
     tokio::spawn(async move {
         let sink = shared.sink(cx, &id);
-        match shared.host.open_session(&id, Arc::clone(&sink) as Arc<dyn EventSink>).await {
-            Ok((session, folded)) => {
+        match usecase::resume(&*shared.host, &id, Arc::clone(&sink) as Arc<dyn EventSink>).await {
+            Ok((session, open_tasks)) => {
                 // Nothing is replayed on resume. The answer goes first: a client registers
                 // the session when it arrives, and drops updates about one it does not know
                 // (the slash commands, the title, the context use); live events are held
@@ -344,13 +338,13 @@ async fn on_resume_session(
                 let modes = session_modes(&shared.host, &session);
                 let _ = responder
                     .respond(ResumeSessionResponse::new().config_options(options).modes(modes));
-                usecase::reopened(&*shared.host, &session, &folded.open_tasks).await;
+                usecase::reopened(&*shared.host, &session, &open_tasks).await;
                 shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
                 sink.announce(&session, shared.host.window_of(&session));
                 tracing::info!(session = %session.id, "session resumed");
             }
-            Err(error) => {
-                let _ = responder.respond_with_error(store_error(&error));
+            Err(refused) => {
+                let _ = responder.respond_with_error(refusal(&refused));
             }
         }
     });
@@ -381,11 +375,14 @@ async fn on_close_session(
     let shared = shared.clone();
     let id = SessionId(request.session_id.0.to_string());
     tokio::spawn(async move {
-        if shared.host.close_session(&id).await {
-            tracing::info!(session = %id, "session closed");
-            let _ = responder.respond(CloseSessionResponse::new());
-        } else {
-            let _ = responder.respond_with_error(invalid_params(format!("unknown session: {id}")));
+        match usecase::close(&*shared.host, &id).await {
+            Ok(()) => {
+                tracing::info!(session = %id, "session closed");
+                let _ = responder.respond(CloseSessionResponse::new());
+            }
+            Err(refused) => {
+                let _ = responder.respond_with_error(refusal(&refused));
+            }
         }
     });
     Ok(())
@@ -668,7 +665,7 @@ fn refusal(refused: &usecase::Refused) -> Error {
     match refused {
         usecase::Refused::Invalid(message) => invalid_params(message.clone()),
         usecase::Refused::Busy(message) => Error::new(ErrorCode::INVALID_REQUEST, message.clone()),
-        usecase::Refused::NotSaved(message) => {
+        usecase::Refused::NotSaved(message) | usecase::Refused::Failed(message) => {
             Error::new(ErrorCode::INTERNAL_ERROR, message.clone())
         }
     }
@@ -680,18 +677,6 @@ fn store_error(error: &StoreError) -> Error {
     match error {
         StoreError::Unknown(_) => invalid_params(error.to_string()),
         _ => Error::new(ErrorCode::INTERNAL_ERROR, error.to_string()),
-    }
-}
-
-/// A session's working directory must be an absolute path to an existing directory.
-fn check_cwd(cwd: &std::path::Path) -> Result<(), String> {
-    if !cwd.is_absolute() {
-        return Err(format!("cwd must be an absolute path, got {}", cwd.display()));
-    }
-    match std::fs::metadata(cwd) {
-        Ok(meta) if meta.is_dir() => Ok(()),
-        Ok(_) => Err(format!("cwd {} is not a directory", cwd.display())),
-        Err(error) => Err(format!("cwd {} cannot be used: {error}", cwd.display())),
     }
 }
 
