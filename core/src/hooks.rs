@@ -15,6 +15,7 @@
 //! the model or the user as the event says); any other exit is an error the user sees and the
 //! turn goes on.
 
+use crate::permissions::settings::{Fingerprint, Source};
 use crate::session::Session;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
@@ -87,39 +88,6 @@ impl std::fmt::Display for Event {
     }
 }
 
-/// Where a hook was configured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Source {
-    /// `~/.claude/settings.json`: the user's own; runs as the user.
-    User,
-    /// hotsh's config file (`[hooks]`): the user's own; runs as the user.
-    Config,
-    /// `<project>/.claude/settings.json`: runs only once the user allowed it.
-    Project,
-    /// `<project>/.claude/settings.local.json`: as `Project`.
-    ProjectLocal,
-    /// A plugin's (hotsh-abi 1.1): the user installed it; it runs in the host, not as a
-    /// command.
-    Plugin,
-}
-
-impl Source {
-    /// A project's file: anything that can write the project can write it.
-    pub fn is_project(self) -> bool {
-        matches!(self, Source::Project | Source::ProjectLocal)
-    }
-
-    pub fn describe(self) -> &'static str {
-        match self {
-            Source::User => "~/.claude/settings.json",
-            Source::Config => "hotsh's config",
-            Source::Project => ".claude/settings.json",
-            Source::ProjectLocal => ".claude/settings.local.json",
-            Source::Plugin => "a plugin",
-        }
-    }
-}
-
 /// One configured hook command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookCommand {
@@ -146,16 +114,6 @@ impl HookCommand {
     pub fn matches(&self, subject: &str) -> bool {
         !self.event.has_matcher() || matches(&self.matcher, subject)
     }
-}
-
-/// A hook as the user allowed it.
-#[derive(
-    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-pub struct Fingerprint {
-    pub event: String,
-    pub matcher: String,
-    pub command: String,
 }
 
 /// Claude Code's matcher rules: empty or `*` matches everything; a plain name (letters,

@@ -4,43 +4,16 @@
 //! compaction summaries.
 
 use crate::model::{ToolDefinition, ToolEffects};
-use crate::session::SessionEvent;
+use crate::session::{PlanEntry, PlanStatus, SessionEvent};
 use crate::tools::{Call, CallResult, ToolProvider, fail_without_running};
 use futures::future::BoxFuture;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 /// The tool's name.
 pub const TOOL: &str = "update_plan";
 /// The most entries a plan holds, and the longest entry.
 const MAX_ENTRIES: usize = 50;
 const MAX_ENTRY_CHARS: usize = 500;
-
-/// One step of a plan.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PlanEntry {
-    pub step: String,
-    pub status: PlanStatus,
-    #[serde(default)]
-    pub priority: PlanPriority,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PlanStatus {
-    Pending,
-    InProgress,
-    Completed,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PlanPriority {
-    High,
-    #[default]
-    Medium,
-    Low,
-}
 
 /// The tool's arguments.
 #[derive(Debug, Deserialize)]
@@ -49,22 +22,6 @@ struct Arguments {
     plan: Vec<PlanEntry>,
     #[serde(default)]
     explanation: Option<String>,
-}
-
-/// The plan as text, for a compaction summary.
-pub fn describe(entries: &[PlanEntry]) -> String {
-    entries
-        .iter()
-        .map(|entry| {
-            let mark = match entry.status {
-                PlanStatus::Pending => "[ ]",
-                PlanStatus::InProgress => "[~]",
-                PlanStatus::Completed => "[x]",
-            };
-            format!("{mark} {}", entry.step)
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The provider of the plan tool.
@@ -169,13 +126,14 @@ impl ToolProvider for PlanTool {
 #[allow(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
+    use crate::session::PlanPriority;
 
     #[test]
     fn plans_parse_and_bad_ones_are_refused_saying_why() {
         let plan = parse(r#"{"plan": [{"step": "read", "status": "completed"}, {"step": "fix", "status": "in_progress", "priority": "high"}]}"#).unwrap();
         assert_eq!(plan[1].priority, PlanPriority::High);
         assert_eq!(plan[0].priority, PlanPriority::Medium);
-        assert_eq!(describe(&plan), "[x] read\n[~] fix");
+        assert_eq!(crate::session::describe_plan(&plan), "[x] read\n[~] fix");
         assert!(
             parse(r#"{"plan": [{"step": "x", "status": "done"}]}"#)
                 .unwrap_err()

@@ -137,7 +137,7 @@ pub async fn answer(
     work: Work,
     cancel: CancellationToken,
 ) -> Result<StopReason, TurnFailed> {
-    session.use_hooks(Some(Arc::clone(&turn.hooks)));
+    session.on_questions(notifications(turn, session));
     let outcome = match work {
         Work::Prompt => guarded(run(turn, session, &cancel)).await,
         Work::Compact { focus } => guarded(compact_now(turn, session, focus, &cancel)).await,
@@ -152,10 +152,32 @@ pub async fn answer(
         Ok(StopReason::MaxTurnRequests) => (TurnOutcome::MaxTurnRequests, None),
         Err(failed) => (TurnOutcome::Failed, Some(failed.message.clone())),
     };
-    session.use_hooks(None);
+    session.on_questions(None);
     session.end_turn(Fact::TurnEnded { outcome: recorded, message }).await;
     session.flush().await.map_err(|failed| TurnFailed::new(failed.to_string()))?;
     outcome
+}
+
+/// What runs the turn's `Notification` hooks (matcher on `permission_prompt`) for each
+/// question the user is asked during it, beside the question; `None` when there are none.
+fn notifications(turn: &Turn, session: &Arc<Session>) -> Option<crate::session::Asking> {
+    if !turn.hooks.wants(Event::Notification) {
+        return None;
+    }
+    let hooks = Arc::clone(&turn.hooks);
+    // Weak: the session holds this, and must not hold itself.
+    let session = Arc::downgrade(session);
+    Some(Arc::new(move |message: String| {
+        let (hooks, Some(session)) = (Arc::clone(&hooks), session.upgrade()) else { return };
+        tokio::spawn(async move {
+            let fields = serde_json::json!({
+                "message": message,
+                "notification_type": "permission_prompt",
+            });
+            let point = Point::new(Event::Notification, "permission_prompt", fields);
+            hooks.run(&session, point, &CancellationToken::new()).await;
+        });
+    }))
 }
 
 /// Gets the turn's parts ready: what the user asked (logged when the turn began) goes to disk

@@ -915,35 +915,11 @@ async fn plan_mode_names_the_running_tasks_that_keep_writing_and_closing_stops_e
     assert!(detail.ends_with("- bash-2 (workspace-write): make watch"), "{detail}");
     assert!(!detail.contains("bash-1"), "a read-only task writes nothing: {detail}");
 
-    // Closing: its own providers closed, its tasks killed, its notices dropped, its turn
-    // cancelled.
-    let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    f.session.set_own_tools(vec![Arc::new(Closing(Arc::clone(&closed)))]);
-    assert_eq!(f.session.own_tools().len(), 1);
+    // Closing: its tasks killed, its notices dropped, its turn cancelled.
     let turn = f.session.begin_turn(prompt("long"), |_| false).await.unwrap();
     f.session.close(&executor).await;
-    assert!(closed.load(std::sync::atomic::Ordering::SeqCst));
-    assert!(f.session.own_tools().is_empty());
     assert!(turn.is_cancelled());
     assert_eq!(executor.asked.lock().unwrap().last().map(String::as_str), Some("kill all of s"));
-}
-
-/// A session's own provider that notes when it is closed.
-struct Closing(Arc<std::sync::atomic::AtomicBool>);
-
-impl ToolProvider for Closing {
-    fn prepare(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async {})
-    }
-    fn tools(&self, _planning: bool) -> BoxFuture<'_, Vec<ToolDefinition>> {
-        Box::pin(async { Vec::new() })
-    }
-    fn call<'a>(&'a self, _call: Call<'a>) -> Option<BoxFuture<'a, CallResult>> {
-        None
-    }
-    fn close(&self) {
-        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
 }
 
 /// A hook that refuses calls of one tool and notes every result it sees.

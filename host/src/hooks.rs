@@ -16,8 +16,8 @@ use crate::session::{HookRun, OptionKind, Question, QuestionOption, Reply, Sessi
 use crate::sync::lock;
 use futures::future::BoxFuture;
 use hotsh_core::executor::{Executor, RunRequest};
-use hotsh_core::hooks::{Event, Fingerprint, HookCommand, Hooks, Point, Ran, Source, Verdict};
-use hotsh_core::permissions::settings::{self, Bases, Kind, SettingsRule};
+use hotsh_core::hooks::{Event, HookCommand, Hooks, Point, Ran, Verdict};
+use hotsh_core::permissions::settings::{self, Bases, Fingerprint, Kind, SettingsRule, Source};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -150,6 +150,18 @@ pub(crate) struct Host {
     pub(crate) project_rules: crate::permissions::ProjectRules,
     /// The user's command hooks.
     pub(crate) hooks: Arc<crate::hooks::HookHost>,
+    /// Each open session's own tool providers (its MCP servers), offered after the agent's.
+    own_tools: OwnTools,
+}
+
+/// Each open session's own tool providers.
+#[derive(Default)]
+struct OwnTools(Mutex<HashMap<SessionId, Vec<Arc<dyn hotsh_core::tools::ToolProvider>>>>);
+
+impl std::fmt::Debug for OwnTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnTools").field("sessions", &lock(&self.0).len()).finish()
+    }
 }
 
 /// A model a session can use.
@@ -293,6 +305,7 @@ impl Host {
             store,
             project_rules,
             hooks,
+            own_tools: OwnTools::default(),
             recorder,
             mcp_setup: config.mcp.clone(),
         });
@@ -393,7 +406,18 @@ impl Host {
             .map(|servers| Arc::new(crate::turn::McpTools(servers)) as _)
             .into_iter()
             .collect();
-        session.set_own_tools(own);
+        self.set_own_tools(&session.id, own);
+    }
+
+    /// Gives a session its own tool providers (its MCP servers); those it had are closed.
+    fn set_own_tools(&self, id: &SessionId, tools: Vec<Arc<dyn hotsh_core::tools::ToolProvider>>) {
+        let previous = match tools.is_empty() {
+            true => lock(&self.own_tools.0).remove(id),
+            false => lock(&self.own_tools.0).insert(id.clone(), tools),
+        };
+        for provider in previous.into_iter().flatten() {
+            provider.close();
+        }
     }
 
     /// Closes a session open here ([`Session::close`]). False when it is not open here.
@@ -402,6 +426,7 @@ impl Host {
             return false;
         };
         self.hooks.ended(&session, "other").await;
+        self.set_own_tools(id, Vec::new());
         session.close(&*self.executor).await;
         true
     }
@@ -576,7 +601,7 @@ impl Host {
         };
         let mut providers: Vec<Arc<dyn hotsh_core::tools::ToolProvider>> =
             vec![Arc::new(plugins), Arc::new(hotsh_core::plan::PlanTool)];
-        providers.extend(session.own_tools());
+        providers.extend(lock(&self.own_tools.0).get(&session.id).cloned().unwrap_or_default());
         crate::turn::Turn {
             model: Arc::clone(&offered.model),
             limits: offered.limits,
@@ -616,7 +641,7 @@ impl Host {
         let ending = open.iter().map(|session| self.hooks.ended(session, "prompt_input_exit"));
         futures::future::join_all(ending).await;
         for session in &open {
-            session.set_own_tools(Vec::new());
+            self.set_own_tools(&session.id, Vec::new());
         }
         self.executor.dispose().await;
         let sessions: Vec<Arc<Session>> = lock(&self.sessions).drain().map(|(_, s)| s).collect();

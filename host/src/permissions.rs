@@ -4,8 +4,8 @@
 //! the model runs can grant itself a rule. Every hotsh of the user reads the file again for
 //! each call it gates, so a rule added or removed by one is seen by the others at once.
 
-use hotsh_core::hooks::Fingerprint;
 use hotsh_core::permissions::Rule;
+use hotsh_core::permissions::settings::Fingerprint;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 

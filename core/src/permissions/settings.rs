@@ -9,10 +9,52 @@
 //! nothing unasked: the sandbox still confines the command unless the call asks.
 
 use super::{Covers, Rule};
-use crate::hooks::{Fingerprint, Source};
 use crate::sandbox::Mode;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+
+/// Which settings a hook or a rule comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Source {
+    /// `~/.claude/settings.json`: the user's own; runs as the user.
+    User,
+    /// hotsh's config file (`[hooks]`): the user's own; runs as the user.
+    Config,
+    /// `<project>/.claude/settings.json`: runs only once the user allowed it.
+    Project,
+    /// `<project>/.claude/settings.local.json`: as `Project`.
+    ProjectLocal,
+    /// A plugin's (hotsh-abi 1.1): the user installed it; it runs in the host, not as a
+    /// command.
+    Plugin,
+}
+
+impl Source {
+    /// A project's file: anything that can write the project can write it.
+    pub fn is_project(self) -> bool {
+        matches!(self, Source::Project | Source::ProjectLocal)
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Source::User => "~/.claude/settings.json",
+            Source::Config => "hotsh's config",
+            Source::Project => ".claude/settings.json",
+            Source::ProjectLocal => ".claude/settings.local.json",
+            Source::Plugin => "a plugin",
+        }
+    }
+}
+
+/// A hook (or a rule that allows) as the user allowed it: what they consent to.
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+pub struct Fingerprint {
+    pub event: String,
+    pub matcher: String,
+    pub command: String,
+}
 
 /// Which list a rule is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

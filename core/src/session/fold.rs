@@ -22,7 +22,7 @@ pub struct OpenTask {
 pub struct Folded {
     pub meta: SessionMeta,
     /// The conversation as the model sees it now (compactions applied).
-    pub history: crate::context::History,
+    pub history: super::History,
     /// What the client saw, in order (prompts as `UserMessage` blocks).
     pub view: Vec<SessionEvent>,
     /// The number of the next tool call (`call-N`).
@@ -59,7 +59,7 @@ pub fn fold(records: Vec<Record>) -> Result<Folded, FoldError> {
     let Some(Record::Fact(Fact::Session(meta))) = records.next() else {
         return Err(FoldError::NoSessionRecord);
     };
-    let mut history = crate::context::History::default();
+    let mut history = super::History::default();
     let mut view = Vec::new();
     let mut next_call = 1;
     let mut title = None;
@@ -213,7 +213,7 @@ pub fn fold(records: Vec<Record>) -> Result<Folded, FoldError> {
 /// Closes, as failed, the cards of a turn that was cut off before they were: a terminal says
 /// why where its exit status would be, any other card in its content.
 fn close_cut_off(view: &mut Vec<SessionEvent>, open_cards: &mut BTreeMap<String, Card>) {
-    let words = crate::context::CUT_OFF_RESULT;
+    let words = super::CUT_OFF_RESULT;
     for (call_id, card) in std::mem::take(open_cards) {
         let (card, error) = match card {
             Card::Terminal(mut terminal) => {
@@ -401,17 +401,17 @@ mod tests {
         // Killed there: the second call is answered with what it printed, then the note.
         let folded = fold(records.clone()).expect("folds");
         let messages = cut_off(&folded);
-        let stopped = format!("half way\n{}", crate::context::CUT_OFF_RESULT);
+        let stopped = format!("half way\n{}", crate::session::CUT_OFF_RESULT);
         assert_eq!(
             messages[3..],
             [
                 Message::Tool { call_id: "b".into(), text: stopped.clone(), is_error: true },
-                Message::Notice { text: crate::context::CUT_OFF_NOTICE.into() },
+                Message::Notice { text: crate::session::CUT_OFF_NOTICE.into() },
             ]
         );
         let closed = folded.view.last().expect("a view");
         assert!(
-            matches!(closed, SessionEvent::ToolCallFinished { status: CallStatus::Failed, error: Some(e), .. } if e == crate::context::CUT_OFF_RESULT),
+            matches!(closed, SessionEvent::ToolCallFinished { status: CallStatus::Failed, error: Some(e), .. } if e == crate::session::CUT_OFF_RESULT),
             "{closed:?}"
         );
         // Gone on: the next prompt comes after them, in the log's fold as in the live one.

@@ -10,8 +10,11 @@
 //! `session/update` notifications.
 
 pub mod fold;
+mod history;
 pub mod log;
 mod tasks;
+
+pub use history::{CUT_OFF_NOTICE, CUT_OFF_RESULT, History};
 
 pub use log::{Fact, OutputPrefix, Prompt, Record, SessionMeta, TurnOutcome};
 pub use tasks::{Narrowing, task_end_of};
@@ -211,7 +214,7 @@ pub enum SessionEvent {
     },
     /// The model's plan for the work, whole (it replaces the one before).
     Plan {
-        entries: Vec<crate::plan::PlanEntry>,
+        entries: Vec<PlanEntry>,
     },
     /// How much of the model's context window the session uses, after each answer.
     Usage(crate::context::ContextUse),
@@ -255,6 +258,49 @@ impl SessionEvent {
         "compaction_ended",
         "hook_ran",
     ];
+}
+
+/// One step of a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanEntry {
+    pub step: String,
+    pub status: PlanStatus,
+    #[serde(default)]
+    pub priority: PlanPriority,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanPriority {
+    High,
+    #[default]
+    Medium,
+    Low,
+}
+
+/// The plan as text (for a compaction summary).
+pub fn describe_plan(entries: &[PlanEntry]) -> String {
+    entries
+        .iter()
+        .map(|entry| {
+            let mark = match entry.status {
+                PlanStatus::Pending => "[ ]",
+                PlanStatus::InProgress => "[~]",
+                PlanStatus::Completed => "[x]",
+            };
+            format!("{mark} {}", entry.step)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// One run of a hook, as its card shows it.
@@ -563,6 +609,9 @@ pub struct PendingNotice {
     pub task_id: Option<String>,
 }
 
+/// Told of a question to the user, in words (see [`Session::on_questions`]).
+pub type Asking = Arc<dyn Fn(String) + Send + Sync>;
+
 /// One conversation: its log, and what is folded from it.
 pub struct Session {
     pub id: SessionId,
@@ -582,10 +631,9 @@ pub struct Session {
     /// state made, while holding it, so the log says what happened in the order it happened
     /// and events reach the client in the order they were logged.
     emitting: tokio::sync::Mutex<()>,
-    /// Its own tool providers (its MCP servers), closed with it.
-    own_tools: Mutex<Vec<Arc<dyn crate::tools::ToolProvider>>>,
-    /// The running turn's hooks (a question to the user runs the `Notification` hooks).
-    hooks: Mutex<Option<Arc<dyn crate::hooks::Hooks>>>,
+    /// Told of every question the user is asked, in words (the running turn's
+    /// `Notification` hooks).
+    asking: Mutex<Option<Asking>>,
 }
 
 /// The client a session's events go to.
@@ -600,7 +648,7 @@ struct Attached {
 /// What is folded from the log and kept in memory.
 #[derive(Debug, Default)]
 struct State {
-    history: crate::context::History,
+    history: History,
     /// The session's title (its first prompt, shortened).
     title: Option<String>,
     /// Notices for the model, delivered into the history with its next request.
@@ -701,12 +749,11 @@ impl Session {
             log,
             state: Mutex::new(state),
             turn: Mutex::new(None),
-            hooks: Mutex::new(None),
+            asking: Mutex::new(None),
             turn_ended: tokio::sync::Notify::new(),
             next_call: AtomicU64::new(folded.map_or(1, |f| f.next_call)),
             sink: Mutex::default(),
             emitting: tokio::sync::Mutex::new(()),
-            own_tools: Mutex::default(),
         }
     }
 
@@ -1090,29 +1137,18 @@ impl Session {
         reply
     }
 
-    /// The hooks of the turn that runs now (a question it asks runs their `Notification`
-    /// hooks).
-    pub fn use_hooks(&self, hooks: Option<Arc<dyn crate::hooks::Hooks>>) {
-        *lock(&self.hooks) = hooks;
+    /// Who is told of every question the user is asked while the turn that runs now runs
+    /// (`None`: nobody).
+    pub fn on_questions(&self, asking: Option<Asking>) {
+        *lock(&self.asking) = asking;
     }
 
-    /// Runs the `Notification` hooks (matcher on `permission_prompt`) beside a question the
-    /// user is asked: they do not hold it up.
-    fn notify(self: &Arc<Self>, message: String) {
-        use crate::hooks::{Event, Point};
-        let Some(hooks) = lock(&self.hooks).clone() else { return };
-        if !hooks.wants(Event::Notification) {
-            return;
+    /// Tells whoever asked to be told of a question to the user: beside it, never holding it
+    /// up.
+    fn notify(&self, message: String) {
+        if let Some(told) = lock(&self.asking).clone() {
+            told(message);
         }
-        let session = Arc::clone(self);
-        tokio::spawn(async move {
-            let fields = serde_json::json!({
-                "message": message,
-                "notification_type": "permission_prompt",
-            });
-            let point = Point::new(Event::Notification, "permission_prompt", fields);
-            hooks.run(&session, point, &CancellationToken::new()).await;
-        });
     }
 
     /// Logs an escalation request and its outcome.
@@ -1187,7 +1223,7 @@ impl Session {
     /// The model's plan, as text (for a compaction summary), when it keeps one.
     pub fn plan_text(&self) -> Option<String> {
         let state = lock(&self.state);
-        state.history.plan.as_deref().filter(|p| !p.is_empty()).map(crate::plan::describe)
+        state.history.plan.as_deref().filter(|p| !p.is_empty()).map(describe_plan)
     }
 
     /// The context use last shown (live, or folded from the log).

@@ -11,8 +11,6 @@ use super::{
 use crate::executor::{Executor, TaskEnded};
 use crate::sandbox::Mode;
 use crate::sync::lock;
-use crate::tools::ToolProvider;
-use std::sync::Arc;
 
 /// The card a background task's start call left open.
 #[derive(Debug, Clone)]
@@ -246,25 +244,11 @@ impl Session {
         self.add_notice(PendingNotice { text: detail, task_id: None });
     }
 
-    /// The session's own tool providers (its MCP servers), offered after the agent's.
-    pub fn own_tools(&self) -> Vec<Arc<dyn ToolProvider>> {
-        lock(&self.own_tools).clone()
-    }
-
-    /// Gives the session its own tool providers; those it had are closed.
-    pub fn set_own_tools(&self, tools: Vec<Arc<dyn ToolProvider>>) {
-        let previous = std::mem::replace(&mut *lock(&self.own_tools), tools);
-        for provider in previous {
-            provider.close();
-        }
-    }
-
-    /// Closes the session: its turn is cancelled, its own tool providers closed, its running
-    /// tasks killed (through `executor`), its undelivered notices dropped, its log flushed and
-    /// released.
+    /// Closes the session: its turn is cancelled, its running tasks killed (through
+    /// `executor`), its undelivered notices dropped, its log flushed and released. (Its own
+    /// tool providers are the host's to close.)
     pub async fn close(&self, executor: &dyn Executor) {
         self.cancel();
-        self.set_own_tools(Vec::new());
         executor.kill_owned_by(&self.id.0).await;
         self.drop_notices();
         self.close_log().await;

@@ -40,8 +40,8 @@ fn usage_update(shown: ContextUse) -> SessionUpdate {
     )
 }
 
-fn plan_entry(entry: hotsh_core::plan::PlanEntry) -> acp::PlanEntry {
-    use hotsh_core::plan::{PlanPriority, PlanStatus};
+fn plan_entry(entry: hotsh_core::session::PlanEntry) -> acp::PlanEntry {
+    use hotsh_core::session::{PlanPriority, PlanStatus};
     let priority = match entry.priority {
         PlanPriority::High => acp::PlanEntryPriority::High,
         PlanPriority::Medium => acp::PlanEntryPriority::Medium,

@@ -622,8 +622,8 @@ mod tests {
         };
         use hotsh_core::context::{Compaction, ContextUse, Spent, Trigger};
         use hotsh_core::model::{ModelToolCall, PromptImage, Usage};
-        use hotsh_core::plan::{PlanEntry, PlanPriority, PlanStatus};
         use hotsh_core::sandbox::Mode;
+        use hotsh_core::session::{PlanEntry, PlanPriority, PlanStatus};
         let id = |n: u32| ToolCallId(format!("call-{n}"));
         let terminal = Card::Terminal(TerminalCard {
             command: "make".into(),
