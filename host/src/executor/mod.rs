@@ -15,6 +15,7 @@
 mod capture;
 mod env;
 mod environment;
+mod fds;
 mod helper;
 mod output_root;
 mod process;

@@ -582,7 +582,7 @@ fn spawn_gated(
     drop(stack);
     drop(theirs);
     let mut message = [0u8; 8];
-    let received = super::supervisor::recv_with_fds(ours.as_fd(), &mut message);
+    let received = super::fds::recv_with_fds(ours.as_fd(), &mut message);
     match received {
         Ok((got, mut fds)) if fds.len() == 1 && &message[..got.bytes] == b"ok" => {
             Ok((pid, fds.remove(0)))

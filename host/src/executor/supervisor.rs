@@ -23,18 +23,14 @@
 //!
 //! The supervisor must stay single-threaded: its forks run Rust code without an `exec`.
 
+use super::fds::{JOB_FDS, recv_with_fds, send_with_fds};
 use super::process::{self, Pidfd};
 use super::shim::{self, BUILD, Job, SignalFd, StatusPipe};
 use crate::sandbox::Policy;
 use crate::sync::lock;
-use rustix::net::{
-    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
-    SendAncillaryMessage, SendFlags,
-};
 use std::collections::BTreeSet;
 use std::ffi::OsString;
-use std::io::{IoSlice, IoSliceMut, Read as _};
-use std::mem::MaybeUninit;
+use std::io::Read as _;
 use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
 use std::os::unix::net::UnixStream;
@@ -45,9 +41,6 @@ use std::time::{Duration, Instant};
 
 /// The hidden subcommand.
 pub(crate) const SUBCOMMAND: &str = "__supervisor";
-
-/// Descriptors sent with each job: stdin, stdout, stderr, the status pipe.
-const JOB_FDS: usize = 4;
 
 /// A job's frame larger than this is refused (the command, its arguments and environment).
 const MAX_FRAME: usize = 64 << 20;
@@ -406,43 +399,6 @@ fn greet_host(control: BorrowedFd<'_>, in_bwrap: bool) {
     if let Err(error) = send_with_fds(control, b"ready", &fds) {
         fail(&format!("cannot greet the host: {error}"));
     }
-}
-
-/// Sends `bytes` as one message with `fds` attached (`SCM_RIGHTS`; at most a job's five).
-pub(super) fn send_with_fds(
-    socket: BorrowedFd<'_>,
-    bytes: &[u8],
-    fds: &[BorrowedFd<'_>],
-) -> std::io::Result<()> {
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(JOB_FDS + 1))];
-    let mut ancillary = SendAncillaryBuffer::new(&mut space);
-    if !fds.is_empty() {
-        ancillary.push(SendAncillaryMessage::ScmRights(fds));
-    }
-    rustix::net::sendmsg(socket, &[IoSlice::new(bytes)], &mut ancillary, SendFlags::NOSIGNAL)?;
-    Ok(())
-}
-
-/// Receives one message into `buffer`, with the descriptors attached to it (close-on-exec).
-pub(super) fn recv_with_fds(
-    socket: BorrowedFd<'_>,
-    buffer: &mut [u8],
-) -> std::io::Result<(rustix::net::RecvMsg, Vec<OwnedFd>)> {
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(JOB_FDS + 1))];
-    let mut ancillary = RecvAncillaryBuffer::new(&mut space);
-    let received = rustix::net::recvmsg(
-        socket,
-        &mut [IoSliceMut::new(buffer)],
-        &mut ancillary,
-        RecvFlags::CMSG_CLOEXEC,
-    )?;
-    let mut fds = Vec::new();
-    for part in ancillary.drain() {
-        if let RecvAncillaryMessage::ScmRights(rights) = part {
-            fds.extend(rights);
-        }
-    }
-    Ok((received, fds))
 }
 
 /// Takes the waiting job off the socket and answers that no shim could be forked for it.

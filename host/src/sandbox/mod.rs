@@ -21,6 +21,7 @@ pub(crate) mod names;
 pub(crate) mod notify;
 pub(crate) mod protect;
 pub(crate) mod sockets;
+pub(crate) mod trapped;
 
 pub(crate) use protect::{Trusted, TrustedKind};
 

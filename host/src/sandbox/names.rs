@@ -10,7 +10,7 @@
 //! would name the shim's own descriptors): the standard names of the command's own
 //! descriptors (`/dev/stdout`, `/dev/fd/N`, `/proc/self/fd/N`) are taken to mean them.
 
-use super::notify::{Answer, Target, errno};
+use super::trapped::{Answer, Target, errno};
 use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd};
@@ -19,7 +19,8 @@ use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
 /// The name no command may make.
 const GIT: &[u8] = b".git";
 
-/// Answers one of the calls of [`super::notify::name_calls`] (or an `open` that creates).
+/// Answers one of the calls that make names (those the gate in `notify.rs` is sent), or an
+/// `open` that creates.
 pub(crate) fn answer(target: &Target, nr: i64, args: &[u64; 6]) -> Answer {
     match call(target, nr, args) {
         Ok(answer) => answer,

@@ -19,7 +19,7 @@
 //! sandbox itself made are reached.
 
 use super::Policy;
-use super::notify::Target;
+use super::trapped::Target;
 use std::ffi::OsStr;
 use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
@@ -164,7 +164,7 @@ impl Sockets {
     }
 }
 
-use super::notify::errno;
+use super::trapped::errno;
 
 fn socket_domain(socket: &OwnedFd) -> Option<i32> {
     let mut domain: libc::c_int = 0;
