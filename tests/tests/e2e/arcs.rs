@@ -1026,3 +1026,37 @@ fn a_session_with_hooks_replays_unchanged() {
     let (ok, stdout, _) = replay(scratch.path(), &[path_str(&stripped), "--timeout", "10"]);
     assert!(!ok && stdout.contains("1 failed"), "{stdout}");
 }
+
+/// A plugin's hooks (hotsh-abi 1.1) run again on replay with the plugin the arc was recorded
+/// with: their cards and what they decided replay unchanged.
+#[test]
+fn a_session_with_a_plugins_hooks_replays_unchanged() {
+    let scratch = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let arc = scratch.path().join("plugin-hooks.arc");
+    let hooked = hotsh_tests::hooked_build("one");
+    let mut options = AgentOptions::script(vec![
+        bash_call("echo plugin-forbidden"),
+        bash_call("echo plugin-rewrite-me"),
+        say("Done."),
+    ]);
+    options.plugins = vec![tool_bash_plugin(), hooked.clone()];
+    options.record = Some(arc.clone());
+    options.env.push(("HOME".into(), home.path().display().to_string()));
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    agent.prompt(&session, "go");
+    let results = agent.tool_results();
+    assert!(results[0].1 && results[1].0.contains("rewritten-by-plugin"), "{results:?}");
+    agent.finish();
+    let recorded = std::fs::read_to_string(&arc).unwrap();
+    assert!(recorded.contains("PreToolUse hook (answered): plugin hooked"), "{recorded}");
+    // The replay's plugins: the two the arc was recorded with.
+    let plugins = scratch.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    for plugin in [tool_bash_plugin(), hooked] {
+        std::os::unix::fs::symlink(&plugin, plugins.join(plugin.file_name().unwrap())).unwrap();
+    }
+    assert_replays_unchanged(scratch.path(), &arc, &[]);
+}
