@@ -11,7 +11,7 @@
 //! and then confined as the session's commands are. `~/.claude` is read-only to confined
 //! commands (`config::trusted`).
 
-use crate::executor::{LiveOutput, SessionTemp};
+use crate::executor::LiveOutput;
 use crate::session::{HookRun, OptionKind, Question, QuestionOption, Reply, Session, SessionEvent};
 use crate::sync::lock;
 use futures::future::BoxFuture;
@@ -511,15 +511,13 @@ impl TurnHooks {
             task_output_dir: host.output_root.session_dir(&session.id.0),
             started: std::sync::Mutex::default(),
             last_end: std::sync::Mutex::default(),
-            sandbox: crate::plugins::gate::CallSandbox {
-                sandbox: Arc::clone(&host.sandbox),
-                session: Some(Arc::clone(session)),
-                call_id: call_id.0.clone(),
-                cwd: session.cwd.clone(),
-                temp: Some(SessionTemp::new(&host.output_root, &session.id.0)),
-                project_rules: host.project_rules.clone(),
-                settings_allows: Vec::new(),
-            },
+            sandbox: crate::plugins::gate::CallSandbox::of_session(
+                &host.sandbox,
+                session,
+                call_id.0.clone(),
+                &host.output_root,
+                &host.project_rules,
+            ),
         };
         let (api, event) = (plugin.api, hook.event.as_str().to_owned());
         let payload = String::from_utf8_lossy(payload).into_owned();
@@ -796,15 +794,13 @@ impl TurnHooks {
     ) -> Ran {
         let host = &self.host;
         let (policy, temp_dir) = if hook.source.is_project() {
-            let call = crate::plugins::gate::CallSandbox {
-                sandbox: Arc::clone(&host.sandbox),
-                session: Some(Arc::clone(session)),
-                call_id: String::new(),
-                cwd: session.cwd.clone(),
-                temp: Some(SessionTemp::new(&host.output_root, &session.id.0)),
-                project_rules: host.project_rules.clone(),
-                settings_allows: Vec::new(),
-            };
+            let call = crate::plugins::gate::CallSandbox::of_session(
+                &host.sandbox,
+                session,
+                String::new(),
+                &host.output_root,
+                &host.project_rules,
+            );
             match call.confinement() {
                 Ok(confinement) => confinement,
                 Err(why) => {

@@ -555,15 +555,13 @@ impl Host {
     /// start) and when the session's sandbox mode changes; never when a session is only
     /// opened, so a client that opens many sessions starts no process for them.
     pub(crate) fn prepare_sandbox(&self, session: &Arc<Session>) {
-        let call = crate::plugins::gate::CallSandbox {
-            sandbox: Arc::clone(&self.sandbox),
-            session: Some(Arc::clone(session)),
-            call_id: String::new(),
-            cwd: session.cwd.clone(),
-            temp: Some(SessionTemp::new(&self.output_root, &session.id.0)),
-            project_rules: self.project_rules.clone(),
-            settings_allows: Vec::new(),
-        };
+        let call = crate::plugins::gate::CallSandbox::of_session(
+            &self.sandbox,
+            session,
+            String::new(),
+            &self.output_root,
+            &self.project_rules,
+        );
         let (executor, owner) = (Arc::clone(&self.executor), session.id.0.clone());
         tokio::spawn(async move {
             // Once the answer is on its way: the start is a fork and a bubblewrap, which

@@ -83,6 +83,26 @@ pub(crate) struct Gate {
 }
 
 impl CallSandbox {
+    /// The gate of a command `session` runs that no tool call asked for (its environment
+    /// started ahead, a hook's command): the session's mode, no rule but its own.
+    pub(crate) fn of_session(
+        sandbox: &Arc<Sandbox>,
+        session: &Arc<Session>,
+        call_id: String,
+        output_root: &Arc<crate::executor::OutputRoot>,
+        project_rules: &crate::permissions::ProjectRules,
+    ) -> Self {
+        Self {
+            sandbox: Arc::clone(sandbox),
+            session: Some(Arc::clone(session)),
+            call_id,
+            cwd: session.cwd.clone(),
+            temp: Some(crate::executor::SessionTemp::new(output_root, &session.id.0)),
+            project_rules: project_rules.clone(),
+            settings_allows: Vec::new(),
+        }
+    }
+
     /// The session's mode before any escalation, and its cap.
     fn standing(&self) -> (Mode, Option<Mode>) {
         let (choice, cap) = match &self.session {
