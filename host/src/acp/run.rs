@@ -1,6 +1,9 @@
-//! `hotsh run`: one prompt in a terminal. It is an ACP client of the very same agent (connected
-//! in process), so what it prints is exactly what an editor would be sent: messages, each card
-//! with its command, live output and exit status.
+//! `hotsh run`: one prompt in a terminal. It calls the use cases (`hotsh_core::usecase`) an
+//! editor's requests reach, and prints each event as the update an editor with terminal
+//! support would be sent: messages, each card with its command, live output and exit status.
+//! Recording an arc (`--record`), it is instead an ACP client of the very same agent,
+//! connected in process, since an arc is the protocol's wire: its arc is then the one
+//! `hotsh acp --record` writes for the same session.
 
 use crate::host::Host;
 use agent_client_protocol::Client;
@@ -38,13 +41,11 @@ pub(crate) async fn run_prompt(
     }
     let screen = Arc::new(Mutex::new(Screen::new(crate::term::color_stdout())));
     let for_updates = Arc::clone(&screen);
-    // Recording: the client and the agent talk through a pair of line channels the recorder
-    // reads, as `hotsh acp --record` records the lines of stdio; otherwise they are connected
-    // directly.
-    let recorder = host.recorder.clone();
-    let agent = super::agent(host, None);
-    let (client_side, served) = match recorder {
+    let stop = match host.recorder.clone() {
+        // Recording: the client and the agent talk through a pair of line channels the
+        // recorder reads, as `hotsh acp --record` records the lines of stdio.
         Some(recorder) => {
+            let agent = super::agent(host, None);
             let (client_side, agent_side) = recorded_pair(recorder);
             let served = tokio::spawn(async move {
                 use agent_client_protocol::ConnectTo as _;
@@ -52,18 +53,13 @@ pub(crate) async fn run_prompt(
                     tracing::warn!(%error, "the recorded agent connection ended with an error");
                 }
             });
-            (Peer::Recorded(client_side), Some(served))
+            let stop = converse(client_side, for_updates, cwd, resume, sandbox, prompt).await;
+            // The agent's side ends when the client's closes; what it sent is recorded by then.
+            let _ = served.await;
+            stop
         }
-        None => (Peer::Direct(agent), None),
+        None => answer_directly(&host, for_updates, cwd, resume, sandbox, prompt).await,
     };
-    let stop = match client_side {
-        Peer::Direct(agent) => converse(agent, for_updates, cwd, resume, sandbox, prompt).await,
-        Peer::Recorded(lines) => converse(lines, for_updates, cwd, resume, sandbox, prompt).await,
-    };
-    if let Some(served) = served {
-        // The agent's side ends when the client's closes; what it sent is recorded by then.
-        let _ = served.await;
-    }
     let stop = stop?;
     let mut screen = crate::sync::lock(&screen);
     let stop = match stop {
@@ -78,12 +74,6 @@ pub(crate) async fn run_prompt(
         StopReason::Cancelled => ExitCode::from(130),
         _ => ExitCode::SUCCESS,
     })
-}
-
-/// Who the client talks to.
-enum Peer<A> {
-    Direct(A),
-    Recorded(RecordedLines),
 }
 
 /// One side of a recorded in-process connection.
@@ -116,6 +106,69 @@ fn recorded_pair(recorder: Arc<crate::arc::Recorder>) -> (RecordedLines, Recorde
     let client = side(to_agent, from_agent, Box::new(move |line| client_tap.client(line)));
     let agent = side(to_client, from_client, Box::new(move |line| recorder.agent(line)));
     (client, agent)
+}
+
+/// The use cases' client port for a terminal: each event printed as the update an editor
+/// with terminal support would be sent. It cannot ask the user anything (a question is
+/// answered `unavailable`, and what needed it does not run).
+struct ScreenSink(Arc<Mutex<Screen>>);
+
+impl crate::session::EventSink for ScreenSink {
+    fn emit(&self, event: crate::session::SessionEvent) {
+        if let Some(update) = super::to_acp::update_with_terminal(event) {
+            crate::sync::lock(&self.0).show(&update);
+        }
+    }
+}
+
+/// Opens or resumes the session and answers the prompt through the use cases, printing what
+/// comes; as [`converse`] without the protocol.
+async fn answer_directly(
+    host: &Arc<Host>,
+    screen: Arc<Mutex<Screen>>,
+    cwd: PathBuf,
+    resume: Option<String>,
+    sandbox: Option<String>,
+    prompt: String,
+) -> anyhow::Result<Result<StopReason, String>> {
+    use hotsh_core::usecase;
+    let sink: Arc<dyn crate::session::EventSink> = Arc::new(ScreenSink(screen));
+    let session = match resume {
+        // The session goes on where it was; its thread is not shown again.
+        Some(id) => {
+            let resumed = usecase::resume(&**host, &id, sink).await;
+            let (session, open_tasks) = resumed.map_err(|refused| anyhow::anyhow!("{refused}"))?;
+            usecase::reopened(&**host, &session, &open_tasks).await;
+            session
+        }
+        None => usecase::open_new(&**host, cwd, |_| sink)
+            .await
+            .map_err(|refused| anyhow::anyhow!("{refused}"))?,
+    };
+    // The configured MCP servers (a terminal brings none of its own).
+    host.connect_mcp(&session, Vec::new());
+    if let Some(mode) = &sandbox {
+        // As a client's option menu would: logged with the session. An agent without a
+        // sandbox to offer refuses it, and nothing runs.
+        let chosen = usecase::set_option(&**host, &session, usecase::SANDBOX_OPTION, mode).await;
+        if let Err(refused) = chosen {
+            return Ok(Err(format!("cannot choose the sandbox mode {mode}: {refused}")));
+        }
+    }
+    let blocks = [ContentBlock::from(prompt)];
+    let admitted = match usecase::admit(&**host, &session, super::from_acp::prompt(&blocks)).await {
+        Ok(admitted) => admitted,
+        Err(refused) => return Ok(Err(refused.to_string())),
+    };
+    let interrupted = Arc::clone(&session);
+    let interrupt = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            usecase::cancel(&interrupted).await;
+        }
+    });
+    let outcome = usecase::answer(&**host, &session, admitted).await;
+    interrupt.abort();
+    Ok(outcome.map(super::to_acp::stop_reason).map_err(|failed| failed.message))
 }
 
 /// Initialises, opens or resumes the session, and sends the prompt, printing what comes.
