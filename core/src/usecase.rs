@@ -71,6 +71,11 @@ pub trait Backend: Send + Sync {
     /// Closes the session `id` open here (its hooks told, its tasks stopped, its log
     /// released); whether it was open here.
     fn close<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, bool>;
+
+    /// Deletes the session `id` (closed first when it is open here): its log and files are
+    /// removed. Refused while it runs background tasks or a turn, naming them, or while
+    /// another agent has it open.
+    fn delete<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<(), Refused>>;
 }
 
 /// The choices a session has.
@@ -319,6 +324,11 @@ pub async fn close(backend: &dyn Backend, id: &SessionId) -> Result<(), Refused>
     } else {
         Err(Refused::Invalid(format!("unknown session: {id}")))
     }
+}
+
+/// Deletes the session `id`: see [`Backend::delete`].
+pub async fn delete(backend: &dyn Backend, id: &SessionId) -> Result<(), Refused> {
+    backend.delete(id).await
 }
 
 /// A session's working directory must be an absolute path to an existing directory.

@@ -431,6 +431,43 @@ impl Host {
         true
     }
 
+    /// Deletes session `id`: closed here first when it is open here, its log and output
+    /// files removed. Refused while it has background tasks running, naming them, or a turn
+    /// running, or while another hotsh has it open.
+    pub(crate) async fn delete_session(
+        &self,
+        id: &SessionId,
+    ) -> Result<(), hotsh_core::usecase::Refused> {
+        use hotsh_core::usecase::Refused;
+        let running = self.executor.running_owned_by(&id.0);
+        if !running.is_empty() {
+            let tasks: Vec<String> = running
+                .iter()
+                .map(|task| {
+                    format!("{} ({})", task.id, task.command.lines().next().unwrap_or_default())
+                })
+                .collect();
+            return Err(Refused::Invalid(format!(
+                "session {id} has {} background task(s) running: {}; stop them (bash_kill) or wait for them to end, then delete it",
+                tasks.len(),
+                tasks.join(", ")
+            )));
+        }
+        if let Some(session) = self.session(id) {
+            if session.answering() {
+                return Err(Refused::Busy(format!(
+                    "session {id} is answering a prompt; cancel it first"
+                )));
+            }
+            self.close_session(id).await;
+        }
+        let store = self.store.clone();
+        let owned = id.0.clone();
+        blocking(move || store.delete(&owned)).await.map_err(|error| refused(&error))?;
+        self.output_root.remove_session(&id.0);
+        Ok(())
+    }
+
     /// The sessions in the data directory.
     pub(crate) async fn list_sessions(
         &self,
@@ -847,6 +884,13 @@ impl hotsh_core::usecase::Backend for Host {
 
     fn close<'a>(&'a self, id: &'a SessionId) -> futures::future::BoxFuture<'a, bool> {
         Box::pin(self.close_session(id))
+    }
+
+    fn delete<'a>(
+        &'a self,
+        id: &'a SessionId,
+    ) -> futures::future::BoxFuture<'a, Result<(), hotsh_core::usecase::Refused>> {
+        Box::pin(self.delete_session(id))
     }
 }
 

@@ -1034,6 +1034,11 @@ impl Session {
     }
 
     /// Cancels the running turn, if any, without logging it (the session is closing).
+    /// Whether a turn runs (the session is answering a prompt).
+    pub fn answering(&self) -> bool {
+        lock(&self.turn).is_some()
+    }
+
     pub fn cancel(&self) -> bool {
         match lock(&self.turn).as_ref() {
             Some(token) => {

@@ -23,12 +23,13 @@ use crate::sync::lock;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest, AuthenticateResponse,
-    CancelNotification, CloseSessionRequest, CloseSessionResponse, Implementation,
-    InitializeRequest, InitializeResponse, ListSessionsRequest, ListSessionsResponse,
-    LoadSessionRequest, LoadSessionResponse, McpCapabilities, NewSessionRequest,
-    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionRequest,
-    ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities, SessionConfigOption,
-    SessionConfigOptionCategory, SessionConfigOptionValue, SessionConfigSelectOption, SessionInfo,
+    CancelNotification, CloseSessionRequest, CloseSessionResponse, DeleteSessionRequest,
+    DeleteSessionResponse, Implementation, InitializeRequest, InitializeResponse,
+    ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
+    McpCapabilities, NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest,
+    PromptResponse, ResumeSessionRequest, ResumeSessionResponse, SessionCapabilities,
+    SessionCloseCapabilities, SessionConfigOption, SessionConfigOptionCategory,
+    SessionConfigOptionValue, SessionConfigSelectOption, SessionDeleteCapabilities, SessionInfo,
     SessionListCapabilities, SessionNotification, SessionResumeCapabilities, SessionUpdate,
     SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
     SetSessionModeResponse, ToolCallUpdateFields,
@@ -154,6 +155,26 @@ pub(crate) fn agent(
         .on_receive_request(
             {
                 let shared = shared.clone();
+                async move |request: DeleteSessionRequest, responder, _cx| {
+                    let shared = shared.clone();
+                    let id = SessionId(request.session_id.0.to_string());
+                    tokio::spawn(async move {
+                        let _ = match usecase::delete(&*shared.host, &id).await {
+                            Ok(()) => {
+                                tracing::info!(session = %id, "session deleted");
+                                responder.respond(DeleteSessionResponse::new())
+                            }
+                            Err(refused) => responder.respond_with_error(refusal(&refused)),
+                        };
+                    });
+                    Ok(())
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let shared = shared.clone();
                 async move |request: PromptRequest, responder, cx| {
                     on_prompt(&shared, request, responder, cx).await
                 }
@@ -223,7 +244,8 @@ async fn on_initialize(
     let sessions = SessionCapabilities::new()
         .list(SessionListCapabilities::new())
         .resume(SessionResumeCapabilities::new())
-        .close(SessionCloseCapabilities::new());
+        .close(SessionCloseCapabilities::new())
+        .delete(SessionDeleteCapabilities::new());
     responder.respond(
         InitializeResponse::new(request.protocol_version)
             .agent_capabilities(

@@ -155,6 +155,22 @@ impl OutputRoot {
         }
     }
 
+    /// Removes one session's output files and its temp dir (a deleted session).
+    pub(crate) fn remove_session(&self, session: &str) {
+        if self.parent.is_none() {
+            return;
+        }
+        let temp = lock(&self.temps).remove(session).map(|t| self.path.with_file_name(t.name));
+        for dir in std::iter::once(self.session_dir(session)).chain(temp) {
+            // `remove_dir_all` removes a link, never what it points to.
+            if let Err(error) = std::fs::remove_dir_all(&dir)
+                && error.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::debug!(dir = %dir.display(), %error, "cannot remove a session's files");
+            }
+        }
+    }
+
     /// Removes this process's output files and sessions' temp dirs.
     pub(crate) fn remove(&self) {
         if self.parent.is_none() {

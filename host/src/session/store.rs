@@ -122,6 +122,22 @@ impl SessionStore {
         Ok((open, folded))
     }
 
+    /// Removes session `id`'s log, once no process holds it (its lock taken first: a session
+    /// open in another hotsh is refused, saying so).
+    pub(crate) fn delete(&self, id: &str) -> Result<(), StoreError> {
+        let path = self.path_of(id)?;
+        if !path.exists() {
+            return Err(StoreError::Unknown(id.to_owned()));
+        }
+        let dir = self.dir()?;
+        let lock = lock(&dir, id)?;
+        std::fs::remove_file(&path)
+            .map_err(|source| StoreError::Dir { path: path.clone(), source })?;
+        let _ = std::fs::remove_file(dir.join(format!("{id}.lock")));
+        drop(lock);
+        Ok(())
+    }
+
     /// Reads a session's log without opening it for writing (for `hotsh sessions show`, and
     /// to replay a session open in this process).
     pub(crate) fn read(&self, id: &str) -> Result<Folded, StoreError> {

@@ -482,6 +482,50 @@ fn closing_a_session_stops_its_tasks_and_releases_its_log() {
 }
 
 #[test]
+fn deleting_a_session_is_refused_while_its_tasks_run_and_then_removes_its_log() {
+    let data = tempfile::tempdir().unwrap();
+    let marker = "sleep 1000.0477";
+    let mut agent = Agent::start(sharing(
+        data.path(),
+        vec![
+            json!({"tool_calls": [{"name": "bash", "arguments": {"command": marker, "run_in_background": true}}]}),
+            say("ok"),
+        ],
+    ));
+    let init = agent.initialize(true);
+    assert!(
+        init["result"]["agentCapabilities"]["sessionCapabilities"].get("delete").is_some(),
+        "{init}"
+    );
+    let session = agent.new_session();
+    agent.prompt(&session, "start");
+    eventually("the task to run", || !processes_matching(marker).is_empty());
+    let refused = agent.call("session/delete", json!({"sessionId": session}));
+    let message = refused["error"]["message"].as_str().unwrap_or_else(|| panic!("{refused}"));
+    assert!(
+        message.contains("1 background task(s) running: bash-1 (sleep 1000.0477)"),
+        "{message}"
+    );
+    assert!(log_path(data.path(), &session).exists(), "a refused delete removed the log");
+    // Closed (its task stopped), it can be deleted: gone from the list and from disk.
+    agent.call("session/close", json!({"sessionId": session}));
+    let deleted = agent.call("session/delete", json!({"sessionId": session}));
+    assert!(deleted.get("result").is_some(), "{deleted}");
+    assert!(!log_path(data.path(), &session).exists());
+    let listed = agent.call("session/list", json!({}));
+    assert!(!listed.to_string().contains(&session), "{listed}");
+    let again = agent.call("session/delete", json!({"sessionId": session}));
+    assert_eq!(again["error"]["code"], -32602, "{again}");
+    // An open, idle session is closed and deleted at once.
+    let idle = agent.new_session();
+    let deleted = agent.call("session/delete", json!({"sessionId": idle}));
+    assert!(deleted.get("result").is_some(), "{deleted}");
+    assert!(!log_path(data.path(), &idle).exists());
+    let prompt = agent.prompt(&idle, "still there?");
+    assert_eq!(prompt["error"]["code"], -32602, "{prompt}");
+}
+
+#[test]
 fn an_unusable_data_dir_refuses_new_sessions_with_the_cause() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("a-file");
