@@ -441,28 +441,23 @@ impl<'a> Replay<'a> {
                 }
             }
         }
+        // Entries of one kind, written for the agent to replay from.
+        let written = |name: &str, pick: fn(&Entry) -> Option<&Value>| -> anyhow::Result<PathBuf> {
+            let entries: Vec<&Value> = arc.entries.iter().filter_map(|(_, e, _)| pick(e)).collect();
+            let path = root.join(name);
+            std::fs::write(&path, serde_json::to_vec(&entries)?)?;
+            Ok(path)
+        };
         // The MCP side: what the servers answered, served again without them.
-        let mcp: Vec<&Value> = arc
-            .entries
-            .iter()
-            .filter_map(|(_, entry, _)| match entry {
-                Entry::Mcp(entry) => Some(entry),
-                _ => None,
-            })
-            .collect();
-        let mcp_replay = root.join("mcp.json");
-        std::fs::write(&mcp_replay, serde_json::to_vec(&mcp)?)?;
+        let mcp_replay = written("mcp.json", |entry| match entry {
+            Entry::Mcp(entry) => Some(entry),
+            _ => None,
+        })?;
         // The hooks each turn had, run again; never the replaying user's own.
-        let hooks: Vec<&Value> = arc
-            .entries
-            .iter()
-            .filter_map(|(_, entry, _)| match entry {
-                Entry::Hooks(entry) => Some(entry),
-                _ => None,
-            })
-            .collect();
-        let hooks_replay = root.join("hooks.json");
-        std::fs::write(&hooks_replay, serde_json::to_vec(&hooks)?)?;
+        let hooks_replay = written("hooks.json", |entry| match entry {
+            Entry::Hooks(entry) => Some(entry),
+            _ => None,
+        })?;
         let script = root.join("script.json");
         let lists: Vec<&Vec<Value>> = answers.iter().map(|(_, list)| list).collect();
         std::fs::write(&script, serde_json::to_vec(&json!({ "sessions": lists }))?)?;
