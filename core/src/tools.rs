@@ -13,8 +13,8 @@
 use crate::hooks::{Event, Hooks, Permission, Point};
 use crate::model::{ModelToolCall, ToolDefinition};
 use crate::session::{
-    CallStatus, Card, GenericCard, OptionKind, PendingNotice, Question, QuestionOption, Reply,
-    Session, SessionEvent, ToolCallId, ToolKind,
+    CallStatus, Card, GenericCard, OptionKind, Question, QuestionOption, Reply, Session,
+    SessionEvent, ToolCallId, ToolKind,
 };
 use futures::future::BoxFuture;
 use std::sync::Arc;
@@ -90,6 +90,16 @@ impl CallHook for FlushAfterCall {
     }
 }
 
+/// What [`ToolRouter::call`] gave: the call's result, the arguments it ran with (a hook may
+/// have rewritten the model's), and why a hook said the turn must end (`"continue": false`),
+/// if one did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Called {
+    pub result: CallResult,
+    pub input: serde_json::Value,
+    pub halt: Option<String>,
+}
+
 /// What a call gives the model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallResult {
@@ -129,12 +139,8 @@ pub struct ToolRouter {
     /// commands).
     confines_commands: bool,
     hooks: Vec<Arc<dyn CallHook>>,
-    /// The user's command hooks (`PreToolUse`, `PostToolUse`).
+    /// The user's command hooks (`PreToolUse`).
     commands: Arc<dyn Hooks>,
-    /// Why a hook said the turn must end (`"continue": false`), once one did.
-    halted: std::sync::Mutex<Option<String>>,
-    /// The arguments the last call ran with (a hook may have rewritten them).
-    last_input: std::sync::Mutex<Option<serde_json::Value>>,
     /// The names of the tools the last [`ToolRouter::offered`] hid.
     hidden: std::sync::Mutex<Vec<String>>,
 }
@@ -160,21 +166,14 @@ impl ToolRouter {
             confines_commands,
             hooks,
             commands: Arc::new(crate::hooks::NoHooks),
-            halted: std::sync::Mutex::default(),
-            last_input: std::sync::Mutex::default(),
             hidden: std::sync::Mutex::default(),
         }
     }
 
-    /// Runs the user's command hooks around every call.
+    /// Runs the user's `PreToolUse` hooks before every call.
     pub fn with_command_hooks(mut self, hooks: Arc<dyn Hooks>) -> Self {
         self.commands = hooks;
         self
-    }
-
-    /// Why a hook ended the turn, if one did since the last time this was asked.
-    pub fn take_halt(&self) -> Option<String> {
-        crate::sync::lock(&self.halted).take()
     }
 
     /// Adds a hook after those there are.
@@ -227,13 +226,14 @@ impl ToolRouter {
         call: &ModelToolCall,
         offered: &[ToolDefinition],
         cancel: &CancellationToken,
-    ) -> CallResult {
+    ) -> Called {
         let call_id = session.next_call_id();
         let mut raw_input = serde_json::from_str(&call.arguments)
             .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
         let rewritten;
         let mut call = call;
         let mut refused = None;
+        let mut halt = None;
         if self.commands.wants(Event::PreToolUse) {
             // What came before (the model's message with this call, the results before it)
             // is on disk before a hook that may take long runs: an agent killed meanwhile
@@ -241,7 +241,7 @@ impl ToolRouter {
             session.flush_or_warn().await;
             let point = Point::pre_tool_use(&call.name, &raw_input, &call.id, &session.cwd);
             let verdict = self.commands.run(session, point, cancel).await;
-            self.halt(verdict.halt.clone());
+            halt = verdict.halt.clone();
             if let Some(updated) = &verdict.updated_input {
                 raw_input = crate::hooks::tool_input_from_hook(&call.name, updated);
                 rewritten = ModelToolCall { arguments: raw_input.to_string(), ..call.clone() };
@@ -277,45 +277,7 @@ impl ToolRouter {
         for hook in &self.hooks {
             hook.after(request, &result).await;
         }
-        if self.commands.wants(Event::PostToolUse) && !result.is_error {
-            *crate::sync::lock(&self.last_input) = Some(raw_input.clone());
-        }
-        result
-    }
-
-    /// Runs the `PostToolUse` hooks for the call [`ToolRouter::call`] ran last, once its
-    /// result is logged (an agent killed while they run keeps the result): what they say goes
-    /// to the model after every result of the answer, before the next request (a message
-    /// between two results would break the history a provider accepts).
-    pub async fn after_logged(
-        &self,
-        session: &Arc<Session>,
-        call: &ModelToolCall,
-        result: &CallResult,
-        cancel: &CancellationToken,
-    ) {
-        let input = crate::sync::lock(&self.last_input).take().unwrap_or_default();
-        session.flush_or_warn().await;
-        let point = Point::post_tool_use(
-            &call.name,
-            &input,
-            &call.id,
-            &session.cwd,
-            &result.text,
-            result.is_error,
-        );
-        let verdict = self.commands.run(session, point, cancel).await;
-        self.halt(verdict.halt.clone());
-        for text in verdict.block.into_iter().chain(verdict.context) {
-            let text = format!("[PostToolUse hook, about your `{}` call]\n{text}", call.name);
-            session.add_notice(PendingNotice { text, task_id: None });
-        }
-    }
-
-    fn halt(&self, reason: Option<String>) {
-        if let Some(reason) = reason {
-            crate::sync::lock(&self.halted).get_or_insert(reason);
-        }
+        Called { result, input: raw_input, halt }
     }
 
     /// A hook said to ask the user about the call: `None` when the user allowed it, else why

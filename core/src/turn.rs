@@ -9,7 +9,7 @@ use crate::model::{Message, Model, ModelError, ModelEvent, ModelRequest, ModelTo
 use crate::session::{
     CompactionEnd, Fact, Session, SessionEvent, StopReason, ToolCallId, TurnOutcome,
 };
-use crate::tools::ToolRouter;
+use crate::tools::{Called, ToolRouter};
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -335,7 +335,9 @@ async fn run(
                     .await;
                 continue;
             }
-            let result = turn.tools.call(session, call, &request.tools, cancel).await;
+            let Called { result, input, halt } =
+                turn.tools.call(session, call, &request.tools, cancel).await;
+            halted = halted.or(halt);
             // As Claude Code: after a call that ran and succeeded (not one refused or failed).
             let hooked =
                 (turn.hooks.wants(Event::PostToolUse) && !result.is_error).then(|| result.clone());
@@ -348,9 +350,9 @@ async fn run(
                 })
                 .await;
             if let Some(result) = hooked {
-                turn.tools.after_logged(session, call, &result, cancel).await;
+                let halt = post_tool_use(turn, session, call, &input, &result, cancel).await;
+                halted = halted.or(halt);
             }
-            halted = halted.or_else(|| turn.tools.take_halt());
         }
         if let Some(why) = halted {
             say_halted(session, &why).await;
@@ -398,6 +400,35 @@ async fn before_prompt(
     }
     give_context(session, Event::UserPromptSubmit, verdict.context);
     None
+}
+
+/// Runs the `PostToolUse` hooks for `call`, which ran with `input` and gave `result`, once
+/// its result is logged (an agent killed while they run keeps it): what they say goes to the
+/// model after every result of the answer, before the next request (a message between two
+/// results would break the history a provider accepts). `Some`: a hook said the turn ends.
+async fn post_tool_use(
+    turn: &Turn,
+    session: &Arc<Session>,
+    call: &ModelToolCall,
+    input: &serde_json::Value,
+    result: &crate::tools::CallResult,
+    cancel: &CancellationToken,
+) -> Option<String> {
+    session.flush_or_warn().await;
+    let point = Point::post_tool_use(
+        &call.name,
+        input,
+        &call.id,
+        &session.cwd,
+        &result.text,
+        result.is_error,
+    );
+    let verdict = turn.hooks.run(session, point, cancel).await;
+    for text in verdict.block.into_iter().chain(verdict.context) {
+        let text = format!("[PostToolUse hook, about your `{}` call]\n{text}", call.name);
+        session.add_notice(crate::session::PendingNotice { text, task_id: None });
+    }
+    verdict.halt
 }
 
 /// Runs the `SessionStart` hooks for `source` (`startup`, `resume`, `compact`).
