@@ -88,13 +88,13 @@ impl RecordedTurn {
     /// The recorded rules, read for a session in `cwd`.
     fn rules_in(&self, cwd: &Path, claude_home: Option<&Path>) -> Vec<SettingsRule> {
         let home = claude_home.and_then(Path::parent);
-        let mut rules = Vec::new();
-        for (kind, text, source) in &self.rules {
-            let root = if source.is_project() { cwd } else { home.unwrap_or(cwd) };
-            let list = serde_json::json!({ kind.as_str(): [text] });
-            rules.extend(settings::parse(&list, *source, Bases { cwd, root, home }).0);
-        }
-        rules
+        self.rules
+            .iter()
+            .filter_map(|(kind, text, source)| {
+                let root = if source.is_project() { cwd } else { home.unwrap_or(cwd) };
+                SettingsRule::parse(*kind, text, *source, Bases { cwd, root, home }).ok()
+            })
+            .collect()
     }
 }
 
@@ -110,6 +110,39 @@ struct SessionHooks {
     /// Project hooks the user allowed for this session only, or refused in it.
     allowed: HashSet<Fingerprint>,
     refused: HashSet<Fingerprint>,
+}
+
+/// What the user said of a project's hooks and allow rules, by fingerprint: allowed in the
+/// project (kept in the data directory), allowed or refused for the session.
+#[derive(Debug, Default)]
+struct Consent {
+    project: Vec<Fingerprint>,
+    session: HashSet<Fingerprint>,
+    refused: HashSet<Fingerprint>,
+}
+
+impl Consent {
+    fn allows(&self, print: &Fingerprint) -> bool {
+        self.project.contains(print) || self.session.contains(print)
+    }
+
+    /// Whether the user was asked about it already (allowed or refused).
+    fn decided(&self, print: &Fingerprint) -> bool {
+        self.allows(print) || self.refused.contains(print)
+    }
+
+    /// In words, for `/hooks`.
+    fn standing(&self, print: &Fingerprint) -> &'static str {
+        if self.project.contains(print) {
+            "allowed in this project"
+        } else if self.session.contains(print) {
+            "allowed for this session"
+        } else if self.refused.contains(print) {
+            "refused in this session"
+        } else {
+            "not allowed yet (asked before it first applies)"
+        }
+    }
 }
 
 impl HookHost {
@@ -161,12 +194,7 @@ impl HookHost {
                 .into_iter()
                 .flatten()
                 .filter_map(|rule| {
-                    let kind = match rule["kind"].as_str()? {
-                        "allow" => Kind::Allow,
-                        "ask" => Kind::Ask,
-                        "deny" => Kind::Deny,
-                        _ => return None,
-                    };
+                    let kind = Kind::parse(rule["kind"].as_str()?)?;
                     let source = source_of(rule["source"].as_str()?)?;
                     Some((kind, rule["rule"].as_str()?.to_owned(), source))
                 })
@@ -187,6 +215,17 @@ impl HookHost {
             SessionHooks { number: arc.opened, ..SessionHooks::default() }
         });
         state.starting = Some(source);
+    }
+
+    /// The consent given in session `id`, with `project`, the hooks and rules allowed in its
+    /// project.
+    fn consent(&self, id: &str, project: Vec<Fingerprint>) -> Consent {
+        let sessions = lock(&self.sessions);
+        let (session, refused) = sessions
+            .get(id)
+            .map(|state| (state.allowed.clone(), state.refused.clone()))
+            .unwrap_or_default();
+        Consent { project, session, refused }
     }
 
     /// The source of a `SessionStart` due now (taken: it runs once).
@@ -334,21 +373,9 @@ impl HookHost {
                     its config."
                 .to_owned();
         }
-        let allowed = self.project_rules.hooks_allowed(&session.cwd);
-        let state = lock(&self.sessions);
-        let mine = state.get(&session.id.0);
+        let consent = self.consent(&session.id.0, self.project_rules.hooks_allowed(&session.cwd));
         let standing = |source: Source, print: &Fingerprint, own: &'static str| {
-            if !source.is_project() {
-                own
-            } else if allowed.contains(print) {
-                "allowed in this project"
-            } else if mine.is_some_and(|m| m.allowed.contains(print)) {
-                "allowed for this session"
-            } else if mine.is_some_and(|m| m.refused.contains(print)) {
-                "refused in this session"
-            } else {
-                "not allowed yet (asked before it first applies)"
-            }
+            if source.is_project() { consent.standing(print) } else { own }
         };
         let mut lines = vec!["Hooks (event, matcher, command, from):".to_owned()];
         if hooks.is_empty() {
@@ -403,7 +430,7 @@ pub(crate) struct TurnHooks {
 
 impl Hooks for TurnHooks {
     fn wants(&self, event: Event) -> bool {
-        self.events.contains(&event) || !self.plugin_hooks(event).is_empty()
+        self.events.contains(&event) || self.host.registry.snapshot().hooks_on(event.as_str())
     }
 
     fn starting(&self) -> Option<&'static str> {
@@ -437,8 +464,15 @@ impl Hooks for TurnHooks {
             {
                 self.settle_consent(session, cancel).await;
             }
-            let runnable: Vec<&HookCommand> =
-                matching.into_iter().filter(|hook| self.may_run(session, hook)).collect();
+            let consent = if matching.iter().any(|hook| hook.source.is_project()) {
+                self.consent(session)
+            } else {
+                Consent::default()
+            };
+            let runnable: Vec<&HookCommand> = matching
+                .into_iter()
+                .filter(|hook| !hook.source.is_project() || consent.allows(&hook.fingerprint()))
+                .collect();
             let payload = self.payload(session, &point);
             let runs = runnable.iter().map(|hook| self.run_one(session, hook, &payload, cancel));
             let by_plugins = plugins
@@ -470,10 +504,9 @@ impl TurnHooks {
     fn plugin_hooks(&self, event: Event) -> Vec<(HookCommand, Arc<crate::plugins::LoadedPlugin>)> {
         let snapshot = self.host.registry.snapshot();
         snapshot
-            .hooks()
+            .hooks_for(event.as_str())
             .into_iter()
-            .filter(|(_, name, _)| name == event.as_str())
-            .map(|(plugin, _, matcher)| {
+            .map(|(plugin, matcher)| {
                 let hook = HookCommand {
                     event,
                     matcher,
@@ -559,47 +592,36 @@ impl TurnHooks {
         &self,
         session: &Session,
     ) -> Vec<(hotsh_core::permissions::Rule, String)> {
-        let allowed = self.project_allowed(session);
-        let state = lock(&self.host.sessions);
-        let mine = state.get(&session.id.0);
+        let consent = self.consent(session);
         self.rules
             .iter()
             .filter(|rule| rule.kind == Kind::Allow)
-            .filter(|rule| {
-                !rule.source.is_project() || {
-                    let print = rule.fingerprint();
-                    allowed.contains(&print) || mine.is_some_and(|m| m.allowed.contains(&print))
-                }
-            })
+            .filter(|rule| !rule.source.is_project() || consent.allows(&rule.fingerprint()))
             .filter_map(|rule| Some((rule.as_rule()?, rule.describe())))
             .collect()
     }
 
-    /// Whether `hook` may run in `session` (a project's only once allowed).
-    fn may_run(&self, session: &Session, hook: &HookCommand) -> bool {
-        if !hook.source.is_project() {
-            return true;
-        }
-        let print = hook.fingerprint();
-        lock(&self.host.sessions).get(&session.id.0).is_some_and(|s| s.allowed.contains(&print))
-            || self.project_allowed(session).contains(&print)
-    }
-
-    /// The project's hooks the user allowed "always".
-    fn project_allowed(&self, session: &Session) -> Vec<Fingerprint> {
-        match &self.allowed {
+    /// The consent given in `session` now: the project's as the data directory keeps it (or
+    /// as an arc recorded it, replaying), and the session's own.
+    fn consent(&self, session: &Session) -> Consent {
+        let project = match &self.allowed {
             Some(allowed) => allowed.clone(),
             None => self.host.project_rules.hooks_allowed(&session.cwd),
-        }
+        };
+        self.host.consent(&session.id.0, project)
     }
 
     /// Asks the user about the project's hooks nobody allowed or refused yet (all of them at
     /// once, the first time one would run).
     async fn settle_consent(&self, session: &Arc<Session>, cancel: &CancellationToken) {
-        let allowed = self.project_allowed(session);
+        let any = self.hooks.iter().any(|hook| hook.source.is_project())
+            || self.rules.iter().any(|rule| rule.source.is_project() && rule.kind == Kind::Allow);
+        // Nothing of a project's to ask about: its consent file is not read.
+        if !any || !self.may_ask {
+            return;
+        }
+        let consent = self.consent(session);
         let pending: Vec<(Fingerprint, String)> = {
-            let state = lock(&self.host.sessions);
-            let mine = state.get(&session.id.0);
             let mut seen = HashSet::new();
             let hooks = self.hooks.iter().filter(|hook| hook.source.is_project()).map(|hook| {
                 let matcher = if hook.matcher.is_empty() { "*" } else { &hook.matcher };
@@ -619,15 +641,10 @@ impl TurnHooks {
                 .map(|rule| (rule.fingerprint(), rule.describe()));
             hooks
                 .chain(rules)
-                .filter(|(print, _)| {
-                    !allowed.contains(print)
-                        && !mine
-                            .is_some_and(|m| m.allowed.contains(print) || m.refused.contains(print))
-                        && seen.insert(print.clone())
-                })
+                .filter(|(print, _)| !consent.decided(print) && seen.insert(print.clone()))
                 .collect()
         };
-        if pending.is_empty() || !self.may_ask {
+        if pending.is_empty() {
             return;
         }
         let listed: Vec<String> = pending.iter().map(|(_, listed)| listed.clone()).collect();
@@ -661,11 +678,7 @@ impl TurnHooks {
             let mut state = lock(&self.host.sessions);
             let mine = state.entry(session.id.0.clone()).or_default();
             match &reply {
-                Reply::Chose(id) if id == RUN_ALWAYS => {
-                    mine.allowed.extend(prints.iter().cloned());
-                    None
-                }
-                Reply::Chose(id) if id == RUN_FOR_SESSION => {
+                Reply::Chose(id) if id == RUN_ALWAYS || id == RUN_FOR_SESSION => {
                     mine.allowed.extend(prints.iter().cloned());
                     None
                 }

@@ -65,6 +65,10 @@ pub enum Kind {
 }
 
 impl Kind {
+    pub fn parse(name: &str) -> Option<Kind> {
+        [Kind::Allow, Kind::Ask, Kind::Deny].into_iter().find(|kind| kind.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Allow => "allow",
@@ -136,7 +140,9 @@ pub fn parse(
 }
 
 impl SettingsRule {
-    fn parse(kind: Kind, text: &str, source: Source, bases: Bases<'_>) -> Result<Self, String> {
+    /// The rule `text` of the list `kind` in a settings file of `source`; why hotsh cannot
+    /// read it, when it cannot.
+    pub fn parse(kind: Kind, text: &str, source: Source, bases: Bases<'_>) -> Result<Self, String> {
         let text = text.trim();
         let (tool, specifier) = match text.split_once('(') {
             Some((tool, rest)) => {

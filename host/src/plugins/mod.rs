@@ -59,12 +59,24 @@ impl Snapshot {
     }
 
     /// The plugins' prompt sections, sorted by order then id.
-    /// Every hook the plugins declare, by plugin name (then as each plugin lists them).
-    pub(crate) fn hooks(&self) -> Vec<(Arc<LoadedPlugin>, String, String)> {
+    /// Whether a plugin declares a hook on `event` (asked at every hook point: nothing is
+    /// allocated).
+    pub(crate) fn hooks_on(&self, event: &str) -> bool {
+        self.plugins.iter().any(|p| p.hooks.iter().any(|(on, _)| on == event))
+    }
+
+    /// The hooks the plugins declare on `event` (each plugin and its matcher), by plugin
+    /// name, then as each plugin lists them.
+    pub(crate) fn hooks_for(&self, event: &str) -> Vec<(Arc<LoadedPlugin>, String)> {
         let mut hooks: Vec<_> = self
             .plugins
             .iter()
-            .flat_map(|p| p.hooks.iter().map(|(e, m)| (Arc::clone(p), e.clone(), m.clone())))
+            .flat_map(|p| {
+                p.hooks
+                    .iter()
+                    .filter(|(on, _)| on == event)
+                    .map(|(_, m)| (Arc::clone(p), m.clone()))
+            })
             .collect();
         hooks.sort_by(|a, b| a.0.name.cmp(&b.0.name));
         hooks
