@@ -797,9 +797,7 @@ impl EventSink for AcpSink {
         let (cx, session_id) = (self.cx.clone(), self.session_id.0.clone());
         let outflow = self.outflow.clone();
         Box::pin(async move {
-            use agent_client_protocol::v1::schema::{
-                RequestPermissionOutcome, ToolCallStatus, ToolCallUpdate,
-            };
+            use agent_client_protocol::v1::schema::{ToolCallStatus, ToolCallUpdate};
             let answer = asked.await;
             // The card was pending while the user decided; the call goes on (to run, or to
             // fail with the refusal) and its last update closes it. It gets back, in the same
@@ -809,34 +807,45 @@ impl EventSink for AcpSink {
                 ToolCallUpdate::new(ask.call_id.clone(), drawn.status(ToolCallStatus::InProgress));
             let update = SessionUpdate::ToolCallUpdate(going_on);
             send_update(&cx, outflow.as_deref(), SessionNotification::new(session_id, update));
-            match answer {
-                Ok(response) => match response.outcome {
-                    RequestPermissionOutcome::Selected(selected) => {
-                        match selected.option_id.0.as_ref() {
-                            to_acp::ALLOW_ONCE => EscalationAnswer::AllowedOnce,
-                            to_acp::ALLOW_SESSION => EscalationAnswer::AllowedForSession,
-                            to_acp::ALLOW_PROJECT => EscalationAnswer::AllowedInProject,
-                            _ => EscalationAnswer::Rejected,
-                        }
-                    }
-                    // `Cancelled`, or an outcome a later protocol adds: not an allowance.
-                    _ => EscalationAnswer::Cancelled,
+            match reply_of(answer) {
+                Reply::Chose(option) => match option.as_str() {
+                    to_acp::ALLOW_ONCE => EscalationAnswer::AllowedOnce,
+                    to_acp::ALLOW_SESSION => EscalationAnswer::AllowedForSession,
+                    to_acp::ALLOW_PROJECT => EscalationAnswer::AllowedInProject,
+                    _ => EscalationAnswer::Rejected,
                 },
-                Err(error) => {
-                    tracing::info!(%error, "the client could not ask for permission");
-                    EscalationAnswer::Unavailable
-                }
+                Reply::Cancelled => EscalationAnswer::Cancelled,
+                Reply::Unavailable => EscalationAnswer::Unavailable,
             }
         })
+    }
+}
+
+/// What the user answered a `session/request_permission`: the option chosen; `Cancelled`
+/// for a withdrawn request or an outcome a later protocol adds (never an allowance);
+/// `Unavailable` when the client could not ask.
+fn reply_of(
+    answer: Result<agent_client_protocol::v1::schema::RequestPermissionResponse, String>,
+) -> Reply {
+    use agent_client_protocol::v1::schema::RequestPermissionOutcome;
+    match answer {
+        Ok(response) => match response.outcome {
+            RequestPermissionOutcome::Selected(selected) => {
+                Reply::Chose(selected.option_id.0.to_string())
+            }
+            _ => Reply::Cancelled,
+        },
+        Err(error) => {
+            tracing::info!(%error, "the client could not ask the user");
+            Reply::Unavailable
+        }
     }
 }
 
 impl AcpSink {
     /// Asks `question` on a card of its own: drawn pending, closed with the answer.
     fn ask_question(&self, question: Question) -> futures::future::BoxFuture<'static, Reply> {
-        use agent_client_protocol::v1::schema::{
-            RequestPermissionOutcome, ToolCall, ToolCallStatus, ToolCallUpdate,
-        };
+        use agent_client_protocol::v1::schema::{ToolCall, ToolCallStatus, ToolCallUpdate};
         let request = to_acp::question_request(&self.session_id.0, &question);
         // The card exists before the request names it.
         let card = ToolCall::new(
@@ -850,18 +859,7 @@ impl AcpSink {
         let (cx, session_id) = (self.cx.clone(), self.session_id.0.clone());
         let outflow = self.outflow.clone();
         Box::pin(async move {
-            let reply = match asked.await {
-                Ok(response) => match response.outcome {
-                    RequestPermissionOutcome::Selected(selected) => {
-                        Reply::Chose(selected.option_id.0.to_string())
-                    }
-                    _ => Reply::Cancelled,
-                },
-                Err(error) => {
-                    tracing::info!(%error, "the client could not ask the user");
-                    Reply::Unavailable
-                }
-            };
+            let reply = reply_of(asked.await);
             let status = match &reply {
                 Reply::Chose(_) => ToolCallStatus::Completed,
                 Reply::Cancelled | Reply::Unavailable => ToolCallStatus::Failed,
