@@ -45,10 +45,15 @@ pub enum Event {
     SessionEnd,
     /// The agent asks the user something (a permission).
     Notification,
+    /// A subagent (a child session) starts (matcher on the agent's name).
+    SubagentStart,
+    /// A subagent's turn ended, before its answer goes to the parent (matcher on the agent's
+    /// name).
+    SubagentStop,
 }
 
 impl Event {
-    pub const ALL: [Event; 8] = [
+    pub const ALL: [Event; 10] = [
         Event::SessionStart,
         Event::UserPromptSubmit,
         Event::PreToolUse,
@@ -57,6 +62,8 @@ impl Event {
         Event::Stop,
         Event::SessionEnd,
         Event::Notification,
+        Event::SubagentStart,
+        Event::SubagentStop,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -69,6 +76,8 @@ impl Event {
             Event::Stop => "Stop",
             Event::SessionEnd => "SessionEnd",
             Event::Notification => "Notification",
+            Event::SubagentStart => "SubagentStart",
+            Event::SubagentStop => "SubagentStop",
         }
     }
 
@@ -185,18 +194,28 @@ pub fn parse(hooks: &Value, source: Source) -> (Vec<HookCommand>, Vec<String>) {
 /// hotsh's tools under the names Claude Code gives them on the hook side, so that matchers
 /// written for Claude (`Bash`, `Edit|Write`) work unchanged. A tool not listed keeps its name
 /// (an MCP tool is already `mcp__<server>__<tool>`).
-const TOOL_NAMES: [(&str, &str); 6] = [
+const TOOL_NAMES: [(&str, &str); 7] = [
     ("bash", "Bash"),
     ("bash_output", "BashOutput"),
     ("bash_kill", "KillShell"),
     ("read_file", "Read"),
     ("write_file", "Write"),
     ("edit_file", "Edit"),
+    ("task", "Task"),
 ];
 
 /// The name hooks see for hotsh's tool `tool`.
 pub fn hook_tool_name(tool: &str) -> &str {
     TOOL_NAMES.iter().find(|(ours, _)| *ours == tool).map_or(tool, |(_, theirs)| theirs)
+}
+
+/// hotsh's name for a tool Claude Code names `claude` (an agent definition's `tools:` list
+/// is written in Claude's names; Claude's newer `Agent` is the same tool as `Task`).
+pub fn tool_from_hook_name(claude: &str) -> &str {
+    if claude == "Agent" {
+        return "task";
+    }
+    TOOL_NAMES.iter().find(|(_, theirs)| *theirs == claude).map_or(claude, |(ours, _)| ours)
 }
 
 /// Whether the tool's arguments name a file as `path` (Claude names it `file_path`).
@@ -378,7 +397,8 @@ impl Verdict {
             .then(|| serde_json::from_str::<Map<String, Value>>(stdout).ok())
             .flatten();
         let Some(output) = output else {
-            if matches!(event, Event::UserPromptSubmit | Event::SessionStart) && !stdout.is_empty()
+            if matches!(event, Event::UserPromptSubmit | Event::SessionStart | Event::SubagentStart)
+                && !stdout.is_empty()
             {
                 verdict.context.push(stdout.to_owned());
             }

@@ -69,6 +69,9 @@ pub struct ToolDefinition {
 pub struct ToolEffects {
     pub runs_commands: bool,
     pub writes_files: bool,
+    /// Calls of it that the model makes one after another in an answer run together (a
+    /// subagent's), not one at a time.
+    pub concurrent: bool,
 }
 
 /// Everything one model request carries.

@@ -79,6 +79,23 @@ impl CallHook for HiddenStayHidden {
     }
 }
 
+/// Refuses a call of a tool outside the ones a subagent's agent definition lists.
+#[derive(Debug, Clone)]
+pub struct OnlyTools(pub Vec<String>);
+
+impl CallHook for OnlyTools {
+    fn before<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Option<String>> {
+        let refused = (!self.0.contains(&call.call.name)).then(|| {
+            format!(
+                "tool `{}` is not one this agent may use (its definition lists: {}), so nothing was run",
+                call.call.name,
+                self.0.join(", ")
+            )
+        });
+        Box::pin(async move { refused })
+    }
+}
+
 /// Writes the session's log out once a call's card has closed, so what the user saw of the
 /// call survives the agent being killed right after.
 #[derive(Debug, Clone, Copy)]
@@ -143,6 +160,8 @@ pub struct ToolRouter {
     commands: Arc<dyn Hooks>,
     /// The names of the tools the last [`ToolRouter::offered`] hid.
     hidden: std::sync::Mutex<Vec<String>>,
+    /// Only these tools are offered (a subagent's agent definition lists them).
+    only: Option<Vec<String>>,
 }
 
 impl std::fmt::Debug for ToolRouter {
@@ -167,7 +186,15 @@ impl ToolRouter {
             hooks,
             commands: Arc::new(crate::hooks::NoHooks),
             hidden: std::sync::Mutex::default(),
+            only: None,
         }
+    }
+
+    /// Offers and runs only the tools named (a subagent's agent definition's list).
+    pub fn with_only(mut self, names: Vec<String>) -> Self {
+        self.hooks.push(Arc::new(OnlyTools(names.clone())));
+        self.only = Some(names);
+        self
     }
 
     /// Runs the user's `PreToolUse` hooks before every call.
@@ -202,6 +229,9 @@ impl ToolRouter {
         let mut tools = Vec::new();
         for provider in &self.providers {
             tools.extend(provider.tools(planning).await);
+        }
+        if let Some(only) = &self.only {
+            tools.retain(|tool| only.contains(&tool.name));
         }
         let mut hidden = Vec::new();
         if planning && !self.confines_commands {

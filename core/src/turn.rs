@@ -318,40 +318,45 @@ async fn run(
             return Ok(StopReason::EndTurn);
         }
         let mut halted = None;
-        for call in &calls {
+        for group in call_groups(&calls, &request.tools) {
             let not_run = if cancel.is_cancelled() {
                 Some("[not run: the user cancelled the turn]".to_owned())
             } else {
                 halted.as_ref().map(|why| format!("[not run: a hook ended the turn: {why}]"))
             };
             if let Some(text) = not_run {
+                for call in group {
+                    let (call_id, text) = (call.id.clone(), text.clone());
+                    let fact =
+                        Fact::ToolResult { call_id, text, is_error: true, after_output: None };
+                    session.record(fact).await;
+                }
+                continue;
+            }
+            // The calls of a group run together (one call, or a run of concurrent ones); their
+            // results are logged in the model's order.
+            let called = futures::future::join_all(
+                group.iter().map(|call| turn.tools.call(session, call, &request.tools, cancel)),
+            )
+            .await;
+            for (call, Called { result, input, halt }) in group.iter().zip(called) {
+                halted = halted.or(halt);
+                // As Claude Code: after a call that ran and succeeded (not one refused or
+                // failed).
+                let hooked = (turn.hooks.wants(Event::PostToolUse) && !result.is_error)
+                    .then(|| result.clone());
                 session
                     .record(Fact::ToolResult {
                         call_id: call.id.clone(),
-                        text,
-                        is_error: true,
+                        text: result.text,
+                        is_error: result.is_error,
                         after_output: None,
                     })
                     .await;
-                continue;
-            }
-            let Called { result, input, halt } =
-                turn.tools.call(session, call, &request.tools, cancel).await;
-            halted = halted.or(halt);
-            // As Claude Code: after a call that ran and succeeded (not one refused or failed).
-            let hooked =
-                (turn.hooks.wants(Event::PostToolUse) && !result.is_error).then(|| result.clone());
-            session
-                .record(Fact::ToolResult {
-                    call_id: call.id.clone(),
-                    text: result.text,
-                    is_error: result.is_error,
-                    after_output: None,
-                })
-                .await;
-            if let Some(result) = hooked {
-                let halt = post_tool_use(turn, session, call, &input, &result, cancel).await;
-                halted = halted.or(halt);
+                if let Some(result) = hooked {
+                    let halt = post_tool_use(turn, session, call, &input, &result, cancel).await;
+                    halted = halted.or(halt);
+                }
             }
         }
         if let Some(why) = halted {
@@ -359,6 +364,28 @@ async fn run(
             return Ok(StopReason::EndTurn);
         }
     }
+}
+
+/// An answer's calls in the groups that run together: each call alone, except that calls of
+/// a concurrent tool ([`ToolEffects::concurrent`](crate::model::ToolEffects)) one after
+/// another form one group.
+fn call_groups<'a>(
+    calls: &'a [ModelToolCall],
+    offered: &[crate::model::ToolDefinition],
+) -> Vec<&'a [ModelToolCall]> {
+    let concurrent =
+        |call: &ModelToolCall| offered.iter().any(|t| t.name == call.name && t.effects.concurrent);
+    let mut groups = Vec::new();
+    let mut at = 0;
+    while at < calls.len() {
+        let together = match concurrent(&calls[at]) {
+            true => calls[at..].iter().take_while(|call| concurrent(call)).count(),
+            false => 1,
+        };
+        groups.push(&calls[at..at + together]);
+        at += together;
+    }
+    groups
 }
 
 /// The hooks before the model sees a prompt: `SessionStart` on the session's first prompt

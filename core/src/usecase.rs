@@ -8,7 +8,8 @@ use crate::commands::SlashCommand;
 use crate::sandbox::Mode;
 use crate::session::fold::Folded;
 use crate::session::{
-    Busy, EventSink, Fact, Narrowing, Prompt, Session, SessionEvent, SessionId, StopReason,
+    Busy, EventSink, Fact, Narrowing, ParentLink, Prompt, Session, SessionEvent, SessionId,
+    StopReason,
 };
 use crate::turn::{Turn, TurnFailed, Work};
 use futures::future::BoxFuture;
@@ -50,8 +51,16 @@ pub trait Backend: Send + Sync {
     fn reopened<'a>(&'a self, session: &'a Session) -> BoxFuture<'a, ()>;
 
     /// A new session in `cwd`, its log created (its first record on disk) before anything
-    /// else.
-    fn create(&self, cwd: std::path::PathBuf) -> Result<Arc<Session>, Refused>;
+    /// else; `parent`: it is a subagent of that session (its first record says so).
+    fn create(
+        &self,
+        cwd: std::path::PathBuf,
+        parent: Option<ParentLink>,
+    ) -> Result<Arc<Session>, Refused>;
+
+    /// The sandbox mode `session`'s commands run under now (its choice, else the agent's
+    /// default).
+    fn sandbox_mode(&self, session: &Session) -> Mode;
 
     /// The session `id` opened from its log (or the one open here), `sink` attached with its
     /// live events held until [`Session::release_held`]; what its log folds to.
@@ -234,8 +243,15 @@ pub async fn set_option(
                 )));
             };
             if let Some(max) = offer.max_mode.filter(|max| mode > *max) {
+                let why = match &session.parent {
+                    Some(parent) => format!(
+                        "this subagent may not run wider than its parent session {} did when it started it",
+                        parent.session_id
+                    ),
+                    None => "this agent allows that at most (its `[sandbox] max_mode`)".to_owned(),
+                };
                 return Err(Refused::Invalid(format!(
-                    "sandbox mode `{mode}` is not allowed here: this agent allows {max} at most (its `[sandbox] max_mode`)"
+                    "sandbox mode `{mode}` is not allowed here: {max} at most; {why}"
                 )));
             }
             session.choose_sandbox_mode(mode).await;
@@ -282,9 +298,42 @@ pub async fn open_new(
     sink_for: impl FnOnce(&Session) -> Arc<dyn EventSink>,
 ) -> Result<Arc<Session>, Refused> {
     check_cwd(&cwd).map_err(Refused::Invalid)?;
-    let session = backend.create(cwd)?;
+    let session = backend.create(cwd, None)?;
     session.attach(sink_for(&session));
     Ok(session)
+}
+
+/// Opens a subagent of `parent`: a new session in the parent's folder, linked to it by `link`
+/// (its log's first record), attached to `sink`. It is never wider than its parent: it
+/// starts in the parent's sandbox mode (the widest it may choose, `link.max_mode`) and plan
+/// mode, with `model` (an agent definition's, when this agent offers it) or the parent's
+/// model, and the parent's effort.
+pub async fn open_child(
+    backend: &dyn Backend,
+    parent: &Session,
+    mut link: ParentLink,
+    model: Option<String>,
+    sink: Arc<dyn EventSink>,
+) -> Result<Arc<Session>, Refused> {
+    let mode = backend.sandbox_mode(parent);
+    link.max_mode = Some(link.max_mode.map_or(mode, |max| max.min(mode)));
+    let child = backend.create(parent.cwd.clone(), Some(link))?;
+    child.attach(sink);
+    let offered = backend.offer(parent).models;
+    if let Some(model) = model.filter(|m| offered.contains(m)).or_else(|| parent.model_choice()) {
+        child.choose_model(model).await;
+    }
+    if let Some(effort) = parent.effort_choice() {
+        child.choose_effort(effort).await;
+    }
+    if backend.offer(parent).sandbox {
+        child.choose_sandbox_mode(mode).await;
+    }
+    if parent.planning() {
+        child.set_planning(true).await;
+    }
+    saved(&child).await?;
+    Ok(child)
 }
 
 /// Loads the session `id` for the client of `sink`: the thread as it was goes to the client

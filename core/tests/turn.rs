@@ -111,7 +111,7 @@ impl ToolProvider for Tools {
             name: name.to_owned(),
             description: String::new(),
             input_schema: serde_json::json!({"type": "object"}),
-            effects: ToolEffects { runs_commands, writes_files: false },
+            effects: ToolEffects { runs_commands, writes_files: false, concurrent: false },
         };
         Box::pin(async move { vec![tool("echo", false), tool("shell", true)] })
     }
@@ -724,7 +724,11 @@ impl ToolProvider for ShellTools {
                 name: "shell".to_owned(),
                 description: String::new(),
                 input_schema: serde_json::json!({"type": "object"}),
-                effects: ToolEffects { runs_commands: true, writes_files: false },
+                effects: ToolEffects {
+                    runs_commands: true,
+                    writes_files: false,
+                    concurrent: false,
+                },
             }]
         })
     }

@@ -31,6 +31,15 @@
 //! url = "http://127.0.0.1:8080/mcp"
 //! headers = { Authorization = "Bearer …" }
 //!
+//! [subagents]
+//! max_parallel = 4             # subagents running at once (more wait for a slot)
+//! max_depth = 1                # 0: no subagents; 2: a subagent may start its own
+//! [agents.reviewer]            # an agent definition, as ~/.claude/agents/reviewer.md
+//! description = "Reviews a change. Use after editing."
+//! prompt = "You review code…"  # its system prompt
+//! tools = ["Read", "Bash"]     # Claude Code's tool names (default: all of the parent's)
+//! model = "fast"               # a model profile's name (default: the parent's)
+//!
 //! [session]
 //! compact_at = 0.85            # compact the conversation before a request past this share
 //!                              # of the model's context window
@@ -76,6 +85,21 @@ pub(crate) struct ConfigFile {
     /// Command hooks, in the shape of Claude Code's `hooks` (`[[hooks.PreToolUse]]` with a
     /// `matcher` and `hooks = [{ type = "command", command = "…" }]`).
     pub(crate) hooks: serde_json::Value,
+    /// Agent definitions (`[agents.NAME]` with `description`, `prompt`, `tools`, `model`),
+    /// beside `~/.claude/agents/*.md`.
+    pub(crate) agents: BTreeMap<String, crate::agents::AgentConfig>,
+    pub(crate) subagents: SubagentsSection,
+}
+
+/// How subagents run (the `[subagents]` section).
+#[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct SubagentsSection {
+    /// Subagents running at once in the whole agent (default 4); more wait for a slot.
+    pub(crate) max_parallel: Option<usize>,
+    /// How deep subagents nest: 1 (the default) lets a session start subagents that cannot
+    /// start their own; 0 offers no subagent tool.
+    pub(crate) max_depth: Option<u32>,
 }
 
 /// How sessions use their model's context (the `[session]` section).

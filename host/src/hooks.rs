@@ -11,6 +11,7 @@
 //! and then confined as the session's commands are. `~/.claude` is read-only to confined
 //! commands (`config::trusted`).
 
+use crate::agents::AgentDef;
 use crate::executor::LiveOutput;
 use crate::session::{HookRun, OptionKind, Question, QuestionOption, Reply, Session, SessionEvent};
 use crate::sync::lock;
@@ -46,6 +47,8 @@ pub(crate) struct HookHost {
     pub(crate) configured: Vec<HookCommand>,
     /// What was skipped in the config's `[hooks]`.
     pub(crate) configured_skipped: Vec<String>,
+    /// The config's `[agents]`.
+    pub(crate) configured_agents: std::collections::BTreeMap<String, crate::agents::AgentConfig>,
     /// Where session logs are (each hook's `transcript_path`).
     pub(crate) store: crate::session::store::SessionStore,
     /// The plugins (their hooks, read at each point: a reload applies from the next one).
@@ -72,6 +75,9 @@ struct ArcHooks {
 struct Settings {
     hooks: Vec<HookCommand>,
     rules: Vec<SettingsRule>,
+    /// The agent definitions (`agents.rs`): they are read with the settings, and a project's
+    /// need the same consent as its hooks.
+    agents: Vec<AgentDef>,
     skipped: Vec<String>,
 }
 
@@ -81,6 +87,7 @@ struct Settings {
 struct RecordedTurn {
     hooks: Vec<HookCommand>,
     rules: Vec<(Kind, String, Source)>,
+    agents: Vec<AgentDef>,
     allowed: Vec<Fingerprint>,
 }
 
@@ -159,6 +166,7 @@ impl HookHost {
     ) -> Self {
         let (configured, configured_skipped) = hotsh_core::hooks::parse(configured, Source::Config);
         Self {
+            configured_agents: std::collections::BTreeMap::new(),
             executor,
             sandbox,
             output_root,
@@ -199,8 +207,14 @@ impl HookHost {
                     Some((kind, rule["rule"].as_str()?.to_owned(), source))
                 })
                 .collect();
+            let agents = entry["agents"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(agent_from_arc)
+                .collect();
             let allowed = serde_json::from_value(entry["allowed"].clone()).unwrap_or_default();
-            replay.insert(key, RecordedTurn { hooks, rules, allowed });
+            replay.insert(key, RecordedTurn { hooks, rules, agents, allowed });
         }
         lock(&self.arc).replay = Some(replay);
     }
@@ -279,6 +293,12 @@ impl HookHost {
             settings.rules.extend(rules);
             settings.skipped.extend(skipped);
         }
+        settings.agents = crate::agents::load(
+            self.claude_home.as_deref(),
+            cwd,
+            &self.configured_agents,
+            &mut settings.skipped,
+        );
         settings
     }
 
@@ -295,10 +315,13 @@ impl HookHost {
             Some(replay) => {
                 let recorded = replay.get(&key).cloned().unwrap_or_default();
                 let rules = recorded.rules_in(&session.cwd, self.claude_home.as_deref());
-                (
-                    Settings { hooks: recorded.hooks, rules, skipped: Vec::new() },
-                    Some(recorded.allowed),
-                )
+                let settings = Settings {
+                    hooks: recorded.hooks,
+                    rules,
+                    agents: recorded.agents,
+                    skipped: Vec::new(),
+                };
+                (settings, Some(recorded.allowed))
             }
             None => {
                 let settings = self.load(&session.cwd);
@@ -309,7 +332,9 @@ impl HookHost {
             }
         };
         if let Some(recorder) = &arc.recorder
-            && !(settings.hooks.is_empty() && settings.rules.is_empty())
+            && !(settings.hooks.is_empty()
+                && settings.rules.is_empty()
+                && settings.agents.is_empty())
         {
             let allowed = self.project_rules.hooks_allowed(&session.cwd);
             let rules: Vec<serde_json::Value> = settings
@@ -322,6 +347,7 @@ impl HookHost {
                 "turn": key.1,
                 "hooks": settings.hooks.iter().map(to_arc).collect::<Vec<_>>(),
                 "permissions": rules,
+                "agents": settings.agents.iter().map(agent_to_arc).collect::<Vec<_>>(),
                 "allowed": allowed,
             }));
         }
@@ -336,6 +362,7 @@ impl HookHost {
             session: session.id.0.clone(),
             hooks: settings.hooks,
             rules: settings.rules,
+            agents: settings.agents,
             events,
             may_ask: true,
             allowed,
@@ -365,8 +392,8 @@ impl HookHost {
     /// `/hooks`: what is configured for a session in `cwd`, from where, and whether a
     /// project's hook may run.
     pub(crate) fn listing(&self, session: &Session) -> String {
-        let Settings { hooks, rules, skipped } = self.load(&session.cwd);
-        if hooks.is_empty() && rules.is_empty() && skipped.is_empty() {
+        let Settings { hooks, rules, agents, skipped } = self.load(&session.cwd);
+        if hooks.is_empty() && rules.is_empty() && agents.is_empty() && skipped.is_empty() {
             return "No hooks are configured. hotsh reads Claude Code's `hooks` (and \
                     `permissions`) from `~/.claude/settings.json`, `.claude/settings.json` and \
                     `.claude/settings.local.json` in the session's folder, and `[hooks]` from \
@@ -405,6 +432,18 @@ impl HookHost {
             };
             lines.push(format!("- {} ({standing})", rule.describe()));
         }
+        if !agents.is_empty() {
+            lines.push("Agents (the `task` tool's subagents run them):".to_owned());
+        }
+        for agent in &agents {
+            let standing = standing(agent.source, &agent.fingerprint, "offered");
+            lines.push(format!(
+                "- {}: {} ({}; {standing})",
+                agent.name,
+                agent.description,
+                agent.origin()
+            ));
+        }
         for why in skipped {
             lines.push(format!("- skipped: {why}"));
         }
@@ -420,6 +459,8 @@ pub(crate) struct TurnHooks {
     hooks: Vec<HookCommand>,
     /// Claude Code's permission rules of the settings files.
     rules: Vec<SettingsRule>,
+    /// The agent definitions, the project's among them whether allowed or not.
+    agents: Vec<AgentDef>,
     events: HashSet<Event>,
     /// A project's hooks not allowed yet may be asked about (not when the session ends).
     may_ask: bool,
@@ -601,6 +642,20 @@ impl TurnHooks {
             .collect()
     }
 
+    /// The agents a subagent of `session` may run now: the user's and the config's, and the
+    /// project's the user allowed.
+    pub(crate) fn agents(&self, session: &Session) -> Vec<AgentDef> {
+        if !self.agents.iter().any(|agent| agent.source.is_project()) {
+            return self.agents.clone();
+        }
+        let consent = self.consent(session);
+        self.agents
+            .iter()
+            .filter(|agent| !agent.source.is_project() || consent.allows(&agent.fingerprint))
+            .cloned()
+            .collect()
+    }
+
     /// The consent given in `session` now: the project's as the data directory keeps it (or
     /// as an arc recorded it, replaying), and the session's own.
     fn consent(&self, session: &Session) -> Consent {
@@ -615,7 +670,8 @@ impl TurnHooks {
     /// once, the first time one would run).
     async fn settle_consent(&self, session: &Arc<Session>, cancel: &CancellationToken) {
         let any = self.hooks.iter().any(|hook| hook.source.is_project())
-            || self.rules.iter().any(|rule| rule.source.is_project() && rule.kind == Kind::Allow);
+            || self.rules.iter().any(|rule| rule.source.is_project() && rule.kind == Kind::Allow)
+            || self.agents.iter().any(|agent| agent.source.is_project());
         // Nothing of a project's to ask about: its consent file is not read.
         if !any || !self.may_ask {
             return;
@@ -639,8 +695,19 @@ impl TurnHooks {
                 .iter()
                 .filter(|rule| rule.source.is_project() && rule.kind == Kind::Allow)
                 .map(|rule| (rule.fingerprint(), rule.describe()));
+            let agents =
+                self.agents.iter().filter(|agent| agent.source.is_project()).map(|agent| {
+                    let listed = format!(
+                        "agent `{}` (from {}): {}",
+                        agent.name,
+                        agent.origin(),
+                        agent.description
+                    );
+                    (agent.fingerprint.clone(), listed)
+                });
             hooks
                 .chain(rules)
+                .chain(agents)
                 .filter(|(print, _)| !consent.decided(print) && seen.insert(print.clone()))
                 .collect()
         };
@@ -659,9 +726,10 @@ impl TurnHooks {
             title: format!("Run this project's hooks? ({} new)", pending.len()),
             intro: String::from(
                 "This project's `.claude/` settings configure hooks (or rules that allow \
-                 commands) that hotsh has not used for you before. A hook would run in your \
-                 session folder, confined as the session's commands are; an allow rule would \
-                 answer yes for you when a command it covers asks for more access. Anything \
+                 commands, or agents) that hotsh has not used for you before. A hook would run \
+                 in your session folder, confined as the session's commands are; an allow rule \
+                 would answer yes for you when a command it covers asks for more access; an \
+                 agent's instructions would steer a subagent the model starts. Anything \
                  that can write the project can write these files, so they apply only if you \
                  allow them here (one added or changed later is asked about again).",
             ),
@@ -876,6 +944,32 @@ fn source_of(name: &str) -> Option<Source> {
         "project_local" => Source::ProjectLocal,
         "plugin" => Source::Plugin,
         _ => return None,
+    })
+}
+
+/// An agent definition as an arc keeps it.
+fn agent_to_arc(agent: &AgentDef) -> serde_json::Value {
+    serde_json::json!({
+        "name": agent.name,
+        "description": agent.description,
+        "prompt": agent.prompt,
+        "tools": agent.tools,
+        "model": agent.model,
+        "source": source_name(agent.source),
+        "fingerprint": agent.fingerprint,
+    })
+}
+
+/// An agent definition an arc kept.
+fn agent_from_arc(entry: &serde_json::Value) -> Option<AgentDef> {
+    Some(AgentDef {
+        name: entry["name"].as_str()?.to_owned(),
+        description: entry["description"].as_str()?.to_owned(),
+        prompt: entry["prompt"].as_str()?.to_owned(),
+        tools: serde_json::from_value(entry["tools"].clone()).ok()?,
+        model: serde_json::from_value(entry["model"].clone()).ok()?,
+        source: source_of(entry["source"].as_str()?)?,
+        fingerprint: serde_json::from_value(entry["fingerprint"].clone()).ok()?,
     })
 }
 

@@ -52,7 +52,17 @@ pub(crate) struct HostConfig {
     pub(crate) claude_home: Option<PathBuf>,
     /// The hooks an arc recorded for each turn, run instead of the settings files' (a replay).
     pub(crate) hooks_replay: Option<Vec<serde_json::Value>>,
+    /// The config's agent definitions (`[agents]`).
+    pub(crate) agents: std::collections::BTreeMap<String, crate::agents::AgentConfig>,
+    /// Subagents running at once, and how deep they nest.
+    pub(crate) max_parallel: usize,
+    pub(crate) max_depth: u32,
 }
+
+/// The most subagents `[subagents] max_parallel` lets run at once.
+const MAX_PARALLEL_LIMIT: usize = 64;
+/// The deepest `[subagents] max_depth` lets subagents nest.
+const MAX_DEPTH_LIMIT: u32 = 4;
 
 impl HostConfig {
     /// Checks every setting's range: a value out of range is an error at start-up, never a
@@ -85,7 +95,21 @@ impl HostConfig {
             );
             executor.keep_environment = std::time::Duration::from_secs(seconds);
         }
+        let max_parallel =
+            file.subagents.max_parallel.unwrap_or(crate::subagents::DEFAULT_PARALLEL);
+        anyhow::ensure!(
+            (1..=MAX_PARALLEL_LIMIT).contains(&max_parallel),
+            "config: subagents.max_parallel must be between 1 and {MAX_PARALLEL_LIMIT}, got {max_parallel}"
+        );
+        let max_depth = file.subagents.max_depth.unwrap_or(crate::subagents::DEFAULT_DEPTH);
+        anyhow::ensure!(
+            max_depth <= MAX_DEPTH_LIMIT,
+            "config: subagents.max_depth must be between 0 and {MAX_DEPTH_LIMIT}, got {max_depth}"
+        );
         Ok(Self {
+            agents: file.agents,
+            max_parallel,
+            max_depth,
             models,
             key_variables,
             plugin_dirs,
@@ -152,6 +176,17 @@ pub(crate) struct Host {
     pub(crate) hooks: Arc<crate::hooks::HookHost>,
     /// Each open session's own tool providers (its MCP servers), offered after the agent's.
     own_tools: OwnTools,
+    /// Subagents: how many may run at once, how deep they nest.
+    pub(crate) subagents: SubagentLimits,
+    /// This host (its subagent tool holds it while a turn runs).
+    me: std::sync::Weak<Host>,
+}
+
+/// The bounds of subagents, across the agent.
+#[derive(Debug)]
+pub(crate) struct SubagentLimits {
+    pub(crate) slots: Arc<tokio::sync::Semaphore>,
+    pub(crate) max_depth: u32,
 }
 
 /// Each open session's own tool providers.
@@ -278,7 +313,7 @@ impl Host {
             .map(Arc::new);
         let project_rules = crate::permissions::ProjectRules::new(config.data_dir.as_deref());
         let store = SessionStore::new(config.data_dir.clone());
-        let hooks = Arc::new(crate::hooks::HookHost::new(
+        let mut hooks = crate::hooks::HookHost::new(
             Arc::clone(&executor) as _,
             Arc::clone(&sandbox),
             Arc::clone(&output_root),
@@ -287,12 +322,20 @@ impl Host {
             &config.hooks,
             store.clone(),
             Arc::clone(&registry),
-        ));
+        );
+        hooks.configured_agents = config.agents.clone();
+        let hooks = Arc::new(hooks);
         hooks.record_to(recorder.clone());
         if let Some(replay) = &config.hooks_replay {
             hooks.replay_from(replay);
         }
-        let host = Arc::new(Self {
+        let subagents = SubagentLimits {
+            slots: Arc::new(tokio::sync::Semaphore::new(config.max_parallel)),
+            max_depth: config.max_depth,
+        };
+        let host = Arc::new_cyclic(|me| Self {
+            subagents,
+            me: me.clone(),
             registry,
             executor,
             sandbox,
@@ -339,13 +382,19 @@ impl Host {
 
     /// Starts a new session in `cwd`: its log is created (and its first record on disk)
     /// before anything else, so a session that cannot be saved is refused.
-    pub(crate) fn new_session(&self, cwd: PathBuf) -> Result<Arc<Session>, StoreError> {
+    pub(crate) fn new_session(
+        &self,
+        cwd: PathBuf,
+        parent: Option<crate::session::ParentLink>,
+    ) -> Result<Arc<Session>, StoreError> {
         let id = uuid::Uuid::new_v4().to_string();
         let meta = SessionMeta {
             session_id: id.clone(),
             cwd: cwd.clone(),
             created_at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
             agent: crate::version::version_line(),
+            parent,
+            forked_from: None,
         };
         let open = self.store.create(&meta)?;
         let session = Arc::new(Session::new(&meta, Box::new(LogWriter::start(open)), None));
@@ -475,6 +524,22 @@ impl Host {
     ) -> Result<Vec<crate::session::store::Summary>, StoreError> {
         let store = self.store.clone();
         blocking(move || store.list(cwd.as_deref())).await
+    }
+
+    /// The background tasks `id` runs now, each as `ID (its command's first line)`.
+    pub(crate) fn tasks_of(&self, id: &SessionId) -> Vec<String> {
+        self.executor
+            .running_owned_by(&id.0)
+            .iter()
+            .map(|task| {
+                format!("{} ({})", task.id, task.command.lines().next().unwrap_or_default())
+            })
+            .collect()
+    }
+
+    /// Where session `id`'s log is.
+    pub(crate) fn log_path(&self, id: &SessionId) -> Option<String> {
+        self.store.path_of(&id.0).ok().map(|path| path.display().to_string())
     }
 
     pub(crate) fn session(&self, id: &SessionId) -> Option<Arc<Session>> {
@@ -637,13 +702,28 @@ impl Host {
         let mut providers: Vec<Arc<dyn hotsh_core::tools::ToolProvider>> =
             vec![Arc::new(plugins), Arc::new(hotsh_core::plan::PlanTool)];
         providers.extend(lock(&self.own_tools.0).get(&session.id).cloned().unwrap_or_default());
+        let depth = session.parent.as_ref().map_or(0, |parent| parent.depth);
+        if let Some(host) = self.me.upgrade()
+            && depth < self.subagents.max_depth
+        {
+            providers.push(Arc::new(crate::subagents::SubagentTool {
+                host,
+                session: session.id.clone(),
+                depth,
+                hooks: Arc::clone(&hooks),
+            }));
+        }
+        let mut tools = hotsh_core::tools::ToolRouter::new(providers, self.sandbox.confines())
+            .with_command_hooks(Arc::clone(&hooks) as _);
+        if let Some(only) = session.parent.as_ref().and_then(|parent| parent.tools.clone()) {
+            tools = tools.with_only(only);
+        }
         crate::turn::Turn {
             model: Arc::clone(&offered.model),
             limits: offered.limits,
             effort: self.effort_of(session),
             price: offered.price.clone(),
-            tools: hotsh_core::tools::ToolRouter::new(providers, self.sandbox.confines())
-                .with_command_hooks(Arc::clone(&hooks) as _),
+            tools,
             hooks,
             ports: Arc::new(crate::turn::HostPorts {
                 executor: Arc::clone(&self.executor) as _,
@@ -652,6 +732,7 @@ impl Host {
                 session_id: session.id.0.clone(),
                 transcript: self.transcript.clone(),
                 recorder: self.recorder.clone(),
+                subagent: session.parent.as_ref().map(crate::prompt::subagent_part),
             }),
         }
     }
@@ -849,20 +930,34 @@ impl hotsh_core::usecase::Backend for Host {
     }
 
     fn offer(&self, session: &Session) -> hotsh_core::usecase::Offer {
+        // A subagent may not go wider than its parent was when it started it.
+        let inherited = session.parent.as_ref().and_then(|parent| parent.max_mode);
+        let max_mode = match (self.sandbox.max_mode, inherited) {
+            (Some(own), Some(parent)) => Some(own.min(parent)),
+            (own, parent) => own.or(parent),
+        };
         hotsh_core::usecase::Offer {
             models: self.model_names().into_iter().map(|(name, _)| name).collect(),
             efforts: self.efforts_of(session),
             sandbox: self.sandbox.offered(),
-            max_mode: self.sandbox.max_mode,
+            max_mode,
         }
+    }
+
+    fn sandbox_mode(&self, session: &Session) -> crate::sandbox::Mode {
+        session.sandbox_choice().unwrap_or(self.sandbox.default_mode)
     }
 
     fn reopened<'a>(&'a self, session: &'a Session) -> futures::future::BoxFuture<'a, ()> {
         Box::pin(self.note_a_model_that_is_gone(session))
     }
 
-    fn create(&self, cwd: PathBuf) -> Result<Arc<Session>, hotsh_core::usecase::Refused> {
-        self.new_session(cwd).map_err(|error| refused(&error))
+    fn create(
+        &self,
+        cwd: PathBuf,
+        parent: Option<crate::session::ParentLink>,
+    ) -> Result<Arc<Session>, hotsh_core::usecase::Refused> {
+        self.new_session(cwd, parent).map_err(|error| refused(&error))
     }
 
     fn open<'a>(

@@ -1,6 +1,7 @@
 //! hotsh: a coding agent for the Agent Client Protocol. See ARCHITECTURE.md for the map.
 
 mod acp;
+mod agents;
 mod arc;
 mod cli;
 mod config;
@@ -19,6 +20,7 @@ mod plugins;
 mod prompt;
 mod sandbox;
 mod session;
+mod subagents;
 mod sync;
 mod term;
 mod turn;

@@ -52,6 +52,22 @@ impl HostSections {
     }
 }
 
+/// A subagent's part of its system prompt: that it answers another session's task, and its
+/// agent definition's instructions.
+pub(crate) fn subagent_part(parent: &hotsh_core::session::ParentLink) -> String {
+    let mut part = String::from(
+        "## You are a subagent\n\n\
+         Another session gave you the task in the user's message. Work on it with the tools; \
+         nobody can answer questions meanwhile. Your last message is all the other session \
+         receives: make it a complete, self-contained report of what you found or did.",
+    );
+    if let Some(instructions) = &parent.instructions {
+        let agent = parent.agent.as_deref().unwrap_or("this agent");
+        part.push_str(&format!("\n\n## Instructions of {agent}\n\n{instructions}"));
+    }
+    part
+}
+
 /// The repository holding `dir`: the nearest ancestor (or itself) with a `.git` entry.
 fn repository_root(dir: &Path) -> Option<PathBuf> {
     dir.ancestors().find(|d| d.join(".git").exists()).map(Path::to_owned)

@@ -116,18 +116,22 @@ pub(crate) struct HostPorts {
     pub(crate) transcript: Option<Arc<Transcript>>,
     /// Records model exchanges into an arc, when asked to.
     pub(crate) recorder: Option<Arc<crate::arc::Recorder>>,
+    /// A subagent's part of its system prompt (who gave it its task, its agent's
+    /// instructions).
+    pub(crate) subagent: Option<String>,
 }
 
 impl TurnPorts for HostPorts {
     fn system_parts(&self) -> BoxFuture<'_, Result<SystemParts, std::io::Error>> {
         let cwd = self.cwd.clone();
+        let subagent = self.subagent.clone();
         let date = self.started.get(..10).unwrap_or(&self.started).to_owned();
         Box::pin(async move {
             let host = tokio::task::spawn_blocking(move || HostSections::read(&cwd, &date))
                 .await
                 .map_err(std::io::Error::other)?;
             Ok(SystemParts {
-                before: vec![host.intro, host.environment],
+                before: [host.intro, host.environment].into_iter().chain(subagent).collect(),
                 after: host.instructions.into_iter().collect(),
             })
         })

@@ -651,6 +651,19 @@ impl AgentOptions {
         options
     }
 
+    /// An agent talking to `provider` as `openai:test-model`, with a key in `HOTSH_API_KEY`.
+    pub fn with_provider(provider: &FakeProvider) -> Self {
+        let mut options = Self::script(vec![]);
+        options.model_args = Some(vec![
+            "--model".into(),
+            "openai:test-model".into(),
+            "--base-url".into(),
+            provider.base_url.clone(),
+        ]);
+        options.env = vec![("HOTSH_API_KEY".into(), "sk-test-0a1b2c3d4e5f".into())];
+        options
+    }
+
     pub fn script(responses: Vec<Value>) -> Self {
         Self {
             responses,
@@ -1333,6 +1346,34 @@ pub enum Reply {
     Paced(std::sync::Arc<Mutex<std::sync::mpsc::Receiver<String>>>),
 }
 
+impl Reply {
+    /// A streamed answer of plain text, finished.
+    pub fn text(text: &str) -> Reply {
+        Reply::Stream(vec![
+            delta(json!({"role": "assistant", "content": text}), None),
+            delta(json!({}), Some("stop")),
+            "data: [DONE]\n\n".into(),
+        ])
+    }
+
+    /// A streamed answer calling `calls` (name, arguments), each with the id `call_N`.
+    pub fn calls(calls: &[(&str, Value)]) -> Reply {
+        let fragments: Vec<Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(index, (name, arguments))| {
+                json!({"index": index, "id": format!("call_{index}"), "type": "function",
+                       "function": {"name": name, "arguments": arguments.to_string()}})
+            })
+            .collect();
+        Reply::Stream(vec![
+            delta(json!({"role": "assistant", "tool_calls": fragments}), None),
+            delta(json!({}), Some("tool_calls")),
+            "data: [DONE]\n\n".into(),
+        ])
+    }
+}
+
 /// One request the fake provider received.
 #[derive(Debug, Clone)]
 pub struct Received {
@@ -1586,4 +1627,20 @@ pub fn delta(delta: Value, finish: Option<&str>) -> String {
     sse(
         &json!({"id": "x", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
     )
+}
+
+/// Every `session/update` the agent sent so far parses as the ACP SDK's
+/// `SessionNotification` (with its unstable subagent types), and a `subagent_update` reads back
+/// exactly as sent (the SDK drops a malformed field silently rather than fail).
+pub fn assert_updates_are_acp(agent: &Agent) {
+    use agent_client_protocol::v1::schema::SessionNotification;
+    for message in agent.received.iter().filter(|m| m["method"] == "session/update") {
+        let params = &message["params"];
+        let parsed: SessionNotification = serde_json::from_value(params.clone())
+            .unwrap_or_else(|error| panic!("not an ACP session/update ({error}): {params}"));
+        if params["update"]["sessionUpdate"] == "subagent_update" {
+            let again = serde_json::to_value(&parsed).expect("serialises");
+            assert_eq!(&again, params, "a subagent_update lost something in the SDK's types");
+        }
+    }
 }

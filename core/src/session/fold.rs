@@ -264,6 +264,8 @@ fn call_id_of(event: &SessionEvent) -> Option<&ToolCallId> {
         | SessionEvent::PluginChanged { call_id, .. }
         | SessionEvent::HostNote { call_id, .. }
         | SessionEvent::HookRan { call_id, .. }
+        | SessionEvent::Subagent { call_id, .. }
+        | SessionEvent::SubagentProgress { call_id, .. }
         | SessionEvent::CompactionStarted { id: call_id, .. }
         | SessionEvent::CompactionSummary { id: call_id, .. }
         | SessionEvent::CompactionEnded { id: call_id, .. } => Some(call_id),

@@ -141,6 +141,37 @@ pub struct SessionMeta {
     pub created_at: String,
     /// `hotsh 0.1.0 (commit …)`.
     pub agent: String,
+    /// The session is a subagent: the session and tool call that opened it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentLink>,
+    /// The session is a fork of this one (its history up to the fork is the other's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
+}
+
+/// What ties a subagent's session to its parent, and what the parent allowed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParentLink {
+    pub session_id: String,
+    /// The parent's card of the call that opened it.
+    pub call_id: String,
+    /// The agent definition it runs (`None`: a general-purpose subagent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The task's short description (the child thread's title).
+    pub description: String,
+    /// 1 for the parent's child, 2 for its grandchild…
+    pub depth: u32,
+    /// The widest sandbox mode it may choose: its parent's when it was opened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_mode: Option<crate::sandbox::Mode>,
+    /// The tools it is offered (hotsh's names); `None`: all of its parent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// Its agent definition's instructions, part of its system prompt (kept here: the file
+    /// may change or go, the session goes on as it began).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
 }
 
 /// A user prompt.

@@ -16,7 +16,7 @@ mod tasks;
 
 pub use history::{CUT_OFF_NOTICE, CUT_OFF_RESULT, History};
 
-pub use log::{Fact, OutputPrefix, Prompt, Record, SessionMeta, TurnOutcome};
+pub use log::{Fact, OutputPrefix, ParentLink, Prompt, Record, SessionMeta, TurnOutcome};
 pub use tasks::{Narrowing, task_end_of};
 
 use crate::model::Message;
@@ -106,11 +106,22 @@ pub struct GenericCard {
     /// Changes to files, shown as diffs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub diffs: Vec<FileDiff>,
+    /// The child session (a subagent) the call runs: a client that shows child threads links
+    /// the card to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionId>,
 }
 
 impl GenericCard {
     pub fn new(title: impl Into<String>, kind: ToolKind, content: Option<String>) -> Self {
-        Self { title: title.into(), kind, content, locations: Vec::new(), diffs: Vec::new() }
+        Self {
+            title: title.into(),
+            kind,
+            content,
+            locations: Vec::new(),
+            diffs: Vec::new(),
+            session: None,
+        }
     }
 }
 
@@ -239,6 +250,38 @@ pub enum SessionEvent {
     UserMessage {
         block: serde_json::Value,
     },
+    /// A subagent (a child session) that the call `call_id` runs: announced when it opens,
+    /// then each time its state changes.
+    Subagent {
+        call_id: ToolCallId,
+        child: SessionId,
+        /// The task's short description (the child thread's title).
+        title: String,
+        /// The agent definition it runs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
+        state: SubagentState,
+    },
+    /// What a subagent does now, in one line, for a client that does not show child threads
+    /// (its card says it). Never logged: the child's own log has it.
+    #[serde(skip)]
+    SubagentProgress {
+        call_id: ToolCallId,
+        text: String,
+    },
+}
+
+/// Where a subagent's work stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum SubagentState {
+    Running,
+    /// Its turn ended: how (`end_turn`, `cancelled`, `max_turn_requests`, `failed`).
+    Idle {
+        stop: String,
+    },
+    /// It waits for the user (a permission).
+    RequiresAction,
 }
 
 impl SessionEvent {
@@ -257,6 +300,7 @@ impl SessionEvent {
         "compaction_summary",
         "compaction_ended",
         "hook_ran",
+        "subagent",
     ];
 }
 
@@ -510,6 +554,13 @@ pub trait EventSink: Send + Sync {
         Box::pin(async { Reply::Unavailable })
     }
 
+    /// The client port of `child`, a subagent of this session, when the client shows child
+    /// threads (its events then go to it under the child's own id); `None` when it does not.
+    fn child(&self, child: &SessionId) -> Option<Arc<dyn EventSink>> {
+        let _ = child;
+        None
+    }
+
     /// Which file operations the client performs for the agent.
     fn client_fs(&self) -> ClientFs {
         ClientFs::default()
@@ -563,6 +614,9 @@ pub struct EscalationAsk {
     pub writes_file: bool,
     /// The rule "for this session" and "in this project" would add.
     pub rule: crate::permissions::Rule,
+    /// A subagent asks: who it is (the request is the parent's, on the card of the call that
+    /// runs it).
+    pub asked_by: Option<String>,
 }
 
 /// What the user said.
@@ -618,6 +672,8 @@ pub struct Session {
     pub cwd: PathBuf,
     /// When it was created (RFC 3339, UTC), as its first record says.
     pub created_at: String,
+    /// A subagent's parent, and what it allowed the subagent.
+    pub parent: Option<ParentLink>,
     log: Box<dyn LogSink>,
     state: Mutex<State>,
     /// The running turn's cancel switch; `None` when idle.
@@ -746,6 +802,7 @@ impl Session {
             id: SessionId(meta.session_id.clone()),
             cwd: meta.cwd.clone(),
             created_at: meta.created_at.clone(),
+            parent: meta.parent.clone(),
             log,
             state: Mutex::new(state),
             turn: Mutex::new(None),

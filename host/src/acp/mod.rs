@@ -59,6 +59,8 @@ struct ClientFeatures {
     write_text_file: AtomicBool,
     /// `session.compaction`: it renders ACP's compaction updates.
     compaction: AtomicBool,
+    /// `subagents`: it shows a subagent's session as a child thread.
+    subagents: AtomicBool,
 }
 
 /// What every handler needs.
@@ -81,6 +83,7 @@ impl Shared {
                 write: self.features.write_text_file.load(Ordering::Relaxed),
             },
             compaction: self.features.compaction.load(Ordering::Relaxed),
+            subagents: self.features.subagents.load(Ordering::Relaxed),
             consoles: Mutex::default(),
             open_cards: Mutex::default(),
             outflow: self.outflow.clone(),
@@ -234,7 +237,10 @@ async fn on_initialize(
     let compaction =
         request.client_capabilities.session.as_ref().is_some_and(|s| s.compaction.is_some());
     shared.features.compaction.store(compaction, Ordering::Relaxed);
+    let subagents = request.client_capabilities.subagents.is_some();
+    shared.features.subagents.store(subagents, Ordering::Relaxed);
     tracing::debug!(
+        subagents,
         terminal_output,
         read_text_file = fs.read_text_file,
         write_text_file = fs.write_text_file,
@@ -660,9 +666,24 @@ async fn list_sessions(
         .skip(start)
         .take(LIST_PAGE)
         .map(|s| {
-            SessionInfo::new(s.id.clone(), s.cwd.clone())
+            let info = SessionInfo::new(s.id.clone(), s.cwd.clone())
                 .title(s.title.clone())
-                .updated_at(humantime::format_rfc3339_millis(s.updated_at).to_string())
+                .updated_at(humantime::format_rfc3339_millis(s.updated_at).to_string());
+            // A subagent names its parent, a fork its source (hotsh's own `_meta`).
+            let mut hotsh = serde_json::Map::new();
+            if let Some(parent) = &s.parent {
+                hotsh.insert("parentSessionId".into(), parent.clone().into());
+            }
+            if let Some(source) = &s.forked_from {
+                hotsh.insert("forkedFrom".into(), source.clone().into());
+            }
+            if hotsh.is_empty() {
+                info
+            } else {
+                let mut meta = agent_client_protocol::v1::schema::Meta::new();
+                meta.insert("hotsh".into(), serde_json::Value::Object(hotsh));
+                info.meta(meta)
+            }
         })
         .collect();
     let next = start + page.len();
@@ -714,6 +735,8 @@ struct AcpSink {
     fs: ClientFs,
     /// It renders ACP's compaction updates (`session.compaction`).
     compaction: bool,
+    /// It shows subagents' sessions as child threads (`subagents`).
+    subagents: bool,
     /// Without terminal support, a command's output so far (bounded), re-sent as the card's
     /// content because ACP content updates replace rather than append.
     consoles: Mutex<HashMap<String, String>>,
@@ -762,14 +785,42 @@ impl EventSink for AcpSink {
         {
             return self.send(update);
         }
+        if self.subagents {
+            if let Some(update) = to_acp::subagent_update(&event) {
+                return self.send(update);
+            }
+            // Its child thread shows what it does.
+            if matches!(event, SessionEvent::SubagentProgress { .. }) {
+                return;
+            }
+        }
         let update = if self.terminal_output {
             to_acp::update_with_terminal(event)
         } else {
             to_acp::update_with_console(event, &mut lock(&self.consoles))
         };
-        let Some(update) = update else { return };
+        let Some(mut update) = update else { return };
+        if !self.subagents {
+            to_acp::without_child_links(&mut update);
+        }
         self.remember_card(&update);
         self.send(update);
+    }
+
+    fn child(&self, child: &crate::session::SessionId) -> Option<Arc<dyn EventSink>> {
+        self.subagents.then(|| {
+            Arc::new(AcpSink {
+                cx: self.cx.clone(),
+                session_id: child.clone(),
+                terminal_output: self.terminal_output,
+                fs: self.fs,
+                compaction: self.compaction,
+                subagents: self.subagents,
+                consoles: Mutex::default(),
+                open_cards: Mutex::default(),
+                outflow: self.outflow.clone(),
+            }) as Arc<dyn EventSink>
+        })
     }
 
     fn mode_changed(&self, mode: &str) {

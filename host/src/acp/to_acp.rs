@@ -6,7 +6,8 @@
 //! content is one fenced `console` block holding the output so far, replaced as it grows.
 
 use crate::session::{
-    CallStatus, Card, CompactionEnd, GenericCard, SessionEvent, StopReason, TerminalCard, ToolKind,
+    CallStatus, Card, CompactionEnd, GenericCard, SessionEvent, StopReason, SubagentState,
+    TerminalCard, ToolKind,
 };
 use agent_client_protocol::v1::schema::{
     self as acp, ContentChunk, Meta, SessionUpdate, Terminal, ToolCall, ToolCallContent,
@@ -347,6 +348,12 @@ fn common_update(event: SessionEvent) -> Option<SessionUpdate> {
         // the two callers before they fall through to here. A summary is shown in full by
         // clients with `session.compaction`; the card says what became of it.
         SessionEvent::CompactionSummary { .. } => return None,
+        // Without the client's `subagents`: the card says what the subagent does; its state
+        // changes show as the card's own (running, then finished).
+        SessionEvent::SubagentProgress { call_id, text } => SessionUpdate::ToolCallUpdate(
+            ToolCallUpdate::new(call_id.0, ToolCallUpdateFields::new().content(text_content(text))),
+        ),
+        SessionEvent::Subagent { .. } => return None,
         SessionEvent::ToolOutput { .. }
         | SessionEvent::ToolCallStarted { card: Card::Terminal(_), .. }
         | SessionEvent::ToolCallFinished { card: Card::Terminal(_), .. } => return None,
@@ -363,17 +370,62 @@ fn locations(card: &GenericCard) -> Vec<acp::ToolCallLocation> {
 /// A generic card's content: its diffs, then its text (or the error, which replaces the
 /// text); `None` when it has neither.
 fn generic_content(card: GenericCard, error: Option<String>) -> Option<Vec<ToolCallContent>> {
-    let mut content: Vec<ToolCallContent> = card
-        .diffs
-        .into_iter()
-        .map(|diff| {
-            ToolCallContent::Diff(acp::Diff::new(diff.path, diff.new_text).old_text(diff.old_text))
-        })
-        .collect();
+    let child =
+        card.session.map(|child| ToolCallContent::Session(acp::SessionReference::new(child.0)));
+    let mut content: Vec<ToolCallContent> = child.into_iter().collect();
+    content.extend(card.diffs.into_iter().map(|diff| {
+        ToolCallContent::Diff(acp::Diff::new(diff.path, diff.new_text).old_text(diff.old_text))
+    }));
     if let Some(text) = error.or(card.content) {
         content.extend(text_content(text));
     }
     (!content.is_empty()).then_some(content)
+}
+
+/// A subagent's state, as `subagent_update` for a client that shows child threads.
+pub(super) fn subagent_update(event: &SessionEvent) -> Option<SessionUpdate> {
+    let SessionEvent::Subagent { child, title, agent, state, .. } = event else { return None };
+    let state = match state {
+        SubagentState::Running => acp::StateUpdate::Running(acp::RunningStateUpdate::new()),
+        SubagentState::RequiresAction => {
+            acp::StateUpdate::RequiresAction(acp::RequiresActionStateUpdate::new())
+        }
+        SubagentState::Idle { stop } => {
+            let reason = match stop.as_str() {
+                "end_turn" => acp::IdleStopReason::EndTurn,
+                "max_turn_requests" => acp::IdleStopReason::MaxTurnRequests,
+                "cancelled" => acp::IdleStopReason::Cancelled,
+                _ => acp::IdleStopReason::Error(acp::ErrorStopReason::new()),
+            };
+            acp::StateUpdate::Idle(acp::IdleStateUpdate::new().stop_reason(reason))
+        }
+    };
+    let description = match agent {
+        Some(agent) => format!("Subagent `{agent}`"),
+        None => "Subagent".to_owned(),
+    };
+    let capabilities =
+        acp::SubagentSessionCapabilities::new().cancel(acp::SessionCancelCapabilities::new());
+    Some(SessionUpdate::SubagentUpdate(
+        acp::SubagentUpdate::new(child.0.clone())
+            .title(title.clone())
+            .description(description)
+            .capabilities(capabilities)
+            .state(state),
+    ))
+}
+
+/// Takes out what only a client that shows child threads understands (a card's link to its
+/// subagent's session).
+pub(super) fn without_child_links(update: &mut SessionUpdate) {
+    let content = match update {
+        SessionUpdate::ToolCall(call) => Some(&mut call.content),
+        SessionUpdate::ToolCallUpdate(update) => update.fields.content.as_mut(),
+        _ => None,
+    };
+    if let Some(content) = content {
+        content.retain(|item| !matches!(item, ToolCallContent::Session(_)));
+    }
 }
 
 fn append_bounded(console: &mut String, text: &str) {
@@ -523,6 +575,15 @@ pub(super) fn escalation_request(
             acp::ToolKind::Execute,
         )
     };
+    // A subagent's request is its parent's, on the card of the call that runs it: who asks
+    // comes first, in the title and above the body.
+    let (title, body) = match &ask.asked_by {
+        Some(who) => {
+            let who = visible(who);
+            (format!("{who}: {title}"), format!("**Asked by:** {who}\n\n{body}"))
+        }
+        None => (title, body),
+    };
     // Pending while the user decides (Zed shows it as waiting for them).
     let fields = ToolCallUpdateFields::new()
         .title(title)
@@ -629,6 +690,7 @@ mod tests {
                 command,
                 crate::sandbox::Mode::DangerFullAccess,
             ),
+            asked_by: None,
         };
         let request = serde_json::to_value(escalation_request("s", &ask)).expect("serialises");
         let fields = &request["toolCall"];

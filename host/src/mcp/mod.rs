@@ -821,7 +821,11 @@ impl McpSetup {
 /// What a server's tool may do: nothing but read when its server says so, anything otherwise
 /// (a server runs outside the sandbox).
 pub(crate) fn server_tool_effects(read_only: bool) -> crate::model::ToolEffects {
-    crate::model::ToolEffects { runs_commands: !read_only, writes_files: !read_only }
+    crate::model::ToolEffects {
+        runs_commands: !read_only,
+        writes_files: !read_only,
+        concurrent: false,
+    }
 }
 
 #[cfg(test)]

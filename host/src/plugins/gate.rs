@@ -314,6 +314,7 @@ impl CallSandbox {
             standing,
             writes_file: action.writes_file,
             rule,
+            asked_by: None,
         }
     }
 }

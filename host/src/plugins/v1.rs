@@ -72,6 +72,7 @@ impl PluginV1 {
                     effects: crate::model::ToolEffects {
                         runs_commands: tool.effects.runs_commands(),
                         writes_files: tool.effects.writes_files(),
+                        concurrent: false,
                     },
                 })
             })
@@ -265,6 +266,7 @@ fn from_abi_card(card: abi::Card_NE, call: &PluginCall) -> Card {
                     new_text: text(d.new_text, usize::MAX),
                 })
                 .collect(),
+            session: None,
         }),
         // A variant this build of the interface defines but does not draw: none today.
         _ => plain_card(call),
@@ -279,6 +281,7 @@ fn plain_card(call: &PluginCall) -> Card {
         content: None,
         locations: Vec::new(),
         diffs: Vec::new(),
+        session: None,
     })
 }
 

@@ -645,6 +645,7 @@ mod tests {
                 old_text: Some("a".into()),
                 new_text: "b".into(),
             }],
+            session: None,
         });
         let events = [
             SessionEvent::AgentText { text: "Hi".into() },

@@ -41,6 +41,10 @@ pub(crate) struct Summary {
     pub(crate) cwd: PathBuf,
     pub(crate) title: Option<String>,
     pub(crate) updated_at: std::time::SystemTime,
+    /// A subagent's parent session.
+    pub(crate) parent: Option<String>,
+    /// The session it was forked from.
+    pub(crate) forked_from: Option<String>,
 }
 
 /// The session logs of one data directory.
@@ -218,7 +222,16 @@ fn summary_of(id: &str, path: &Path) -> Result<Summary, String> {
     if meta.session_id != id {
         return Err(format!("it names session {}", meta.session_id));
     }
-    Ok(Summary { id: id.to_owned(), cwd: meta.cwd, title, updated_at })
+    // A subagent's thread is titled by its task's description.
+    let title = meta.parent.as_ref().map(|parent| parent.description.clone()).or(title);
+    Ok(Summary {
+        id: id.to_owned(),
+        cwd: meta.cwd,
+        title,
+        updated_at,
+        parent: meta.parent.map(|parent| parent.session_id),
+        forked_from: meta.forked_from,
+    })
 }
 
 /// Takes the exclusive lock of session `id` in `dir`, writing this process's pid into the

@@ -31,3 +31,4 @@ mod sandbox_rules;
 mod sandbox_seams;
 mod sessions;
 mod slow_client;
+mod subagents;
