@@ -77,6 +77,19 @@ pub trait Backend: Send + Sync {
         view: Vec<SessionEvent>,
     ) -> BoxFuture<'a, Vec<SessionEvent>>;
 
+    /// A new session in `cwd` whose history is session `id`'s as it stands (what it logged so
+    /// far), with its mode, model and options.
+    fn fork<'a>(
+        &'a self,
+        id: &'a SessionId,
+        cwd: std::path::PathBuf,
+    ) -> BoxFuture<'a, Result<Arc<Session>, Refused>>;
+
+    /// The thread of session `id` as its log has it (its cards drawn anew), without opening
+    /// it: a subagent's, shown with its parent's.
+    fn thread<'a>(&'a self, id: &'a SessionId)
+    -> BoxFuture<'a, Result<Vec<SessionEvent>, Refused>>;
+
     /// Closes the session `id` open here (its hooks told, its tasks stopped, its log
     /// released); whether it was open here.
     fn close<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, bool>;
@@ -303,6 +316,21 @@ pub async fn open_new(
     Ok(session)
 }
 
+/// Forks the session `id` into a new session in `cwd`, attached to the client port `sink_for`
+/// makes for it: its history is the source's up to now, its mode, model and options the
+/// source's; from here the two go on independently.
+pub async fn fork(
+    backend: &dyn Backend,
+    id: &SessionId,
+    cwd: std::path::PathBuf,
+    sink_for: impl FnOnce(&Session) -> Arc<dyn EventSink>,
+) -> Result<Arc<Session>, Refused> {
+    check_cwd(&cwd).map_err(Refused::Invalid)?;
+    let session = backend.fork(id, cwd).await?;
+    session.attach(sink_for(&session));
+    Ok(session)
+}
+
 /// Opens a subagent of `parent`: a new session in the parent's folder, linked to it by `link`
 /// (its log's first record), attached to `sink`. It is never wider than its parent: it
 /// starts in the parent's sandbox mode (the widest it may choose, `link.max_mode`) and plan
@@ -345,13 +373,48 @@ pub async fn load(
 ) -> Result<(Arc<Session>, usize), Refused> {
     let (session, folded) = backend.open(id, Arc::clone(&sink)).await?;
     let view = backend.present_again(&session, folded.view).await;
-    let events = view.len();
-    for event in view {
-        sink.room().await;
-        sink.emit(event);
-    }
+    let events = send_thread(backend, sink, view, 0).await;
     reopened(backend, &session, &folded.open_tasks).await;
     Ok((session, events))
+}
+
+/// How deep [`send_thread`] follows subagents' threads (past any depth hotsh lets them nest).
+const MAX_THREAD_DEPTH: u32 = 8;
+
+/// Sends `view` to `sink`; with a client that shows child threads, each subagent's thread
+/// follows its announcement, under its own id (and its own subagents' within it). Returns the
+/// events sent.
+fn send_thread<'a>(
+    backend: &'a dyn Backend,
+    sink: Arc<dyn EventSink>,
+    view: Vec<SessionEvent>,
+    depth: u32,
+) -> BoxFuture<'a, usize> {
+    Box::pin(async move {
+        let mut sent = 0;
+        let mut shown = std::collections::HashSet::new();
+        for event in view {
+            let child = match &event {
+                SessionEvent::Subagent { child, .. }
+                    if depth < MAX_THREAD_DEPTH && shown.insert(child.clone()) =>
+                {
+                    sink.child(child).map(|port| (child.clone(), port))
+                }
+                _ => None,
+            };
+            sink.room().await;
+            sink.emit(event);
+            sent += 1;
+            let Some((child, port)) = child else { continue };
+            match backend.thread(&child).await {
+                Ok(thread) => sent += send_thread(backend, port, thread, depth + 1).await,
+                Err(refused) => {
+                    tracing::warn!(%child, %refused, "a subagent's thread cannot be shown");
+                }
+            }
+        }
+        sent
+    })
 }
 
 /// Resumes the session `id` for the client of `sink`, without a replay. The caller answers

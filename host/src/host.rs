@@ -403,6 +403,38 @@ impl Host {
         Ok(session)
     }
 
+    /// Forks session `source` into a new session in `cwd` ([`SessionStore::fork`]): what the
+    /// source logged so far (written out first when it is open here) becomes the fork's
+    /// history.
+    pub(crate) async fn fork_session(
+        &self,
+        source: &SessionId,
+        cwd: PathBuf,
+    ) -> Result<Arc<Session>, hotsh_core::usecase::Refused> {
+        if let Some(open) = self.session(source) {
+            open.flush()
+                .await
+                .map_err(|failed| hotsh_core::usecase::Refused::NotSaved(failed.to_string()))?;
+        }
+        let meta = SessionMeta {
+            session_id: uuid::Uuid::new_v4().to_string(),
+            cwd,
+            created_at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+            agent: crate::version::version_line(),
+            parent: None,
+            forked_from: Some(source.0.clone()),
+        };
+        let store = self.store.clone();
+        let from = source.0.clone();
+        let (open, folded) =
+            blocking(move || store.fork(&from, &meta)).await.map_err(|error| refused(&error))?;
+        let session =
+            Arc::new(Session::new(&folded.meta, Box::new(LogWriter::start(open)), Some(&folded)));
+        lock(&self.sessions).insert(session.id.clone(), Arc::clone(&session));
+        self.hooks.opened(&session.id.0, "startup");
+        Ok(session)
+    }
+
     /// Opens a session from its log (`session/load`, `session/resume`, `hotsh run --session`):
     /// one already open here is taken as it is; otherwise its log is locked, read and folded
     /// into a new `Session`. Returns the session and the fold (what the client saw, the
@@ -974,7 +1006,28 @@ impl hotsh_core::usecase::Backend for Host {
         session: &'a Session,
         view: Vec<SessionEvent>,
     ) -> futures::future::BoxFuture<'a, Vec<SessionEvent>> {
-        Box::pin(crate::turn::present_again(&self.registry, session, view))
+        Box::pin(crate::turn::present_again(&self.registry, &session.id, &session.cwd, view))
+    }
+
+    fn fork<'a>(
+        &'a self,
+        id: &'a SessionId,
+        cwd: PathBuf,
+    ) -> futures::future::BoxFuture<'a, Result<Arc<Session>, hotsh_core::usecase::Refused>> {
+        Box::pin(self.fork_session(id, cwd))
+    }
+
+    fn thread<'a>(
+        &'a self,
+        id: &'a SessionId,
+    ) -> futures::future::BoxFuture<'a, Result<Vec<SessionEvent>, hotsh_core::usecase::Refused>>
+    {
+        Box::pin(async move {
+            let store = self.store.clone();
+            let owned = id.0.clone();
+            let folded = blocking(move || store.read(&owned)).await.map_err(|e| refused(&e))?;
+            Ok(crate::turn::present_again(&self.registry, id, &folded.meta.cwd, folded.view).await)
+        })
     }
 
     fn close<'a>(&'a self, id: &'a SessionId) -> futures::future::BoxFuture<'a, bool> {

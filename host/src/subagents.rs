@@ -208,14 +208,14 @@ impl SubagentTool {
             prompt.push_str("\n\n");
             prompt.push_str(&context.join("\n\n"));
         }
-        let mut stop = self.answer(&child, prompt, call.cancel).await;
+        let mut stop = self.answer(&child, &sink, prompt, call.cancel).await;
         // A SubagentStop hook may keep it going, once.
         if matches!(stop, Ok(StopReason::EndTurn)) && !call.cancel.is_cancelled() {
             let stopping =
                 self.hook(&parent, Event::SubagentStop, &name, &child, false, call.cancel);
             if let Some(reason) = stopping.await.block {
                 let again = format!("[a SubagentStop hook did not let you stop yet: {reason}]");
-                stop = self.answer(&child, again, call.cancel).await;
+                stop = self.answer(&child, &sink, again, call.cancel).await;
             }
         }
         let answer = final_answer(&child);
@@ -266,10 +266,17 @@ impl SubagentTool {
     async fn answer(
         &self,
         child: &Arc<Session>,
+        sink: &ChildSink,
         prompt: String,
         cancel: &tokio_util::sync::CancellationToken,
     ) -> Result<StopReason, hotsh_core::turn::TurnFailed> {
-        let prompt = Prompt { text: prompt, blocks: Vec::new(), images: Vec::new() };
+        // The task is the child thread's user message: shown now (no client sent it), and
+        // again on load (its log keeps it as the prompt's block).
+        let block = serde_json::json!({"type": "text", "text": prompt});
+        if let Some(own) = sink.own() {
+            own.emit(SessionEvent::UserMessage { block: block.clone() });
+        }
+        let prompt = Prompt { text: prompt, blocks: vec![block], images: Vec::new() };
         let admitted = usecase::admit(&*self.host, child, prompt)
             .await
             .map_err(|refused| hotsh_core::turn::TurnFailed::new(refused.to_string()))?;

@@ -396,7 +396,8 @@ async fn invoked_within(
 /// logged cards are shown.
 pub(crate) async fn present_again(
     registry: &Registry,
-    session: &Session,
+    id: &crate::session::SessionId,
+    cwd: &std::path::Path,
     mut view: Vec<SessionEvent>,
 ) -> Vec<SessionEvent> {
     let snapshot = registry.snapshot();
@@ -409,10 +410,10 @@ pub(crate) async fn present_again(
                 let Some(plugin) = snapshot.find_tool(tool) else { continue };
                 let call = PluginCall {
                     call_id: call_id.0.clone(),
-                    session_id: session.id.0.clone(),
+                    session_id: id.0.clone(),
                     tool: tool.clone(),
                     arguments: arguments.clone(),
-                    cwd: session.cwd.to_string_lossy().into_owned(),
+                    cwd: cwd.to_string_lossy().into_owned(),
                 };
                 jobs.push((index, Arc::clone(&plugin), call.clone(), None));
                 calls.insert(call_id.clone(), (plugin, call));

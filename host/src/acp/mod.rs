@@ -178,6 +178,17 @@ pub(crate) fn agent(
         .on_receive_request(
             {
                 let shared = shared.clone();
+                async move |request: agent_client_protocol::v1::schema::ForkSessionRequest,
+                            responder,
+                            cx| {
+                    on_fork_session(&shared, request, responder, cx).await
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let shared = shared.clone();
                 async move |request: PromptRequest, responder, cx| {
                     on_prompt(&shared, request, responder, cx).await
                 }
@@ -251,7 +262,8 @@ async fn on_initialize(
         .list(SessionListCapabilities::new())
         .resume(SessionResumeCapabilities::new())
         .close(SessionCloseCapabilities::new())
-        .delete(SessionDeleteCapabilities::new());
+        .delete(SessionDeleteCapabilities::new())
+        .fork(agent_client_protocol::v1::schema::SessionForkCapabilities::new());
     responder.respond(
         InitializeResponse::new(request.protocol_version)
             .agent_capabilities(
@@ -306,6 +318,52 @@ async fn on_new_session(
     )?;
     // After the answer: the client knows the session then.
     sink.announce(&session, shared.host.window_of(&session));
+    Ok(())
+}
+
+/// `session/fork`: a new session whose history is the source's up to now; both go on.
+async fn on_fork_session(
+    shared: &Shared,
+    request: agent_client_protocol::v1::schema::ForkSessionRequest,
+    responder: Responder<
+        agent_client_protocol::v1::schema::ForkSessionResponse,
+        agent_client_protocol::V1,
+    >,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        let source = SessionId(request.session_id.0.to_string());
+        let mut made = None;
+        let forked = usecase::fork(&*shared.host, &source, request.cwd, |session| {
+            let sink = shared.sink(cx.clone(), &session.id.0);
+            made = Some(Arc::clone(&sink));
+            sink as Arc<dyn EventSink>
+        })
+        .await;
+        let (session, sink) = match (forked, made) {
+            (Ok(session), Some(sink)) => (session, sink),
+            (Err(refused), _) => {
+                let _ = responder.respond_with_error(refusal(&refused));
+                return;
+            }
+            (Ok(_), None) => {
+                let error = "hotsh forked the session without its client port (a bug)".to_owned();
+                let _ = responder.respond_with_error(Error::new(ErrorCode::INTERNAL_ERROR, error));
+                return;
+            }
+        };
+        shared.host.connect_mcp(&session, from_acp::mcp_servers(&request.mcp_servers));
+        tracing::info!(session = %session.id, %source, "session forked");
+        let options = config_options(&shared.host, &session);
+        let modes = session_modes(&shared.host, &session);
+        let _ = responder.respond(
+            agent_client_protocol::v1::schema::ForkSessionResponse::new(session.id.0.clone())
+                .config_options(options)
+                .modes(modes),
+        );
+        sink.announce(&session, shared.host.window_of(&session));
+    });
     Ok(())
 }
 

@@ -126,6 +126,55 @@ impl SessionStore {
         Ok((open, folded))
     }
 
+    /// Creates the log of `meta`'s session, a fork of session `source`: the source's records
+    /// follow its own first record, read from the source's log as it is on disk now, less
+    /// the live output of its commands (the bulk of a log; the cards keep what the model
+    /// got). The fork then stands alone: deleting the source takes nothing from it.
+    pub(crate) fn fork(
+        &self,
+        source: &str,
+        meta: &SessionMeta,
+    ) -> Result<(OpenLog, Folded), StoreError> {
+        let path = self.path_of(source)?;
+        if !path.exists() {
+            return Err(StoreError::Unknown(source.to_owned()));
+        }
+        let read = log::read(&path)?;
+        let records: Vec<Record> = read
+            .records
+            .into_iter()
+            .filter(|record| {
+                !matches!(
+                    record,
+                    Record::Fact(super::Fact::Session(_))
+                        | Record::Event(super::SessionEvent::ToolOutput { .. })
+                )
+            })
+            .collect();
+        let mut open = self.create(meta)?;
+        let mut bytes = Vec::new();
+        for (at, record) in records.iter().enumerate() {
+            let line = log::line(open.next_seq + at as u64, record)
+                .map_err(|e| StoreError::Create { path: open.path.clone(), source: e.into() })?;
+            bytes.extend_from_slice(&line);
+            bytes.push(b'\n');
+        }
+        if let Err(source) = open.file.write_all(&bytes).and_then(|()| open.file.flush()) {
+            let _ = std::fs::remove_file(&open.path);
+            return Err(StoreError::Create { path: open.path.clone(), source });
+        }
+        open.next_seq += records.len() as u64;
+        open.length += bytes.len() as u64;
+        let all = std::iter::once(Record::Fact(super::Fact::Session(meta.clone())))
+            .chain(records)
+            .collect();
+        let folded = fold::fold(all).map_err(|error| StoreError::NotASession {
+            path: open.path.clone(),
+            reason: error.to_string(),
+        })?;
+        Ok((open, folded))
+    }
+
     /// Removes session `id`'s log, once no process holds it (its lock taken first: a session
     /// open in another hotsh is refused, saying so).
     pub(crate) fn delete(&self, id: &str) -> Result<(), StoreError> {

@@ -115,3 +115,171 @@ fn a_subagent_works_on_its_own_history_and_its_answer_goes_back_to_the_parent() 
     assert_eq!(child_entry["_meta"]["hotsh"]["parentSessionId"], session.as_str());
     assert_eq!(child_entry["title"], "Count the files");
 }
+
+/// Zed without child threads: no `subagent_update`, nothing under the child's id; the
+/// parent's card says what the subagent does and ends with its answer.
+#[test]
+fn without_child_threads_the_parents_card_sums_the_subagent_up() {
+    let provider = FakeProvider::start(vec![
+        Reply::calls(&[task("List", "List the folder.")]),
+        Reply::calls(&[("bash", json!({"command": "echo listed"}))]),
+        Reply::text("It holds nothing of note."),
+        Reply::text("Done."),
+    ]);
+    let mut agent = agent_with(&provider);
+    agent.initialize(true);
+    let session = agent.new_session();
+    let response = agent.prompt(&session, "look around");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let updates = agent.all_updates(&session);
+    assert!(updates.iter().all(|u| u["sessionUpdate"] != "subagent_update"), "{updates:?}");
+    let others: Vec<&Value> = agent
+        .received
+        .iter()
+        .filter(|m| m["method"] == "session/update" && m["params"]["sessionId"] != session.as_str())
+        .collect();
+    assert!(others.is_empty(), "updates of another session: {others:?}");
+    let card = updates.iter().find(|u| u["sessionUpdate"] == "tool_call").unwrap();
+    let id = card["toolCallId"].as_str().unwrap();
+    assert!(
+        card["title"].as_str().unwrap().contains("Subagent `general-purpose` (List)"),
+        "{card}"
+    );
+    let texts: Vec<String> = hotsh_tests::card_updates(&updates, id)
+        .iter()
+        .flat_map(|u| u["content"].as_array().cloned().unwrap_or_default())
+        .map(|c| {
+            assert_eq!(c["type"], "content", "no session link without child threads: {c}");
+            c["content"]["text"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert!(texts.iter().any(|t| t.contains("step 1: echo listed")), "{texts:?}");
+    assert_eq!(texts.last().unwrap(), "It holds nothing of note.");
+    hotsh_tests::assert_updates_are_acp(&agent);
+}
+
+/// Two `task` calls in one answer run at the same time: each child's command waits until
+/// the other's has started, and gives up (saying so) after ten seconds alone.
+#[test]
+fn two_subagents_run_in_parallel() {
+    let meet = "mkdir -p meet && mktemp meet/XXXXXX >/dev/null && for i in $(seq 1 200); do \
+                [ \"$(ls meet | wc -l)\" -ge 2 ] && { echo met; exit 0; }; sleep 0.05; done; echo alone";
+    let provider = FakeProvider::start(vec![
+        Reply::calls(&[task("One", "Meet the other."), task("Two", "Meet the other.")]),
+        Reply::calls(&[("bash", json!({"command": meet}))]),
+        Reply::calls(&[("bash", json!({"command": meet}))]),
+        Reply::text("child done"),
+        Reply::text("child done"),
+        Reply::text("Both done."),
+    ]);
+    let mut agent = agent_with(&provider);
+    agent.initialize_with(with_threads());
+    let session = agent.new_session();
+    let response = agent.prompt(&session, "two things at once");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let requests = provider.received();
+    assert_eq!(requests.len(), 6);
+    let met: Vec<String> =
+        requests[3..5].iter().map(|r| messages(&r.body).last().unwrap().1.clone()).collect();
+    assert!(met.iter().all(|text| text.contains("met")), "{met:?}");
+    // Both answers go back, in the order of the calls, and two child threads were shown.
+    let last = messages(&requests[5].body);
+    let results: Vec<&str> =
+        last.iter().filter(|(role, _)| role == "tool").map(|(_, text)| text.as_str()).collect();
+    assert_eq!(results, ["child done", "child done"]);
+    let children: std::collections::BTreeSet<String> = agent
+        .all_updates(&session)
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "subagent_update")
+        .map(|u| u["sessionId"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(children.len(), 2, "{children:?}");
+}
+
+/// Cancelling the parent's turn cancels the subagent: its command is gone, its turn ends
+/// cancelled, the parent answers `cancelled`, and the model is asked nothing more.
+#[test]
+fn cancelling_the_parent_cancels_its_subagent_and_its_commands() {
+    let provider = FakeProvider::start(vec![
+        Reply::calls(&[task("Wait", "Wait a long time.")]),
+        Reply::calls(&[("bash", json!({"command": "sleep 31.5; echo never"}))]),
+    ]);
+    let mut agent = agent_with(&provider);
+    agent.initialize_with(with_threads());
+    let session = agent.new_session();
+    let id = agent.start_prompt(&session, "wait");
+    let card = agent.wait_for(|m| {
+        m["params"]["update"]["sessionUpdate"] == "tool_call"
+            && m["params"]["update"]["title"] == "sleep 31.5; echo never"
+    });
+    let child = card["params"]["sessionId"].as_str().unwrap().to_owned();
+    assert_ne!(child, session, "the command is the child's");
+    hotsh_tests::eventually("the command runs", || {
+        !hotsh_tests::processes_matching("sleep 31.5").is_empty()
+    });
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    let response = agent.response(id);
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    hotsh_tests::eventually("the command is gone", || {
+        hotsh_tests::processes_matching("sleep 31.5").is_empty()
+    });
+    let idle = agent
+        .all_updates(&session)
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "subagent_update")
+        .last()
+        .unwrap();
+    assert_eq!(idle["state"], json!({"state": "idle", "stopReason": "cancelled"}));
+    assert_eq!(provider.received().len(), 2, "nothing more was asked");
+}
+
+/// `session/fork`: the fork's history is the source's up to now; a different prompt in each
+/// gives two next requests that share that prefix and differ after it; the fork is listed
+/// with its source, loads with the source's thread, and outlives the source's deletion.
+#[test]
+fn a_fork_goes_on_apart_from_its_source() {
+    let provider = FakeProvider::strict(vec![
+        Reply::text("first answer"),
+        Reply::text("source goes on"),
+        Reply::text("fork goes on"),
+    ]);
+    let mut agent = agent_with(&provider);
+    let init = agent.initialize(true);
+    assert_eq!(init["result"]["agentCapabilities"]["sessionCapabilities"]["fork"], json!({}));
+    let source = agent.new_session();
+    agent.prompt(&source, "the first prompt");
+    let cwd = agent.workdir.clone();
+    let forked =
+        agent.call("session/fork", json!({"sessionId": source, "cwd": cwd, "mcpServers": []}));
+    let fork = forked["result"]["sessionId"].as_str().unwrap().to_owned();
+    assert_ne!(fork, source);
+    assert_eq!(forked["result"]["modes"]["currentModeId"], "default", "{forked}");
+    agent.prompt(&source, "source: second prompt");
+    agent.prompt(&fork, "fork: second prompt");
+    let requests = provider.received();
+    assert_eq!(requests.len(), 3);
+    let (a, b) = (messages(&requests[1].body), messages(&requests[2].body));
+    assert_eq!(a.len(), 4);
+    assert_eq!(a[..3], b[..3], "the shared prefix");
+    assert_eq!(a[3].1, "source: second prompt");
+    assert_eq!(b[3].1, "fork: second prompt");
+    assert_eq!(a[2].1, "first answer");
+
+    let listed = agent.call("session/list", json!({}));
+    let sessions = listed["result"]["sessions"].as_array().unwrap();
+    let entry = sessions.iter().find(|s| s["sessionId"] == fork.as_str()).unwrap();
+    assert_eq!(entry["_meta"]["hotsh"]["forkedFrom"], source.as_str());
+
+    // The source deleted, the fork loads elsewhere with both its turns.
+    agent.call("session/close", json!({"sessionId": fork}));
+    let deleted = agent.call("session/delete", json!({"sessionId": source}));
+    assert!(deleted.get("result").is_some(), "{deleted}");
+    let (replayed, answer) = agent.load(&fork, &cwd);
+    assert!(answer.get("result").is_some(), "{answer}");
+    let said: String = replayed
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .map(|u| u["content"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(said, "first answerfork goes on");
+}
