@@ -155,6 +155,8 @@ fn meta() -> SessionMeta {
         cwd: "/w".into(),
         created_at: String::new(),
         agent: String::new(),
+        parent: None,
+        forked_from: None,
     }
 }
 

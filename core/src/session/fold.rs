@@ -2,7 +2,7 @@
 //! pending. Nothing that must survive a restart lives anywhere but in the log.
 
 use super::log::{Fact, Record, SessionMeta};
-use super::{CallStatus, Card, PendingNotice, SessionEvent, ToolCallId};
+use super::{CallStatus, Card, GenericCard, PendingNotice, SessionEvent, ToolCallId};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
@@ -223,6 +223,25 @@ fn close_cut_off(view: &mut Vec<SessionEvent>, open_cards: &mut BTreeMap<String,
             }
             generic => (generic, Some(words.to_owned())),
         };
+        // A subagent the call ran was cut off with it: its thread is shown ended.
+        let ended = match &card {
+            Card::Generic(GenericCard { session: Some(child), .. }) => {
+                view.iter().rev().find_map(|event| match event {
+                    SessionEvent::Subagent { child: shown, title, agent, .. } if shown == child => {
+                        Some(SessionEvent::Subagent {
+                            call_id: ToolCallId(call_id.clone()),
+                            child: child.clone(),
+                            title: title.clone(),
+                            agent: agent.clone(),
+                            state: super::SubagentState::Idle { stop: "cancelled".to_owned() },
+                        })
+                    }
+                    _ => None,
+                })
+            }
+            _ => None,
+        };
+        view.extend(ended);
         view.push(SessionEvent::ToolCallFinished {
             call_id: ToolCallId(call_id),
             card,
@@ -280,7 +299,7 @@ fn call_id_of(event: &SessionEvent) -> Option<&ToolCallId> {
 mod tests {
     use super::*;
     use crate::model::Message;
-    use crate::session::{GenericCard, Prompt, TaskEnd, ToolKind};
+    use crate::session::{Prompt, TaskEnd, ToolKind};
 
     fn meta() -> Record {
         Record::Fact(Fact::Session(SessionMeta {
@@ -288,6 +307,8 @@ mod tests {
             cwd: "/w".into(),
             created_at: "t".into(),
             agent: "hotsh".into(),
+            parent: None,
+            forked_from: None,
         }))
     }
 

@@ -57,10 +57,19 @@
 //!   command hook ran (docs/hooks.md): its event, its command, the file it came from, how it
 //!   ended (`exit 0`, `exit 2`, `timed out`, `not run`…), what it printed (bounded) and what it
 //!   decided, in words.
+//! - `subagent` `{call_id, child, title, agent, state}`: a subagent (a child session) that
+//!   tool call `call_id` runs (its card carries `session`, the child's id): announced
+//!   `{"state": "running"}`, then each change (`requires_action` while the user is asked for
+//!   it, `idle` with `stop` `end_turn`, `cancelled`, `max_turn_requests` or `failed`).
 //!
 //! What the model got (folded into the conversation history):
 //!
-//! - `session` `{session_id, cwd, created_at, agent}`: always the first record.
+//! - `session` `{session_id, cwd, created_at, agent, parent, forked_from}`: always the first
+//!   record. `parent` (a subagent's only) is `{session_id, call_id, agent, description, depth,
+//!   max_mode, tools, instructions}`: the session and card that opened it, the agent
+//!   definition it runs and what that definition gave it, how deep it nests, the widest
+//!   sandbox mode it may choose. `forked_from` (a fork's only) is the session whose records
+//!   follow (copied at the fork, less commands' live output).
 //! - `prompt` `{text, blocks, images}`: the user's prompt: the text the model reads, the
 //!   client's content blocks as sent (ACP JSON), shown again on load, and its images
 //!   (`{mime_type, data}`, base64) for models that take them (absent when there are none).
@@ -699,6 +708,13 @@ mod tests {
                     outcome: Some("blocked: no rm -rf".into()),
                 },
             },
+            SessionEvent::Subagent {
+                call_id: id(7),
+                child: crate::session::SessionId("c-1".into()),
+                title: "Count the files".into(),
+                agent: Some("explorer".into()),
+                state: crate::session::SubagentState::Idle { stop: "end_turn".into() },
+            },
             SessionEvent::Plan {
                 entries: vec![PlanEntry {
                     step: "Build".into(),
@@ -732,6 +748,17 @@ mod tests {
                 cwd: "/w".into(),
                 created_at: "2026-12-02T00:00:00.000Z".into(),
                 agent: "hotsh 0.1.0 (commit 0123456789ab)".into(),
+                parent: Some(crate::session::ParentLink {
+                    session_id: "s-0".into(),
+                    call_id: "call-7".into(),
+                    agent: Some("explorer".into()),
+                    description: "Count the files".into(),
+                    depth: 1,
+                    max_mode: Some(Mode::WorkspaceWrite),
+                    tools: Some(vec!["bash".into(), "read_file".into()]),
+                    instructions: Some("You explore.".into()),
+                }),
+                forked_from: Some("s-f".into()),
             }),
             Fact::Prompt(Prompt {
                 text: "Fix it [image 1]".into(),
@@ -856,8 +883,12 @@ mod tests {
                 SessionEvent::CompactionSummary { .. } => 10,
                 SessionEvent::CompactionEnded { .. } => 11,
                 SessionEvent::HookRan { .. } => 32,
-                // Never logged (the `prompt` record holds it).
-                SessionEvent::UserMessage { .. } => usize::MAX,
+                SessionEvent::Subagent { .. } => 34,
+                // Never logged (the `prompt` record holds it; the child's log has what it
+                // does).
+                SessionEvent::UserMessage { .. } | SessionEvent::SubagentProgress { .. } => {
+                    usize::MAX
+                }
             },
             Record::Fact(fact) => match fact {
                 Fact::Session(_) => 12,
@@ -895,7 +926,7 @@ mod tests {
     fn every_record_type_is_written_exactly_as_the_format_says() {
         let records = one_of_each();
         let covered: std::collections::BTreeSet<usize> = records.iter().map(type_number).collect();
-        assert_eq!(covered, (0..34).collect(), "one record of every type");
+        assert_eq!(covered, (0..35).collect(), "one record of every type");
         let mut written = String::new();
         for (at, record) in records.iter().enumerate() {
             let text = String::from_utf8(line(at as u64 + 1, record).expect("serialises"))
