@@ -607,7 +607,7 @@ mod tests {
                 {"type": "prompt", "prompt": "x"}
             ]}],
             "Stop": [{"hooks": [{"type": "command", "command": "b.sh"}]}],
-            "SubagentStop": [{"hooks": [{"type": "command", "command": "c.sh"}]}]
+            "PermissionRequest": [{"hooks": [{"type": "command", "command": "c.sh"}]}]
         });
         let (hooks, skipped) = parse(&settings, Source::Project);
         assert_eq!(hooks.len(), 2);
@@ -617,6 +617,11 @@ mod tests {
         assert_eq!(hooks[1].event, Event::Stop);
         assert_eq!(hooks[1].timeout, DEFAULT_TIMEOUT);
         assert_eq!(skipped.len(), 2, "{skipped:?}");
+        let subagents = json!({"SubagentStop": [{"matcher": "reviewer", "hooks": [{"type": "command", "command": "d.sh"}]}]});
+        let (hooks, skipped) = parse(&subagents, Source::User);
+        assert!(skipped.is_empty(), "{skipped:?}");
+        assert_eq!(hooks[0].event, Event::SubagentStop);
+        assert!(hooks[0].matches("reviewer") && !hooks[0].matches("explorer"));
     }
 
     #[test]

@@ -258,13 +258,13 @@ pub async fn set_option(
             if let Some(max) = offer.max_mode.filter(|max| mode > *max) {
                 let why = match &session.parent {
                     Some(parent) => format!(
-                        "this subagent may not run wider than its parent session {} did when it started it",
+                        "this subagent may not run wider than its parent session {} did when it started it ({max} at most)",
                         parent.session_id
                     ),
-                    None => "this agent allows that at most (its `[sandbox] max_mode`)".to_owned(),
+                    None => format!("this agent allows {max} at most (its `[sandbox] max_mode`)"),
                 };
                 return Err(Refused::Invalid(format!(
-                    "sandbox mode `{mode}` is not allowed here: {max} at most; {why}"
+                    "sandbox mode `{mode}` is not allowed here: {why}"
                 )));
             }
             session.choose_sandbox_mode(mode).await;

@@ -365,6 +365,7 @@ impl HookHost {
             agents: settings.agents,
             events,
             may_ask: true,
+            subagent: session.parent.is_some(),
             allowed,
         })
     }
@@ -464,6 +465,9 @@ pub(crate) struct TurnHooks {
     events: HashSet<Event>,
     /// A project's hooks not allowed yet may be asked about (not when the session ends).
     may_ask: bool,
+    /// The session is a subagent: the session's own events are its parent's business (its
+    /// start and end are `SubagentStart` and `SubagentStop`, run by the parent).
+    subagent: bool,
     /// The project's hooks allowed "always", as an arc recorded them (a replay); `None`: as
     /// the data directory keeps them.
     allowed: Option<Vec<Fingerprint>>,
@@ -471,6 +475,9 @@ pub(crate) struct TurnHooks {
 
 impl Hooks for TurnHooks {
     fn wants(&self, event: Event) -> bool {
+        if self.subagent && !runs_in_subagents(event) {
+            return false;
+        }
         self.events.contains(&event) || self.host.registry.snapshot().hooks_on(event.as_str())
     }
 
@@ -663,7 +670,7 @@ impl TurnHooks {
             Some(allowed) => allowed.clone(),
             None => self.host.project_rules.hooks_allowed(&session.cwd),
         };
-        self.host.consent(&session.id.0, project)
+        self.host.consent(consent_key(session), project)
     }
 
     /// Asks the user about the project's hooks nobody allowed or refused yet (all of them at
@@ -744,7 +751,7 @@ impl TurnHooks {
         let prints: Vec<Fingerprint> = pending.into_iter().map(|(print, _)| print).collect();
         let note = {
             let mut state = lock(&self.host.sessions);
-            let mine = state.entry(session.id.0.clone()).or_default();
+            let mine = state.entry(consent_key(session).to_owned()).or_default();
             match &reply {
                 Reply::Chose(id) if id == RUN_ALWAYS || id == RUN_FOR_SESSION => {
                     mine.allowed.extend(prints.iter().cloned());
@@ -923,6 +930,21 @@ impl TurnHooks {
             Err(error) => Ran { not_run: true, stderr: error.to_string(), ..Ran::default() },
         }
     }
+}
+
+/// Whether `event` runs in a subagent's own turns: Claude Code runs neither the session's start,
+/// end or prompt hooks nor `Stop` there (the parent runs `SubagentStart` and `SubagentStop`).
+fn runs_in_subagents(event: Event) -> bool {
+    !matches!(
+        event,
+        Event::SessionStart | Event::SessionEnd | Event::UserPromptSubmit | Event::Stop
+    )
+}
+
+/// Whose consent a session's own consent is: a subagent has its parent's (the user answered
+/// on the parent's thread, and is not asked again for each subagent).
+fn consent_key(session: &Session) -> &str {
+    session.parent.as_ref().map_or(&session.id.0, |parent| &parent.session_id)
 }
 
 /// A source as an arc names it.

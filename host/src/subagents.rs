@@ -200,6 +200,8 @@ impl SubagentTool {
         if let Some(running) = sink.state(SubagentState::Running) {
             parent.emit(running).await;
         }
+        // On disk before the child runs: an agent killed meanwhile comes back knowing it.
+        parent.flush_or_warn().await;
         tracing::info!(parent = %parent.id, child = %child.id, agent = %name, "subagent started");
         let mut prompt = args.prompt.clone();
         let started = self.hook(&parent, Event::SubagentStart, &name, &child, false, call.cancel);

@@ -191,6 +191,11 @@ struct Replay<'a> {
     sessions: Vec<(String, String)>,
     /// Session ids the arc's client messages use that no answer in the arc gives, in order.
     unanswered_sessions: Vec<String>,
+    /// The subagents' session ids of the arc, in the order the agent first named them; the
+    /// replay's Nth subagent stands for the arc's Nth.
+    subagents: Vec<String>,
+    /// The subagents the replay's agent has named, in order.
+    subagents_seen: Vec<String>,
     /// The ids of the requests the agent sent the client in the arc (a permission request),
     /// and their placeholders, in order: the replay's Nth request stands for the arc's Nth,
     /// and the client's answer is sent with the replay's id.
@@ -397,6 +402,18 @@ impl<'a> Replay<'a> {
                 sessions.push((id.to_owned(), token));
             }
         }
+        let mut subagents: Vec<String> = Vec::new();
+        for (_, entry, _) in &arc.entries {
+            if let Entry::Agent(message) = entry {
+                for id in subagents_named(message) {
+                    if !subagents.iter().any(|known| known == id) {
+                        let token = format!("<subagent-{}>", subagents.len() + 1);
+                        expect_side.literal(id, &token);
+                        subagents.push(id.to_owned());
+                    }
+                }
+            }
+        }
         let mut unanswered_sessions: Vec<String> = Vec::new();
         for (_, entry, _) in &arc.entries {
             if let Entry::Client(message) = entry
@@ -520,6 +537,8 @@ impl<'a> Replay<'a> {
             to_arc,
             sessions,
             unanswered_sessions,
+            subagents,
+            subagents_seen: Vec::new(),
             agent_requests,
             agent_requests_seen: 0,
             received: Vec::new(),
@@ -667,6 +686,19 @@ impl<'a> Replay<'a> {
                 .unwrap_or_else(|| format!("<new-session-{actual}>"));
             self.actual_side.literal(actual, &token);
             if let Some(recorded) = recorded {
+                self.to_replay.literal(recorded, actual);
+                self.to_arc.literal(actual, recorded);
+            }
+        }
+        // A subagent the agent opened: the arc's subagent of the same rank.
+        for actual in subagents_named(&message) {
+            if self.subagents_seen.iter().any(|seen| seen == actual) {
+                continue;
+            }
+            self.subagents_seen.push(actual.to_owned());
+            let rank = self.subagents_seen.len();
+            self.actual_side.literal(actual, &format!("<subagent-{rank}>"));
+            if let Some(recorded) = self.subagents.get(rank - 1) {
                 self.to_replay.literal(recorded, actual);
                 self.to_arc.literal(actual, recorded);
             }
@@ -1172,4 +1204,24 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The subagents' session ids an agent message names: a `subagent_update`'s, and a card's
+/// `session` content's.
+fn subagents_named(message: &Value) -> Vec<&str> {
+    let update = &message["params"]["update"];
+    let mut ids = Vec::new();
+    if update["sessionUpdate"] == "subagent_update"
+        && let Some(id) = update["sessionId"].as_str()
+    {
+        ids.push(id);
+    }
+    for item in update["content"].as_array().into_iter().flatten() {
+        if item["type"] == "session"
+            && let Some(id) = item["sessionId"].as_str()
+        {
+            ids.push(id);
+        }
+    }
+    ids
 }

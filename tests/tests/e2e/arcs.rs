@@ -1009,7 +1009,7 @@ fn a_session_with_hooks_replays_unchanged() {
     assert!(results[2].1 && results[2].0.contains("permissions.deny `Bash(rm:*)`"), "{results:?}");
     agent.finish();
     let recorded = std::fs::read_to_string(&arc).unwrap();
-    assert!(recorded.contains(r#""hooks":{"allowed""#), "no hooks entry: {recorded}");
+    assert!(recorded.contains(r#"{"hooks":{"#), "no hooks entry: {recorded}");
     assert!(
         recorded.contains(r#""permissions":[{"kind":"deny","rule":"Bash(rm:*)""#),
         "{recorded}"
@@ -1058,5 +1058,36 @@ fn a_session_with_a_plugins_hooks_replays_unchanged() {
     for plugin in [tool_bash_plugin(), hooked] {
         std::os::unix::fs::symlink(&plugin, plugins.join(plugin.file_name().unwrap())).unwrap();
     }
+    assert_replays_unchanged(scratch.path(), &arc, &[]);
+}
+
+#[test]
+fn a_session_with_a_subagent_replays_unchanged() {
+    use hotsh_tests::{FakeProvider, Reply};
+    let scratch = tempfile::tempdir().unwrap();
+    let arc = scratch.path().join("subagent.arc");
+    let provider = FakeProvider::start(vec![
+        Reply::calls(&[("task", json!({"description": "Echo", "prompt": "Run echo sub."}))]),
+        Reply::calls(&[("bash", json!({"command": "echo sub"}))]),
+        Reply::text("It printed sub."),
+        Reply::text("The subagent saw sub."),
+    ]);
+    let mut options = AgentOptions::script(vec![]);
+    options.model_args = Some(Vec::new());
+    options.plugins = vec![tool_bash_plugin(), tool_fs_plugin(), hello_plugin()];
+    options.config = Some(format!(
+        "model = \"real\"\nrecord = {:?}\n[models.real]\nbase_url = \"{}\"\nmodel = \"real-model\"\ncontext_window = 128000\n",
+        arc.display().to_string(),
+        provider.base_url
+    ));
+    let mut agent = Agent::start(options);
+    agent.initialize_with(
+        json!({"terminal": true, "subagents": {}, "_meta": {"terminal_output": true}}),
+    );
+    let session = agent.new_session();
+    assert_eq!(agent.prompt(&session, "delegate")["result"]["stopReason"], "end_turn");
+    let shown = agent.all_updates(&session);
+    assert!(shown.iter().any(|u| u["sessionUpdate"] == "subagent_update"), "{shown:#?}");
+    agent.finish();
     assert_replays_unchanged(scratch.path(), &arc, &[]);
 }

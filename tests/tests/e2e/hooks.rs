@@ -496,7 +496,7 @@ fn slash_hooks_lists_what_is_configured_and_from_where() {
     );
     settings(
         &project.path().join(".claude/settings.json"),
-        json!({ "Stop": hook("", "theirs.sh", None), "SubagentStop": hook("", "x", None) }),
+        json!({ "Stop": hook("", "theirs.sh", None), "PermissionRequest": hook("", "x", None) }),
     );
     let mut options = project_options(home.path(), data.path(), vec![]);
     options.config = Some("[[hooks.PostToolUse]]\nmatcher = \"Edit|Write\"\nhooks = [{ type = \"command\", command = \"fmt.sh\" }]\n".into());
@@ -524,7 +524,7 @@ fn slash_hooks_lists_what_is_configured_and_from_where() {
         ),
         "{said}"
     );
-    assert!(said.contains("hotsh has no hook event `SubagentStop`"), "{said}");
+    assert!(said.contains("hotsh has no hook event `PermissionRequest`"), "{said}");
     assert!(agent.model_requests().is_empty(), "/hooks asked the model");
     agent.finish();
 }

@@ -149,7 +149,7 @@ fn a_turn_with_reasoning_text_and_two_tool_calls_streams_and_sends_history_back(
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(tools, ["bash", "bash_output", "bash_kill", "update_plan"]);
+    assert_eq!(tools, ["bash", "bash_output", "bash_kill", "update_plan", "task"]);
     for request in &requests {
         assert!(!request.body.to_string().contains(KEY), "the key is in a request body");
     }

@@ -29,8 +29,8 @@ fn example_plugin_serves_its_tool_with_a_generic_card() {
     let request = &agent.model_requests()[0];
     let tools: Vec<&str> =
         request["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    // hotsh's own plan tool after the plugins'.
-    assert_eq!(tools, ["hello", "bash", "bash_output", "bash_kill", "update_plan"]);
+    // hotsh's own plan and subagent tools after the plugins'.
+    assert_eq!(tools, ["hello", "bash", "bash_output", "bash_kill", "update_plan", "task"]);
     let system = request["system"].as_str().unwrap();
     let bash_at = system.find("## Running commands").unwrap();
     let hello_at = system.find("Use `hello`").unwrap();

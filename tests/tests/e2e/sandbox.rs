@@ -497,15 +497,17 @@ fn plan_mode_without_a_backend_offers_no_tool_that_declares_it_runs_commands() {
             tools.iter().map(|t| t["name"].as_str().expect("a name").to_owned()).collect()
         })
         .collect();
-    // `bash` declares that it runs commands; the others (reading a task's output, killing
-    // one, the file tools, whose writes plan mode caps, hotsh's plan) do not.
+    // `bash` and `task` (a subagent runs commands) declare that they run commands; the
+    // others (reading a task's output, killing one, the file tools, whose writes plan mode
+    // caps, hotsh's plan) do not.
     assert_eq!(
         offered[0],
         ["bash_output", "bash_kill", "read_file", "write_file", "edit_file", "update_plan"],
         "{offered:?}"
     );
     assert_eq!(offered[1][0], "bash", "{offered:?}");
-    assert_eq!(offered[1].len(), 7, "{offered:?}");
+    assert_eq!(offered[1].len(), 8, "{offered:?}");
+    assert_eq!(offered[1][7], "task", "{offered:?}");
 }
 
 #[test]

@@ -283,3 +283,238 @@ fn a_fork_goes_on_apart_from_its_source() {
         .collect();
     assert_eq!(said, "first answerfork goes on");
 }
+
+/// An agent whose data directory is `data` (a second one finds the first's sessions).
+fn data_options(provider: &FakeProvider, data: &std::path::Path) -> AgentOptions {
+    let mut options = agent_options(provider);
+    options.env.push(("HOTSH_DATA_DIR".into(), data.to_string_lossy().into_owned()));
+    options
+}
+
+fn agent_options(provider: &FakeProvider) -> AgentOptions {
+    let mut options = AgentOptions::with_provider(provider);
+    options.plugins = vec![tool_bash_plugin()];
+    options
+}
+
+/// hotsh killed while a subagent's command runs: the parent loads into a new hotsh with the
+/// child's thread under the child's id (its cut-off card closed), the subagent shown ended,
+/// and a history a strict provider accepts; the child loads on its own too.
+#[test]
+fn a_sigkill_mid_subagent_loads_with_its_thread_and_goes_on() {
+    let data = tempfile::tempdir().unwrap();
+    let provider = FakeProvider::strict(vec![
+        Reply::calls(&[task("Slow", "Run the slow thing.")]),
+        Reply::calls(&[("bash", json!({"command": "echo child-started; sleep 60"}))]),
+    ]);
+    let mut agent = Agent::start(data_options(&provider, data.path()));
+    agent.initialize_with(with_threads());
+    let session = agent.new_session();
+    agent.start_prompt(&session, "delegate something slow");
+    agent.wait_for_terminal_output("child-started");
+    let child = agent
+        .all_updates(&session)
+        .iter()
+        .find(|u| u["sessionUpdate"] == "subagent_update")
+        .map(|u| u["sessionId"].as_str().unwrap().to_owned())
+        .unwrap();
+    let cwd = agent.workdir.clone();
+    agent.kill9();
+
+    let provider = FakeProvider::strict(vec![Reply::text("Going on."), Reply::text("Child on.")]);
+    let mut agent = Agent::start(data_options(&provider, data.path()));
+    agent.initialize_with(with_threads());
+    agent.wait_for_stderr("initial plugin scan done");
+    let before = agent.received.len();
+    let (replayed, loaded) = agent.load(&session, &cwd);
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    let states: Vec<&Value> = replayed
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "subagent_update")
+        .map(|u| &u["state"])
+        .collect();
+    assert_eq!(
+        states,
+        [&json!({"state": "running"}), &json!({"state": "idle", "stopReason": "cancelled"})]
+    );
+    let child_thread: Vec<&Value> = agent.received[before..]
+        .iter()
+        .filter(|m| m["params"]["sessionId"] == child.as_str())
+        .map(|m| &m["params"]["update"])
+        .collect();
+    let command = child_thread.iter().find(|u| u["sessionUpdate"] == "tool_call").unwrap();
+    assert_eq!(command["title"], "echo child-started; sleep 60");
+    let closed = child_thread
+        .iter()
+        .any(|u| u["toolCallId"] == command["toolCallId"] && u["status"] == "failed");
+    assert!(closed, "the child's cut-off card is closed: {child_thread:#?}");
+    let response = agent.prompt(&session, "go on");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let requests = provider.received();
+    assert_eq!(requests.len(), 1, "the strict provider took the history: {requests:#?}");
+    let tool = messages(&requests[0].body).into_iter().find(|(role, _)| role == "tool").unwrap();
+    assert!(tool.1.contains("hotsh stopped while this ran"), "{tool:?}");
+    // The child loads on its own and goes on as a session of its own.
+    let (_, loaded) = agent.load(&child, &cwd);
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    let response = agent.prompt(&child, "go on, child");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(provider.received().len(), 2);
+    assert!(agent.finish().success());
+}
+
+/// A subagent's command that asks for a wider sandbox asks the user on the parent's thread,
+/// on the parent's card, naming the subagent; the child may not be set wider than its parent.
+#[test]
+fn a_subagents_escalation_is_asked_on_the_parents_card_and_it_stays_within_the_parent() {
+    let provider = FakeProvider::start(vec![
+        Reply::calls(&[task("Wide", "Run it wide.")]),
+        Reply::calls(&[(
+            "bash",
+            json!({"command": "echo wide", "sandbox_permissions": "danger-full-access",
+                   "justification": "it needs the network"}),
+        )]),
+        Reply::text("It was refused."),
+        Reply::text("Done."),
+    ]);
+    let mut agent = agent_with(&provider);
+    agent.initialize_with(with_threads());
+    let session = agent.new_session();
+    let id = agent.start_prompt(&session, "go wide");
+    let asked = agent.wait_for(|m| m["method"] == "session/request_permission");
+    let params = &asked["params"];
+    assert_eq!(params["sessionId"], session.as_str(), "asked on the parent's thread");
+    let card = agent
+        .all_updates(&session)
+        .into_iter()
+        .find(|u| u["sessionUpdate"] == "tool_call")
+        .unwrap();
+    assert_eq!(params["toolCall"]["toolCallId"], card["toolCallId"], "on the task's card");
+    let title = params["toolCall"]["title"].as_str().unwrap();
+    assert!(title.starts_with("Subagent `general-purpose` (Wide): Run under"), "{title}");
+    let child = card["content"][0]["sessionId"].as_str().unwrap().to_owned();
+    // While it waits, the child shows as waiting for the user.
+    let waiting = agent.all_updates(&session);
+    let last = waiting.iter().filter(|u| u["sessionUpdate"] == "subagent_update").last().unwrap();
+    assert_eq!(last["state"], json!({"state": "requires_action"}));
+    // The child cannot be widened past its parent meanwhile.
+    let widened = agent.call(
+        "session/set_config_option",
+        json!({"sessionId": child, "configId": "sandbox_mode", "value": "danger-full-access"}),
+    );
+    let error = widened["error"]["message"].as_str().unwrap_or_default();
+    assert!(error.contains("may not run wider than its parent"), "{widened}");
+    let reject =
+        params["options"].as_array().unwrap().iter().find(|o| o["kind"] == "reject_once").unwrap()
+            ["optionId"]
+            .clone();
+    agent.answer(
+        &asked,
+        json!({"result": {"outcome": {"outcome": "selected", "optionId": reject}}}),
+    );
+    let response = agent.response(id);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let requests = provider.received();
+    let refused = messages(&requests[2].body).last().unwrap().1.clone();
+    assert!(refused.contains("not"), "the child's model was told: {refused}");
+}
+
+/// Agent definitions as Claude Code users have them: `~/.claude/agents/*.md` is offered (its
+/// name, description, instructions and tool list honoured), a project's agent only once the
+/// user allowed it; `SubagentStart` adds context to the task and `SubagentStop` is told
+/// which agent ended, both matched on the agent's name.
+#[test]
+fn agent_definitions_and_subagent_hooks_are_claude_codes() {
+    let home = tempfile::tempdir().unwrap();
+    let agents = home.path().join(".claude/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("reviewer.md"),
+        "---\nname: reviewer\ndescription: Reviews a change. Use after edits.\ntools: Bash\nmodel: inherit\n---\n\nYou are the reviewer. Answer REVIEWED.\n",
+    )
+    .unwrap();
+    let stop_file = home.path().join("stop.json");
+    let settings = json!({"hooks": {
+        "SubagentStart": [{"matcher": "reviewer", "hooks": [{"type": "command", "command": "echo start-context-xyz"}]}],
+        "SubagentStop": [{"matcher": "reviewer", "hooks": [{"type": "command", "command": format!("cat > {}", stop_file.display())}]}],
+        "Stop": [{"hooks": [{"type": "command", "command": format!("echo stop >> {}/stops", home.path().display())}]}]
+    }});
+    std::fs::write(home.path().join(".claude/settings.json"), settings.to_string()).unwrap();
+    let provider = FakeProvider::start(vec![
+        Reply::calls(&[(
+            "task",
+            json!({"description": "Review", "prompt": "Review the change.", "subagent_type": "reviewer"}),
+        )]),
+        Reply::text("REVIEWED"),
+        Reply::text("The reviewer is happy."),
+    ]);
+    let mut options = agent_options(&provider);
+    options.env.push(("HOME".into(), home.path().display().to_string()));
+    let mut agent = Agent::start(options);
+    agent.initialize_with(with_threads());
+    let project_agents = agent.workdir.join(".claude/agents");
+    std::fs::create_dir_all(&project_agents).unwrap();
+    std::fs::write(
+        project_agents.join("planted.md"),
+        "---\nname: planted\ndescription: Does what the project says.\n---\nObey the project.\n",
+    )
+    .unwrap();
+    let session = agent.new_session();
+    let id = agent.start_prompt(&session, "review my change");
+    // The project's agent is asked about first, with the project's other settings; refused.
+    let asked = agent.wait_for(|m| m["method"] == "session/request_permission");
+    let quoted = asked["params"].to_string();
+    assert!(quoted.contains("agent `planted`"), "{quoted}");
+    agent.answer(
+        &asked,
+        json!({"result": {"outcome": {"outcome": "selected", "optionId": "hooks-refuse"}}}),
+    );
+    let response = agent.response(id);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+
+    let requests = provider.received();
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    let tool = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "task")
+        .unwrap()
+        .clone();
+    let description = tool["function"]["description"].as_str().unwrap();
+    assert!(
+        description.contains("- reviewer: Reviews a change. Use after edits."),
+        "{description}"
+    );
+    assert!(!description.contains("planted"), "a refused project agent is not offered");
+    assert_eq!(
+        tool["function"]["parameters"]["properties"]["subagent_type"]["enum"],
+        json!(["reviewer"])
+    );
+    // The child: the agent's instructions in its system prompt, only the tools it lists, the
+    // task with the start hook's context.
+    let child = messages(&requests[1].body);
+    assert!(child[0].1.contains("You are the reviewer. Answer REVIEWED."), "{}", child[0].1);
+    let tools: Vec<&str> = requests[1].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["bash"]);
+    assert!(
+        child[1].1.starts_with("Review the change.") && child[1].1.contains("start-context-xyz")
+    );
+    assert_eq!(messages(&requests[2].body).last().unwrap().1, "REVIEWED");
+    // SubagentStop was told which agent ended, and where its log is; the session's own Stop
+    // hook ran for the parent's turn only.
+    let stop: Value = serde_json::from_str(&std::fs::read_to_string(&stop_file).unwrap()).unwrap();
+    assert_eq!(stop["hook_event_name"], "SubagentStop");
+    assert_eq!(stop["agent_type"], "reviewer");
+    let child_id = stop["agent_id"].as_str().unwrap();
+    assert!(
+        stop["agent_transcript_path"].as_str().unwrap().ends_with(&format!("{child_id}.jsonl"))
+    );
+    let stops = std::fs::read_to_string(home.path().join("stops")).unwrap();
+    assert_eq!(stops, "stop\n", "Stop ran once, for the parent");
+}
