@@ -194,7 +194,7 @@ impl SubagentTool {
         if let Some(client) = parent.sink() {
             *crate::sync::lock(&sink.own) = client.child(&child.id);
         }
-        let mut card = GenericCard::new(format!("{who}"), ToolKind::Think, None);
+        let mut card = GenericCard::new(who.clone(), ToolKind::Think, None);
         card.session = Some(child.id.clone());
         hotsh_core::tools::open_card(call, Card::Generic(card.clone())).await;
         if let Some(running) = sink.state(SubagentState::Running) {

@@ -226,8 +226,7 @@ fn cancelling_the_parent_cancels_its_subagent_and_its_commands() {
     let idle = agent
         .all_updates(&session)
         .into_iter()
-        .filter(|u| u["sessionUpdate"] == "subagent_update")
-        .last()
+        .rfind(|u| u["sessionUpdate"] == "subagent_update")
         .unwrap();
     assert_eq!(idle["state"], json!({"state": "idle", "stopReason": "cancelled"}));
     assert_eq!(provider.received().len(), 2, "nothing more was asked");
@@ -395,7 +394,7 @@ fn a_subagents_escalation_is_asked_on_the_parents_card_and_it_stays_within_the_p
     let child = card["content"][0]["sessionId"].as_str().unwrap().to_owned();
     // While it waits, the child shows as waiting for the user.
     let waiting = agent.all_updates(&session);
-    let last = waiting.iter().filter(|u| u["sessionUpdate"] == "subagent_update").last().unwrap();
+    let last = waiting.iter().rfind(|u| u["sessionUpdate"] == "subagent_update").unwrap();
     assert_eq!(last["state"], json!({"state": "requires_action"}));
     // The child cannot be widened past its parent meanwhile.
     let widened = agent.call(
@@ -517,4 +516,61 @@ fn agent_definitions_and_subagent_hooks_are_claude_codes() {
     );
     let stops = std::fs::read_to_string(home.path().join("stops")).unwrap();
     assert_eq!(stops, "stop\n", "Stop ran once, for the parent");
+}
+
+/// A subagent's background task is its own and ends with it: stopped when the subagent's
+/// turn ends, and the parent's model is told which.
+#[test]
+fn a_subagents_background_tasks_end_with_it() {
+    let provider = FakeProvider::start(vec![
+        Reply::calls(&[task("Serve", "Start the server.")]),
+        Reply::calls(&[("bash", json!({"command": "sleep 33.25", "run_in_background": true}))]),
+        Reply::text("Started it."),
+        Reply::text("Fine."),
+    ]);
+    let mut agent = agent_with(&provider);
+    agent.initialize(true);
+    let session = agent.new_session();
+    let response = agent.prompt(&session, "start a server");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let requests = provider.received();
+    let result = messages(&requests[3].body).last().unwrap().1.clone();
+    assert!(result.starts_with("Started it."), "{result}");
+    assert!(
+        result.contains("background tasks the subagent left running were stopped when it ended")
+            && result.contains("sleep 33.25"),
+        "{result}"
+    );
+    hotsh_tests::eventually("the task is gone", || {
+        hotsh_tests::processes_matching("sleep 33.25").is_empty()
+    });
+}
+
+/// `[subagents] max_parallel = 1`: a second subagent waits for the first to end (the two
+/// meet only if they run together: here each finds itself alone).
+#[test]
+fn the_parallel_bound_holds() {
+    let meet = "mkdir -p meet2 && mktemp meet2/XXXXXX >/dev/null && for i in $(seq 1 20); do \
+                [ \"$(ls meet2 | wc -l)\" -ge 2 ] && { echo met; exit 0; }; sleep 0.05; done; echo alone";
+    let provider = FakeProvider::start(vec![
+        Reply::calls(&[task("One", "Meet."), task("Two", "Meet.")]),
+        Reply::calls(&[("bash", json!({"command": meet}))]),
+        Reply::text("first done"),
+        Reply::calls(&[("bash", json!({"command": meet}))]),
+        Reply::text("second done"),
+        Reply::text("Both done."),
+    ]);
+    let mut options = agent_options(&provider);
+    options.config = Some("[subagents]\nmax_parallel = 1\n".into());
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    let response = agent.prompt(&session, "two things");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let requests = provider.received();
+    assert_eq!(requests.len(), 6);
+    // One child ran its command before the other asked the model anything.
+    let first = messages(&requests[2].body).last().unwrap().1.clone();
+    assert!(first.contains("alone"), "{first}");
+    assert_eq!(messages(&requests[3].body).len(), 2, "the second child's first request");
 }
