@@ -16,6 +16,7 @@
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- slow-client [SECONDS] [RUNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- long [TURNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- long-line [MIB] [RUNS]
+//! cargo run --release -p hotsh-tests --bin hotsh-bench -- subagents [TURNS]
 //! ```
 //!
 //! `startup`: per run, spawn `hotsh` (no arguments: plugins from its own directory) and time
@@ -80,6 +81,16 @@
 //! text, through the OpenAI-compatible adapter (the answer bound raised to let it through):
 //! prompt to answer, with the client reading every byte.
 //!
+//! `subagents`: TURNS (default 50) turns through the OpenAI-compatible adapter and a loopback
+//! server that does not parse what it gets, unconfined (the sandbox's start would hide the
+//! host's work). Each turn calls `task` (the child answers at once, then the parent), then
+//! `update_plan` (hotsh's own in-process tool) as the baseline. Opening a child: from the
+//! parent's `task` call written to the child's first request's connection, against from the
+//! `update_plan` call written to the next request's; the difference is what opening the child
+//! (its log, its history, its system prompt) costs. Memory: the host's RSS after the first
+//! turns and after the last, per subagent (a child is closed when its turn ends: what stays is
+//! a leak).
+//!
 //! Every benchmark prints each run and the medians. The machine is shared and noisy: compare
 //! medians, not runs.
 
@@ -110,6 +121,7 @@ fn main() {
         Some("mcp") => mcp(number(&args, 1, 50), number(&args, 2, 5)),
         Some("slow-client") => slow_client(number(&args, 1, 12), number(&args, 2, 3)),
         Some("long") => long(number(&args, 1, 600)),
+        Some("subagents") => subagents(number(&args, 1, 50)),
         Some("long-line") => long_line(number(&args, 1, 100), number(&args, 2, 3)),
         _ => {
             eprintln!(
@@ -1348,4 +1360,60 @@ fn bench_profile(dir: &std::path::Path, base_url: &str, sections: &str, profile:
     );
     std::fs::write(&config, text).expect("config");
     config
+}
+
+fn subagents(turns: usize) {
+    use hotsh_tests::{FakeProvider, Reply};
+    let hotsh = release_dir().join("hotsh");
+    let task = json!({"description": "Bench", "prompt": "Answer ok."});
+    let plan = json!({"plan": [{"step": "bench", "status": "completed"}]});
+    let replies: Vec<Reply> = (0..turns)
+        .flat_map(|_| {
+            [
+                Reply::calls(&[("task", task.clone())]),
+                Reply::text("ok"),
+                Reply::text("done"),
+                Reply::calls(&[("update_plan", plan.clone())]),
+                Reply::text("done"),
+            ]
+        })
+        .collect();
+    let provider = FakeProvider::start_unparsed(replies);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = bench_profile(
+        dir.path(),
+        &provider.base_url,
+        "[sandbox]\nbackend = \"none\"\n",
+        "context_window = 1000000000\n",
+    );
+    let mut agent = Agent::launch(dir, &hotsh, vec!["--config".into(), config.into()]);
+    let mut rss = Vec::new();
+    for turn in 1..=turns {
+        for prompt in ["delegate", "plan"] {
+            let response = agent.prompt(&format!("{prompt} {turn}"));
+            assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+        }
+        rss.push(rss_kib(agent.pid()));
+    }
+    let timeline = provider.timeline();
+    let gap = |from: usize| ms(timeline[from + 1].0 - timeline[from].1);
+    let child: Vec<f64> = (0..turns).map(|t| gap(5 * t)).collect();
+    let baseline: Vec<f64> = (0..turns).map(|t| gap(5 * t + 3)).collect();
+    for (turn, (c, b)) in child.iter().zip(&baseline).enumerate() {
+        println!("turn {}: task call -> child's request {c:.3} ms; update_plan call -> next request {b:.3} ms", turn + 1);
+    }
+    let (child, baseline) = (median(child), median(baseline));
+    let warm = turns.min(5);
+    let grown = rss[turns - 1].saturating_sub(rss[warm - 1]);
+    let per_child = grown as f64 / (turns - warm).max(1) as f64;
+    println!("{turns} subagents (medians):");
+    println!("  task call -> the child's first request: {child:.3} ms");
+    println!("  update_plan call -> the next request: {baseline:.3} ms");
+    println!("  opening a child costs {:.3} ms of hotsh's own work", child - baseline);
+    println!(
+        "  host RSS after {warm} turns {} KiB, after {turns} {} KiB: {per_child:.1} KiB kept per subagent",
+        rss[warm - 1],
+        rss[turns - 1]
+    );
+    agent.finish();
 }
