@@ -115,7 +115,9 @@ struct ScreenSink(Arc<Mutex<Screen>>);
 
 impl crate::session::EventSink for ScreenSink {
     fn emit(&self, event: crate::session::SessionEvent) {
-        if let Some(update) = super::to_acp::update_with_terminal(event) {
+        if let Some(mut update) = super::to_acp::update_with_terminal(event) {
+            // A terminal shows no child thread: a subagent's card sums it up.
+            super::to_acp::without_child_links(&mut update);
             crate::sync::lock(&self.0).show(&update);
         }
     }

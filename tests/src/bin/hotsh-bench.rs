@@ -1400,7 +1400,10 @@ fn subagents(turns: usize) {
     let child: Vec<f64> = (0..turns).map(|t| gap(5 * t)).collect();
     let baseline: Vec<f64> = (0..turns).map(|t| gap(5 * t + 3)).collect();
     for (turn, (c, b)) in child.iter().zip(&baseline).enumerate() {
-        println!("turn {}: task call -> child's request {c:.3} ms; update_plan call -> next request {b:.3} ms", turn + 1);
+        println!(
+            "turn {}: task call -> child's request {c:.3} ms; update_plan call -> next request {b:.3} ms",
+            turn + 1
+        );
     }
     let (child, baseline) = (median(child), median(baseline));
     let warm = turns.min(5);
