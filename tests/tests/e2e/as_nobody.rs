@@ -1,8 +1,9 @@
 //! The sandbox as an ordinary user sees it. Root hides bugs (capabilities, `/proc`, user
 //! namespaces), and CI runs as root; so, as root, this test runs the sandbox, guarantees,
 //! file-tool, secrets, escalation and subagent tests (a subagent's commands run in a sandbox
-//! environment of their own) again as `nobody`, on every backend they loop over, from copies of the builds that user can read. As another user the suite ran so
-//! already, and this test has nothing to add.
+//! environment of their own) again as `nobody`, on every backend they loop over, from
+//! copies of the builds that user can read. As another user the suite ran so already, and
+//! this test has nothing to add.
 
 #![allow(clippy::disallowed_methods, reason = "runs the test binary as another user")]
 
