@@ -1230,7 +1230,6 @@ fn models(turns: usize, chunks: usize) {
 
 fn long(turns: usize) {
     use hotsh_tests::{FakeProvider, Reply, delta};
-    let hotsh = release_dir().join("hotsh");
     let call = || {
         let arguments = json!({"command": "head -c 4096 /dev/zero | tr '\\0' a"}).to_string();
         Reply::Stream(vec![
@@ -1248,15 +1247,7 @@ fn long(turns: usize) {
     let mut replies: Vec<Reply> = (0..turns).flat_map(|_| [call(), text("ok")]).collect();
     replies.push(text("SUMMARY: printed 4 KiB a turn."));
     let provider = FakeProvider::start_unparsed(replies);
-    let dir = tempfile::tempdir().expect("temp dir");
-    let config = bench_profile(
-        dir.path(),
-        &provider.base_url,
-        "[sandbox]\nbackend = \"none\"\n",
-        "context_window = 1000000000\n",
-    );
-    let data = dir.path().join("data");
-    let mut agent = Agent::launch(dir, &hotsh, vec!["--config".into(), config.into()]);
+    let (mut agent, data) = unconfined_on(&provider);
     let session = agent.session.as_str().unwrap_or_default().to_owned();
     let log = data.join("sessions").join(format!("{session}.jsonl"));
     let mut times = Vec::new();
@@ -1301,7 +1292,7 @@ fn long(turns: usize) {
     let loaded = |agent_log: &std::path::Path| {
         let text = std::fs::read_to_string(agent_log).expect("the session log");
         let records = text.lines().count();
-        let (took, _, peak) = time_load(&hotsh, &session, &cwd, &text);
+        let (took, _, peak) = time_load(&release_dir().join("hotsh"), &session, &cwd, &text);
         (records, took, peak)
     };
     let (records, took, peak) = loaded(&log);
@@ -1353,6 +1344,21 @@ fn long_line(mib: usize, runs: usize) {
 
 /// Writes `dir/config.toml` choosing the profile `bench` at `base_url` (with `profile` lines),
 /// after the `sections` given; returns its path.
+/// The release agent on `provider`'s loopback model, unconfined (the sandbox's cost would hide
+/// the host's), its window too large to compact; and its data directory.
+fn unconfined_on(provider: &hotsh_tests::FakeProvider) -> (Agent, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = bench_profile(
+        dir.path(),
+        &provider.base_url,
+        "[sandbox]\nbackend = \"none\"\n",
+        "context_window = 1000000000\n",
+    );
+    let data = dir.path().join("data");
+    let hotsh = release_dir().join("hotsh");
+    (Agent::launch(dir, &hotsh, vec!["--config".into(), config.into()]), data)
+}
+
 fn bench_profile(dir: &std::path::Path, base_url: &str, sections: &str, profile: &str) -> PathBuf {
     let config = dir.join("config.toml");
     let text = format!(
@@ -1364,7 +1370,6 @@ fn bench_profile(dir: &std::path::Path, base_url: &str, sections: &str, profile:
 
 fn subagents(turns: usize) {
     use hotsh_tests::{FakeProvider, Reply};
-    let hotsh = release_dir().join("hotsh");
     let task = json!({"description": "Bench", "prompt": "Answer ok."});
     let plan = json!({"plan": [{"step": "bench", "status": "completed"}]});
     let replies: Vec<Reply> = (0..turns)
@@ -1379,14 +1384,7 @@ fn subagents(turns: usize) {
         })
         .collect();
     let provider = FakeProvider::start_unparsed(replies);
-    let dir = tempfile::tempdir().expect("temp dir");
-    let config = bench_profile(
-        dir.path(),
-        &provider.base_url,
-        "[sandbox]\nbackend = \"none\"\n",
-        "context_window = 1000000000\n",
-    );
-    let mut agent = Agent::launch(dir, &hotsh, vec!["--config".into(), config.into()]);
+    let (mut agent, _) = unconfined_on(&provider);
     let mut rss = Vec::new();
     for turn in 1..=turns {
         for prompt in ["delegate", "plan"] {

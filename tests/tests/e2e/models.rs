@@ -13,15 +13,7 @@ fn agent_for(provider: &FakeProvider) -> Agent {
 
 /// An agent talking to `provider` as `openai:test-model`, with a key.
 fn options_for(provider: &FakeProvider) -> AgentOptions {
-    let mut options = AgentOptions::script(vec![]);
-    options.model_args = Some(vec![
-        "--model".into(),
-        "openai:test-model".into(),
-        "--base-url".into(),
-        provider.base_url.clone(),
-    ]);
-    options.env = vec![("HOTSH_API_KEY".into(), KEY.into())];
-    options
+    AgentOptions::with_provider(provider)
 }
 
 /// A tool call fragment of a streamed delta.
