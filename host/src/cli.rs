@@ -133,6 +133,19 @@ enum Command {
         #[arg(long)]
         no_default_plugins: bool,
     },
+    /// Store a model key for hotsh (asked for in this terminal, never shown): which provider,
+    /// then the key, checked with one request when the network allows. Kept 0600 in hotsh's
+    /// configuration directory, where commands hotsh runs cannot read it; a key in the
+    /// environment still wins.
+    Login {
+        /// Say which key the model would use and where it comes from (never the key).
+        #[arg(long)]
+        status: bool,
+        #[command(flatten)]
+        agent: AgentArgs,
+    },
+    /// Remove the key `hotsh login` stored.
+    Logout,
     /// Load a plugin build in a throwaway process and report on it (internal).
     #[command(name = "__check-plugin", hide = true)]
     CheckPluginChild { path: PathBuf },
@@ -259,7 +272,7 @@ impl AgentArgs {
         let file = ConfigFile::load(self.config.as_deref())?;
         let flags = crate::model::setup::ModelFlags { model: self.model, base_url: self.base_url };
         let mut models =
-            crate::model::setup::resolve(&flags, &file, &|name| std::env::var(name).ok())
+            crate::model::setup::resolve(&flags, &file, &crate::credentials::environment())
                 .map_err(anyhow::Error::msg)?;
         if let Some(facts) = &self.model_facts {
             let facts = serde_json::from_str(facts).context("--model-facts is not valid")?;
@@ -368,6 +381,24 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ..AgentArgs::default()
             };
             return agent.sandbox_report(cwd);
+        }
+        Some(Command::Login { status: false, .. }) => {
+            init_logging("warn");
+            return crate::login::login();
+        }
+        Some(Command::Login { status: true, agent }) => {
+            init_logging("warn");
+            let file = ConfigFile::load(agent.config.as_deref())?;
+            let flags =
+                crate::model::setup::ModelFlags { model: agent.model, base_url: agent.base_url };
+            let models =
+                crate::model::setup::resolve(&flags, &file, &crate::credentials::environment())
+                    .map_err(anyhow::Error::msg)?;
+            return crate::login::status(&models);
+        }
+        Some(Command::Logout) => {
+            init_logging("warn");
+            return crate::login::logout();
         }
         Some(Command::Install { bin_dir, data_dir }) => {
             init_logging("warn");

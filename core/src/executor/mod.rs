@@ -35,6 +35,10 @@ pub struct Policy {
     /// socket.
     pub sockets: Vec<PathBuf>,
     pub network: bool,
+    /// Directories (canonical) a command sees empty and read-only: the model key hotsh
+    /// keeps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden: Vec<PathBuf>,
 }
 
 /// A foreground command.

@@ -40,6 +40,7 @@ fn identity(policy: &Policy) -> Identity {
         .iter()
         .chain(&policy.pinned)
         .chain(&policy.read_only)
+        .chain(&policy.hidden)
         .map(|path| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino())))
         .collect()
 }

@@ -28,6 +28,30 @@ pub(crate) enum ModelSpec {
     OpenAi(Box<OpenAiSpec>),
 }
 
+impl ModelSpec {
+    /// The variable its key came from (the key itself is never shown).
+    pub(crate) fn key_source(&self) -> Option<String> {
+        match self {
+            ModelSpec::OpenAi(spec) => spec.key.as_ref().map(|key| key.from.clone()),
+            ModelSpec::None | ModelSpec::Script(_) => None,
+        }
+    }
+
+    /// Whether it cannot answer until the user gives a key: no model at all, or a known
+    /// provider's without its key (a local server needs none).
+    pub(crate) fn needs_key(&self) -> bool {
+        match self {
+            ModelSpec::None => true,
+            ModelSpec::Script(_) => false,
+            ModelSpec::OpenAi(spec) => {
+                let host = spec.base_url.split("://").nth(1).unwrap_or(&spec.base_url);
+                let host = host.split(['/', ':']).next().unwrap_or_default();
+                spec.key.is_none() && matches!(host, "api.deepseek.com" | "api.openai.com")
+            }
+        }
+    }
+}
+
 /// Builds the adapter a spec names.
 pub(crate) fn open(spec: &ModelSpec) -> anyhow::Result<std::sync::Arc<dyn Model>> {
     Ok(match spec {

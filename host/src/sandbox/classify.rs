@@ -208,6 +208,7 @@ mod tests {
                 read_only: vec![dir.join(".git")],
                 sockets: vec![dir.to_owned()],
                 network: false,
+                hidden: Vec::new(),
             },
         }
     }

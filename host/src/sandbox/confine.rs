@@ -95,6 +95,10 @@ pub(crate) fn bwrap_argv(policy: &Policy, lifetime: Lifetime) -> Option<Vec<OsSt
     argv.extend(writable.into_iter().flat_map(|dir| bind("--bind", dir)));
     argv.extend(policy.pinned.iter().flat_map(|dir| bind("--bind", dir)));
     argv.extend(policy.read_only.iter().flat_map(|path| bind("--ro-bind", path)));
+    // Last: a hidden folder may lie inside any of the above.
+    for dir in &policy.hidden {
+        argv.extend(["--tmpfs".into(), dir.into(), "--remount-ro".into(), dir.into()] as [OsString; 4]);
+    }
     if policy.writable.is_empty() {
         // Read-only writes nothing that outlives the command: bwrap's `/dev` is a file system
         // of its own (with `/dev/shm`) that would keep what a command wrote there for the
@@ -142,9 +146,10 @@ pub(crate) fn scope_to_command() -> Result<(), String> {
 pub(crate) fn restrict_self(policy: &Policy) -> Result<(), String> {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    if !policy.read_only.is_empty() || !policy.pinned.is_empty() {
+    if !policy.read_only.is_empty() || !policy.pinned.is_empty() || !policy.hidden.is_empty() {
         own_namespaces()?;
         protect_paths(&policy.pinned, &policy.read_only)?;
+        hide(&policy.hidden)?;
     } else if !root {
         // An ordinary user can empty the bounding set only inside a user namespace of its
         // own (where it holds CAP_SETPCAP). Without one the set stays full but empty of use:
@@ -239,6 +244,28 @@ fn own_namespaces() -> Result<(), String> {
         // SAFETY: as above.
         unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
         mapped?;
+    }
+    Ok(())
+}
+
+/// In this process's own mount namespace ([`own_namespaces`]): covers each of `hidden` with an
+/// empty, read-only file system.
+fn hide(hidden: &[std::path::PathBuf]) -> Result<(), String> {
+    for dir in hidden {
+        let c_dir = CString::new(dir.as_os_str().as_bytes())
+            .map_err(|_| format!("{} contains a NUL byte", dir.display()))?;
+        let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+        // SAFETY: valid C strings; changes only this process's own mount namespace.
+        let mounted = unsafe {
+            libc::mount(c"tmpfs".as_ptr(), c_dir.as_ptr(), c"tmpfs".as_ptr(), flags, c"size=4k,mode=0500".as_ptr().cast())
+        };
+        if mounted != 0 {
+            return Err(format!(
+                "cannot hide {}: {}",
+                dir.display(),
+                std::io::Error::last_os_error()
+            ));
+        }
     }
     Ok(())
 }

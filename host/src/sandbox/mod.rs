@@ -122,6 +122,16 @@ impl Backend {
     }
 }
 
+/// The folders confined commands see empty: where `hotsh login` keeps the model key (those
+/// that exist: a mount needs its point), canonical.
+fn hidden_dirs() -> Vec<PathBuf> {
+    crate::credentials::every_dir()
+        .into_iter()
+        .filter_map(|dir| std::fs::canonicalize(dir).ok())
+        .filter(|dir| dir.is_dir())
+        .collect()
+}
+
 /// How completely a command's confinement was enforced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Enforcement {
@@ -291,7 +301,8 @@ impl Sandbox {
         match &self.backend {
             Backend::Bwrap { .. } => {
                 let enforcement = enforcement(gaps);
-                let policy = Rules { writable, pinned, read_only, sockets, network };
+                let hidden = hidden_dirs();
+                let policy = Rules { writable, pinned, read_only, sockets, network, hidden };
                 Ok((Some(policy), enforcement))
             }
             Backend::Landlock { abi, mount_namespaces } => {
@@ -299,6 +310,14 @@ impl Sandbox {
                     gaps.push(format!(
                         "Landlock ABI {abi} cannot refuse truncating files (needs ABI 3, Linux 6.2)"
                     ));
+                }
+                let mut hidden = hidden_dirs();
+                if !hidden.is_empty() && !mount_namespaces {
+                    gaps.push(
+                        "the model key `hotsh login` stored stays readable: this user cannot make a mount namespace"
+                            .to_owned(),
+                    );
+                    hidden.clear();
                 }
                 if !read_only.is_empty() && !mount_namespaces {
                     // The shim could not mount anything. `.git` stays writable, and says so;
@@ -330,7 +349,7 @@ impl Sandbox {
                 let enforcement = enforcement(gaps);
                 let mut sockets = sockets;
                 sockets.retain(|dir| writable.iter().any(|root| dir.starts_with(root)));
-                let policy = Rules { writable, pinned, read_only, sockets, network };
+                let policy = Rules { writable, pinned, read_only, sockets, network, hidden };
                 Ok((Some(policy), enforcement))
             }
             Backend::Missing { what } => Err(Unenforceable { mode, what: what.clone() }),
