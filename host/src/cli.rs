@@ -274,11 +274,23 @@ impl AgentArgs {
         let mut models =
             crate::model::setup::resolve(&flags, &file, &crate::credentials::environment())
                 .map_err(anyhow::Error::msg)?;
-        if let Some(facts) = &self.model_facts {
-            let facts = serde_json::from_str(facts).context("--model-facts is not valid")?;
-            models.play_as(&facts);
-        }
+        // The models follow the stored key (`authenticate`, ACP `logout`), unless a replay
+        // plays recorded ones.
+        let remodel = match &self.model_facts {
+            Some(facts) => {
+                let facts = serde_json::from_str(facts).context("--model-facts is not valid")?;
+                models.play_as(&facts);
+                None
+            }
+            None => {
+                let (flags, file) = (flags.clone(), file.clone());
+                Some(crate::host::Remodel(std::sync::Arc::new(move || {
+                    crate::model::setup::resolve(&flags, &file, &crate::credentials::environment())
+                })))
+            }
+        };
         let mut config = HostConfig::new(models, plugin_dirs, file)?;
+        config.remodel = remodel;
         config.model_transcript = self.model_transcript;
         config.record = self.record.or(config.record);
         if let Some(path) = &self.mcp_replay {

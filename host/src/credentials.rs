@@ -159,7 +159,8 @@ pub(crate) fn load_from(dir: &Path) -> Result<Option<(Stored, PathBuf)>, Credent
         }
         Err(source) => return Err(CredentialsError::Read { path: shown, source }),
     };
-    let meta = file.metadata().map_err(|source| CredentialsError::Read { path: shown.clone(), source })?;
+    let meta =
+        file.metadata().map_err(|source| CredentialsError::Read { path: shown.clone(), source })?;
     if !meta.is_file() {
         return Err(CredentialsError::NotAFile { path: shown });
     }
@@ -170,8 +171,10 @@ pub(crate) fn load_from(dir: &Path) -> Result<Option<(Stored, PathBuf)>, Credent
     let mut text = String::new();
     std::io::Read::read_to_string(&mut std::io::Read::take(file, 64 << 10), &mut text)
         .map_err(|source| CredentialsError::Read { path: shown.clone(), source })?;
-    let stored: Stored = toml::from_str(&text)
-        .map_err(|error| CredentialsError::Invalid { path: shown.clone(), reason: error.to_string() })?;
+    let stored: Stored = toml::from_str(&text).map_err(|error| CredentialsError::Invalid {
+        path: shown.clone(),
+        reason: error.to_string(),
+    })?;
     check_key(&stored.key).map_err(|reason| CredentialsError::Invalid { path: shown, reason })?;
     Ok(Some((stored, path)))
 }
@@ -199,11 +202,7 @@ pub(crate) fn save(stored: &Stored) -> Result<PathBuf, CredentialsError> {
 pub(crate) fn save_in(dir: &Path, stored: &Stored) -> Result<PathBuf, CredentialsError> {
     let path = file_in(dir);
     let error = |source| CredentialsError::Write { path: path.display().to_string(), source };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(error)?;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(error)?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(error)?;
     let text = toml::to_string(stored).map_err(|e| error(std::io::Error::other(e)))?;
     let staged = dir.join(format!(".key.toml.{}", std::process::id()));

@@ -52,11 +52,26 @@ pub(crate) struct HostConfig {
     pub(crate) claude_home: Option<PathBuf>,
     /// The hooks an arc recorded for each turn, run instead of the settings files' (a replay).
     pub(crate) hooks_replay: Option<Vec<serde_json::Value>>,
+    /// Resolves the models again (`authenticate`, ACP `logout`); `None`: they are fixed.
+    pub(crate) remodel: Option<Remodel>,
     /// The config's agent definitions (`[agents]`).
     pub(crate) agents: std::collections::BTreeMap<String, crate::agents::AgentConfig>,
     /// Subagents running at once, and how deep they nest.
     pub(crate) max_parallel: usize,
     pub(crate) max_depth: u32,
+}
+
+/// Resolves the model choices again, from the configuration and the environment with the
+/// stored key as they are now.
+#[derive(Clone)]
+pub(crate) struct Remodel(
+    pub(crate) Arc<dyn Fn() -> Result<model::setup::ModelChoices, String> + Send + Sync>,
+);
+
+impl std::fmt::Debug for Remodel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Remodel")
+    }
 }
 
 /// The most subagents `[subagents] max_parallel` lets run at once.
@@ -128,6 +143,7 @@ impl HostConfig {
             hooks: file.hooks,
             claude_home: crate::config::claude_home(),
             hooks_replay: None,
+            remodel: None,
         })
     }
 
@@ -159,9 +175,10 @@ pub(crate) struct Host {
     pub(crate) registry: Arc<Registry>,
     executor: Arc<Executor>,
     pub(crate) sandbox: Arc<Sandbox>,
-    /// The models a session can use, by name; the first is the default.
-    models: Vec<Offered>,
-    takes_images: bool,
+    /// The models a session can use; replaced when the user logs in or out.
+    models: Mutex<Arc<Models>>,
+    /// Resolves the models again (the stored key may have changed); `None`: they are fixed.
+    pub(crate) remodel: Option<Remodel>,
     transcript: Option<Arc<Transcript>>,
     output_root: Arc<OutputRoot>,
     runtime: tokio::runtime::Handle,
@@ -200,7 +217,7 @@ impl std::fmt::Debug for OwnTools {
 }
 
 /// A model a session can use.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Offered {
     name: String,
     /// One line for a model picker.
@@ -223,16 +240,22 @@ const TURN_END_ON_EXIT: std::time::Duration = std::time::Duration::from_secs(2);
 const MODEL_SECRETS: &[&str] =
     &["DEEPSEEK_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HOTSH_API_KEY"];
 
-impl Host {
-    /// Builds the host and starts loading plugins in the background: the agent answers
-    /// `initialize` at once, and the first turn waits for the scan to finish.
-    pub(crate) fn start(config: HostConfig) -> anyhow::Result<Arc<Self>> {
-        let takes_images = config.models.take_images();
+/// The models on offer, and what follows from them.
+#[derive(Debug)]
+struct Models {
+    /// By name; the first is the default.
+    offered: Vec<Offered>,
+    takes_images: bool,
+    /// The default model cannot answer until the user gives a key (`hotsh login`).
+    needs_key: bool,
+}
+
+impl Models {
+    fn offer(choices: &model::setup::ModelChoices) -> anyhow::Result<Self> {
         // Choices that play one script share it: a session that changes its model goes on
         // with the script's next answer, as with the recorded models it plays.
         let mut scripts: Vec<(&std::path::Path, Arc<dyn Model>)> = Vec::new();
-        let models = config
-            .models
+        let offered = choices
             .choices
             .iter()
             .map(|choice| {
@@ -261,6 +284,19 @@ impl Host {
                 })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(Self {
+            offered,
+            takes_images: choices.take_images(),
+            needs_key: choices.choices[0].spec.needs_key(),
+        })
+    }
+}
+
+impl Host {
+    /// Builds the host and starts loading plugins in the background: the agent answers
+    /// `initialize` at once, and the first turn waits for the scan to finish.
+    pub(crate) fn start(config: HostConfig) -> anyhow::Result<Arc<Self>> {
+        let models = Models::offer(&config.models)?;
         let transcript =
             config.model_transcript.as_deref().map(Transcript::create).transpose()?.map(Arc::new);
         let command_env = config
@@ -339,8 +375,8 @@ impl Host {
             registry,
             executor,
             sandbox,
-            models,
-            takes_images,
+            models: Mutex::new(Arc::new(models)),
+            remodel: config.remodel.clone(),
             transcript,
             output_root,
             runtime,
@@ -584,10 +620,29 @@ impl Host {
         self.offered_model(session.model_choice().as_deref()).name.clone()
     }
 
-    fn offered_model(&self, chosen: Option<&str>) -> &Offered {
+    fn offered_model(&self, chosen: Option<&str>) -> Offered {
+        let models = Arc::clone(&lock(&self.models));
         chosen
-            .and_then(|name| self.models.iter().find(|m| m.name == name))
-            .unwrap_or(&self.models[0])
+            .and_then(|name| models.offered.iter().find(|m| m.name == name))
+            .unwrap_or(&models.offered[0])
+            .clone()
+    }
+
+    /// Whether the default model cannot answer until the user gives a key.
+    pub(crate) fn needs_key(&self) -> bool {
+        lock(&self.models).needs_key
+    }
+
+    /// Resolves the models again, with the key `hotsh login` stored now (or without the one
+    /// it removed): sessions' next turns use them. Whether the default model still needs a
+    /// key.
+    pub(crate) fn reload_models(&self) -> Result<bool, String> {
+        let Some(remodel) = &self.remodel else { return Ok(self.needs_key()) };
+        let choices = (remodel.0)()?;
+        let models = Models::offer(&choices).map_err(|error| format!("{error:#}"))?;
+        let needs_key = models.needs_key;
+        *lock(&self.models) = Arc::new(models);
+        Ok(needs_key)
     }
 
     /// The context window of the model `session` uses now.
@@ -618,12 +673,13 @@ impl Host {
 
     /// Whether a model on offer takes images in prompts.
     pub(crate) fn takes_images(&self) -> bool {
-        self.takes_images
+        lock(&self.models).takes_images
     }
 
     /// The models offered: (name, description), the default first.
     pub(crate) fn model_names(&self) -> Vec<(String, String)> {
-        self.models
+        lock(&self.models)
+            .offered
             .iter()
             .map(|offered| (offered.name.clone(), offered.description.clone()))
             .collect()

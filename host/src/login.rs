@@ -2,6 +2,7 @@
 //! (`credentials.rs`), asked for in a terminal, the key never echoed nor printed.
 
 use crate::credentials::{self, PROVIDERS, Stored};
+use crate::term::out;
 use std::io::{BufRead as _, Write as _};
 use std::process::ExitCode;
 
@@ -14,19 +15,20 @@ pub(crate) fn login() -> anyhow::Result<ExitCode> {
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
     let mut ask = |question: &str| -> anyhow::Result<String> {
-        print!("{question}");
-        std::io::stdout().flush()?;
+        let mut stdout = std::io::stdout().lock();
+        stdout.write_all(question.as_bytes())?;
+        stdout.flush()?;
         match lines.next() {
             Some(line) => Ok(line?.trim().to_owned()),
             None => anyhow::bail!("no answer (the input ended): nothing was stored"),
         }
     };
-    println!("Which model provider is the key for?");
+    out("Which model provider is the key for?");
     for (at, (_, label, url)) in PROVIDERS.iter().enumerate() {
-        println!("  {}) {label} ({url})", at + 1);
+        out(&format!("  {}) {label} ({url})", at + 1));
     }
     let other = PROVIDERS.len() + 1;
-    println!("  {other}) Another OpenAI-compatible server");
+    out(&format!("  {other}) Another OpenAI-compatible server"));
     let choice = ask(&format!("Choose 1 to {other} [1]: "))?;
     let choice = if choice.is_empty() { 1 } else { choice.parse::<usize>().unwrap_or(0) };
     let (provider, base_url, model) = match choice {
@@ -52,27 +54,23 @@ pub(crate) fn login() -> anyhow::Result<ExitCode> {
     let key = credentials::check_key(&typed)
         .map_err(|why| anyhow::anyhow!("{why}: nothing was stored"))?;
     match check(&base_url, &key) {
-        Checked::Works => println!("The provider accepted the key."),
+        Checked::Works => out("The provider accepted the key."),
         Checked::Refused(status) => anyhow::bail!(
             "the provider refused the key ({status} from {base_url}/models): nothing was stored"
         ),
-        Checked::Unknown(why) => println!(
+        Checked::Unknown(why) => out(&format!(
             "The key could not be checked ({why}); it is stored anyway: the first prompt will say if it is wrong."
-        ),
+        )),
     }
-    let stored = Stored {
-        base_url: (provider == "other").then(|| base_url.clone()),
-        provider,
-        model,
-        key,
-    };
+    let stored =
+        Stored { base_url: (provider == "other").then(|| base_url.clone()), provider, model, key };
     let path = credentials::save(&stored)?;
-    println!(
+    out(&format!(
         "Stored for {} in {} (readable by you only; commands hotsh runs cannot read it). \
          A key in the environment still wins. `hotsh logout` removes it.",
         stored.describe(),
         path.display()
-    );
+    ));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -116,11 +114,11 @@ fn check(base_url: &str, key: &str) -> Checked {
 /// `hotsh logout`: removes the stored key.
 pub(crate) fn logout() -> anyhow::Result<ExitCode> {
     match credentials::remove()? {
-        Some(path) => println!("Removed the stored key ({}).", path.display()),
-        None => println!("No key was stored."),
+        Some(path) => out(&format!("Removed the stored key ({}).", path.display())),
+        None => out("No key was stored."),
     }
     if let Some(var) = ENV_KEYS.iter().find(|var| set(var)) {
-        println!("{var} is set in this environment: hotsh still uses that key.");
+        out(&format!("{var} is set in this environment: hotsh still uses that key."));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -137,29 +135,29 @@ fn set(var: &str) -> bool {
 pub(crate) fn status(models: &crate::model::setup::ModelChoices) -> anyhow::Result<ExitCode> {
     let stored = credentials::load();
     let chosen = &models.choices[0];
-    println!("Model: {}", chosen.name);
+    out(&format!("Model: {}", chosen.name));
     match chosen.spec.key_source() {
-        Some(var) if set(&var) => println!("Key: from the environment ({var})."),
+        Some(var) if set(&var) => out(&format!("Key: from the environment ({var}).")),
         Some(_) => match &stored {
-            Ok(Some((stored, path))) => println!(
+            Ok(Some((stored, path))) => out(&format!(
                 "Key: stored by `hotsh login` for {} ({}).",
                 stored.describe(),
                 path.display()
-            ),
-            _ => println!("Key: none found."),
+            )),
+            _ => out("Key: none found."),
         },
         None if chosen.spec.needs_key() => {
-            println!("Key: none found. Run `hotsh login`, or set DEEPSEEK_API_KEY or OPENAI_API_KEY.")
+            out("Key: none found. Run `hotsh login`, or set DEEPSEEK_API_KEY or OPENAI_API_KEY.")
         }
-        None => println!("Key: this model needs none."),
+        None => out("Key: this model needs none."),
     }
     match stored {
         Ok(Some((stored, path))) => {
-            println!("Stored key: for {} in {}.", stored.describe(), path.display());
+            out(&format!("Stored key: for {} in {}.", stored.describe(), path.display()));
         }
-        Ok(None) => println!("Stored key: none."),
+        Ok(None) => out("Stored key: none."),
         Err(error) => {
-            println!("Stored key: not used: {error}");
+            out(&format!("Stored key: not used: {error}"));
             return Ok(ExitCode::FAILURE);
         }
     }

@@ -40,11 +40,15 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// The one way to authenticate: a key in the agent's environment.
+/// The ways to authenticate: `hotsh login` in a terminal the client opens (ACP terminal auth),
+/// or a key in the agent's environment (an `agent` method: the answer says how).
+const LOGIN_METHOD: &str = "login";
+const LOGIN_HELP: &str = "Runs `hotsh login` in a terminal: choose the provider, paste the key \
+(not shown). It is kept where commands hotsh runs cannot read it.";
 const API_KEY_METHOD: &str = "api-key";
-const API_KEY_HELP: &str = "hotsh reads model keys from its environment: set DEEPSEEK_API_KEY \
-or OPENAI_API_KEY (or HOTSH_API_KEY with --base-url for another provider) in the `env` of this \
-agent server in Zed's settings, then restart the agent.";
+const API_KEY_HELP: &str = "Log in with `hotsh login` in a terminal, or set DEEPSEEK_API_KEY or \
+OPENAI_API_KEY (or HOTSH_API_KEY with --base-url for another provider) in the `env` of this \
+agent server in Zed's settings.";
 
 /// Sessions per `session/list` page.
 const LIST_PAGE: usize = 50;
@@ -207,6 +211,15 @@ pub(crate) fn agent(
         .on_receive_request(
             {
                 let shared = shared.clone();
+                async move |_request: agent_client_protocol::v1::schema::LogoutRequest,
+                            responder,
+                            _cx| { on_logout(&shared, responder).await }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let shared = shared.clone();
                 async move |request: SetSessionConfigOptionRequest, responder, cx| {
                     on_set_session_config_option(&shared, request, responder, cx).await
                 }
@@ -275,12 +288,26 @@ async fn on_initialize(
                             .embedded_context(true),
                     )
                     .session_capabilities(sessions)
+                    .auth(
+                        agent_client_protocol::v1::schema::AgentAuthCapabilities::new()
+                            .logout(agent_client_protocol::v1::schema::LogoutCapabilities::new()),
+                    )
                     .mcp_capabilities(McpCapabilities::new().http(true)),
             )
-            .auth_methods(vec![AuthMethod::Agent(
-                AuthMethodAgent::new(API_KEY_METHOD, "Set a model API key")
-                    .description(API_KEY_HELP.to_owned()),
-            )])
+            .auth_methods(vec![
+                AuthMethod::Terminal(
+                    agent_client_protocol::v1::schema::AuthMethodTerminal::new(
+                        LOGIN_METHOD,
+                        "Log in with hotsh login",
+                    )
+                    .description(LOGIN_HELP.to_owned())
+                    .args(vec!["login".to_owned()]),
+                ),
+                AuthMethod::Agent(
+                    AuthMethodAgent::new(API_KEY_METHOD, "Use a key from the environment")
+                        .description(API_KEY_HELP.to_owned()),
+                ),
+            ])
             .agent_info(Implementation::new("hotsh", env!("CARGO_PKG_VERSION"))),
     )
 }
@@ -292,6 +319,11 @@ async fn on_new_session(
     responder: Responder<NewSessionResponse, agent_client_protocol::V1>,
     cx: ConnectionTo<Client>,
 ) -> Result<(), Error> {
+    // A model that needs a key the user has not given (read again: `hotsh login` may have
+    // run since): the client is asked to authenticate, before any session exists.
+    if shared.host.needs_key() && shared.host.reload_models().unwrap_or(true) {
+        return responder.respond_with_error(auth_required());
+    }
     // The client port of the session, made once its id is known.
     let mut made = None;
     let opened = usecase::open_new(&*shared.host, request.cwd, |session| {
@@ -533,14 +565,56 @@ async fn on_prompt(
 
 /// `authenticate`: keys come from the environment; the answer says how to set one.
 async fn on_authenticate(
-    _shared: &Shared,
+    shared: &Shared,
     request: AuthenticateRequest,
     responder: Responder<AuthenticateResponse, agent_client_protocol::V1>,
     _cx: ConnectionTo<Client>,
 ) -> Result<(), Error> {
-    // Keys come from the environment; there is nothing to do here but say so.
+    // The key `hotsh login` stored (or the environment's) is read again: a user who logged
+    // in since the agent started is in.
     tracing::info!(method = %request.method_id.0, "authenticate");
-    responder.respond_with_error(Error::new(ErrorCode::AUTH_REQUIRED, API_KEY_HELP))
+    match shared.host.reload_models() {
+        Ok(false) => responder.respond(AuthenticateResponse::new()),
+        Ok(true) => responder.respond_with_error(auth_required()),
+        Err(why) => responder.respond_with_error(Error::new(
+            ErrorCode::AUTH_REQUIRED,
+            format!("the stored key cannot be used: {why}"),
+        )),
+    }
+}
+
+/// The error asking the client to authenticate, naming the ways.
+fn auth_required() -> Error {
+    Error::new(
+        ErrorCode::AUTH_REQUIRED,
+        format!("The model needs a key and none was found. {API_KEY_HELP}"),
+    )
+    .data(serde_json::json!({"authMethods": [LOGIN_METHOD, API_KEY_METHOD]}))
+}
+
+/// `logout`: the key `hotsh login` stored is removed, and the models follow.
+async fn on_logout(
+    shared: &Shared,
+    responder: Responder<
+        agent_client_protocol::v1::schema::LogoutResponse,
+        agent_client_protocol::V1,
+    >,
+) -> Result<(), Error> {
+    let removed = tokio::task::spawn_blocking(crate::credentials::remove)
+        .await
+        .map_err(|error| Error::new(ErrorCode::INTERNAL_ERROR, error.to_string()))?;
+    match removed {
+        Ok(path) => {
+            tracing::info!(removed = ?path, "logout");
+            if let Err(why) = shared.host.reload_models() {
+                tracing::warn!(%why, "the models could not be resolved again after logout");
+            }
+            responder.respond(agent_client_protocol::v1::schema::LogoutResponse::new())
+        }
+        Err(error) => {
+            responder.respond_with_error(Error::new(ErrorCode::INTERNAL_ERROR, error.to_string()))
+        }
+    }
 }
 
 /// `session/set_config_option`.

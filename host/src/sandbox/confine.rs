@@ -97,7 +97,9 @@ pub(crate) fn bwrap_argv(policy: &Policy, lifetime: Lifetime) -> Option<Vec<OsSt
     argv.extend(policy.read_only.iter().flat_map(|path| bind("--ro-bind", path)));
     // Last: a hidden folder may lie inside any of the above.
     for dir in &policy.hidden {
-        argv.extend(["--tmpfs".into(), dir.into(), "--remount-ro".into(), dir.into()] as [OsString; 4]);
+        argv.extend(
+            ["--tmpfs".into(), dir.into(), "--remount-ro".into(), dir.into()] as [OsString; 4]
+        );
     }
     if policy.writable.is_empty() {
         // Read-only writes nothing that outlives the command: bwrap's `/dev` is a file system
@@ -257,7 +259,13 @@ fn hide(hidden: &[std::path::PathBuf]) -> Result<(), String> {
         let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
         // SAFETY: valid C strings; changes only this process's own mount namespace.
         let mounted = unsafe {
-            libc::mount(c"tmpfs".as_ptr(), c_dir.as_ptr(), c"tmpfs".as_ptr(), flags, c"size=4k,mode=0500".as_ptr().cast())
+            libc::mount(
+                c"tmpfs".as_ptr(),
+                c_dir.as_ptr(),
+                c"tmpfs".as_ptr(),
+                flags,
+                c"size=4k,mode=0500".as_ptr().cast(),
+            )
         };
         if mounted != 0 {
             return Err(format!(

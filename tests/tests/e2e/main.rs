@@ -15,6 +15,7 @@ mod first_run;
 mod guarantees;
 mod hooks;
 mod hostile;
+mod login;
 mod long_sessions;
 mod mcp;
 mod models;

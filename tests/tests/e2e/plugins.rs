@@ -42,15 +42,11 @@ fn bare_hotsh_serves_acp_with_plugins_from_its_own_directory() {
     let mut agent = Agent::start(AgentOptions::bare());
     let init = agent.initialize(true);
     assert_eq!(init["result"]["agentInfo"]["name"], "hotsh");
-    let session = agent.new_session();
-    let response = agent.prompt(&session, "hello?");
-    // No model key: the client may offer the user to authenticate.
+    // No model key: the client is asked to authenticate before a session opens.
+    let response = agent.call("session/new", json!({"cwd": agent.workdir, "mcpServers": []}));
     assert_eq!(response["error"]["code"], -32000, "{response}");
     let message = response["error"]["message"].as_str().unwrap();
-    assert!(
-        message.starts_with("no model is configured: set DEEPSEEK_API_KEY or OPENAI_API_KEY"),
-        "{message}"
-    );
+    assert!(message.contains("hotsh login"), "{message}");
     // The default plugin directory is the executable's: tool-bash was found there.
     let stderr = agent.wait_for_stderr("serving ");
     assert!(stderr.contains("plugin loaded") && stderr.contains("tool-bash"), "{stderr}");
