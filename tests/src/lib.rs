@@ -74,6 +74,17 @@ pub fn build_packages(profile: Profile, more: &[&str]) -> PathBuf {
     target_dir().join(if profile == Profile::Release { "release" } else { "debug" })
 }
 
+/// The release task (`cargo xtask`), built.
+pub fn xtask_binary() -> PathBuf {
+    let status = Command::new(cargo())
+        .args(["build", "-p", "xtask"])
+        .current_dir(workspace())
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building xtask failed");
+    target_dir().join("debug").join("xtask")
+}
+
 /// The tests' MCP server (`mcp_fixture`), built in `profile`.
 pub fn mcp_fixture_binary(profile: Profile) -> PathBuf {
     let mut args = vec!["build", "-p", "hotsh-tests", "--bin", "mcp-fixture"];
@@ -631,6 +642,8 @@ pub struct AgentOptions {
     pub record: Option<PathBuf>,
     /// Run a copy of `hotsh` with no `hotsh-shim` beside it.
     pub without_shim: bool,
+    /// Run this `hotsh` instead of the workspace's build (an unpacked release, say).
+    pub executable: Option<PathBuf>,
     /// The agent's home is its working directory (`HOME`, the XDG directories and so the data
     /// directory and the configuration file inside it), as when an editor opens `$HOME`;
     /// `config` is written to `~/.config/hotsh/config.toml` instead of `--config`.
@@ -680,6 +693,7 @@ impl AgentOptions {
             soft_open_files: None,
             record: None,
             without_shim: false,
+            executable: None,
             home_is_workdir: false,
             flags_outside_home: false,
             inherited_file: None,
@@ -727,7 +741,9 @@ impl Agent {
         }
         // The other user may not be able to reach the build directory: a copy of hotsh (and
         // its shim, unless the test wants it alone).
-        let hotsh = if options.run_as.is_some() || options.without_shim {
+        let hotsh = if let Some(executable) = &options.executable {
+            executable.clone()
+        } else if options.run_as.is_some() || options.without_shim {
             let copy = dir.path().join("bin").join("hotsh");
             std::fs::create_dir_all(copy.parent().expect("bin dir")).expect("bin dir");
             std::fs::copy(hotsh_binary(), &copy).expect("copy hotsh");

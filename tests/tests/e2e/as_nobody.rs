@@ -1,9 +1,9 @@
 //! The sandbox as an ordinary user sees it. Root hides bugs (capabilities, `/proc`, user
 //! namespaces), and CI runs as root; so, as root, this test runs the sandbox, guarantees,
-//! file-tool, secrets, escalation and subagent tests (a subagent's commands run in a sandbox
-//! environment of their own) again as `nobody`, on every backend they loop over, from
-//! copies of the builds that user can read. As another user the suite ran so already, and
-//! this test has nothing to add.
+//! file-tool, secrets, escalation, subagent (a subagent's commands run in a sandbox
+//! environment of their own) and login (the stored key hidden) tests again as `nobody`, on
+//! every backend they loop over, from copies of the builds that user can read. As another
+//! user the suite ran so already, and this test has nothing to add.
 
 #![allow(clippy::disallowed_methods, reason = "runs the test binary as another user")]
 
@@ -14,7 +14,7 @@ use std::path::Path;
 const NOBODY: u32 = 65534;
 
 /// The tests run again: every test whose path holds one of these.
-const SUITES: &[&str] = &["sandbox", "guarantees", "files::", "subagents::"];
+const SUITES: &[&str] = &["sandbox", "guarantees", "files::", "subagents::", "login::"];
 
 fn copy_into(file: &Path, dir: &Path) {
     let name = file.file_name().expect("a file name");

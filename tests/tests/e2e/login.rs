@@ -185,10 +185,13 @@ fn bad_keys_and_files_are_refused_saying_why_and_nothing_is_stored_half_way() {
     assert!(!ok, "{status}");
     assert!(status.contains(&format!("chmod 600 {}", file.display())), "{status}");
     // A configuration directory that cannot be written: said, nothing stored.
+    // (Root writes anywhere: only an ordinary user sees this; `as_nobody.rs` runs it so.)
     if !hotsh_tests::running_as_root() {
+        let provider = FakeProvider::start(vec![models_reply()]);
         let locked = tempfile::tempdir().unwrap();
         std::fs::set_permissions(locked.path(), std::fs::Permissions::from_mode(0o500)).unwrap();
-        let (shown, ok) = in_terminal(locked.path(), "login", "1\nsk-fine\n");
+        let answers = format!("3\n{}\nm\nsk-fine\n", provider.base_url);
+        let (shown, ok) = in_terminal(locked.path(), "login", &answers);
         assert!(!ok && shown.contains("cannot write"), "{shown}");
     }
     // `logout` with nothing stored says so.

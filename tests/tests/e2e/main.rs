@@ -10,6 +10,7 @@ mod cancel;
 mod cards;
 mod compat;
 mod continuity;
+mod dist;
 mod files;
 mod first_run;
 mod guarantees;
