@@ -99,4 +99,23 @@ fn the_release_archive_serves_a_turn_and_its_registry_entry_passes_the_checks() 
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert_eq!(agent.last_tool_result(), ("from-the-archive".to_owned(), false));
     assert!(agent.finish().success());
+
+    // `./hotsh install` from there installs it: the executable, its shim, the plugins.
+    let home = tempfile::tempdir().unwrap();
+    let (bin, data) = (home.path().join("bin"), home.path().join("data"));
+    let installed = Command::new(unpacked.path().join("hotsh"))
+        .arg("install")
+        .arg("--bin-dir")
+        .arg(&bin)
+        .arg("--data-dir")
+        .arg(&data)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&installed.stdout);
+    assert!(installed.status.success(), "{said}{}", String::from_utf8_lossy(&installed.stderr));
+    for file in
+        [bin.join("hotsh"), bin.join("hotsh-shim"), data.join("plugins/libhotsh_tool_bash.so")]
+    {
+        assert!(file.exists(), "{} is not installed: {said}", file.display());
+    }
 }
