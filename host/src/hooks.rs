@@ -390,6 +390,30 @@ impl HookHost {
         lock(&self.sessions).remove(&session.id.0);
     }
 
+    /// Runs the `SessionEnd` hooks of every session of `sessions` (the agent exits): the
+    /// settings of each folder are read once, and a session whose folder configures no
+    /// `SessionEnd` hook (nor the config, nor a plugin) only forgets its state.
+    pub(crate) async fn ended_all(self: &Arc<Self>, sessions: &[Arc<Session>], reason: &str) {
+        let replaying = lock(&self.arc).replay.is_some();
+        let everywhere = replaying
+            || self.configured.iter().any(|hook| hook.event == Event::SessionEnd)
+            || self.registry.snapshot().hooks_on(Event::SessionEnd.as_str());
+        let mut folders: HashMap<PathBuf, bool> = HashMap::new();
+        let mut ending = Vec::new();
+        for session in sessions {
+            let wants = everywhere
+                || *folders.entry(session.cwd.clone()).or_insert_with(|| {
+                    self.load(&session.cwd).hooks.iter().any(|hook| hook.event == Event::SessionEnd)
+                });
+            if wants {
+                ending.push(self.ended(session, reason));
+            } else {
+                lock(&self.sessions).remove(&session.id.0);
+            }
+        }
+        futures::future::join_all(ending).await;
+    }
+
     /// `/hooks`: what is configured for a session in `cwd`, from where, and whether a
     /// project's hook may run.
     pub(crate) fn listing(&self, session: &Session) -> String {

@@ -842,16 +842,14 @@ impl Host {
         if tokio::time::timeout(TURN_END_ON_EXIT, ended).await.is_err() {
             tracing::warn!("a cancelled turn did not end in time; stopping anyway");
         }
-        let ending = open.iter().map(|session| self.hooks.ended(session, "prompt_input_exit"));
-        futures::future::join_all(ending).await;
+        self.hooks.ended_all(&open, "prompt_input_exit").await;
         for session in &open {
             self.set_own_tools(&session.id, Vec::new());
         }
         self.executor.dispose().await;
         let sessions: Vec<Arc<Session>> = lock(&self.sessions).drain().map(|(_, s)| s).collect();
-        for session in sessions {
-            session.close_log().await;
-        }
+        // Together: each log's writer finishes on its own thread.
+        futures::future::join_all(sessions.iter().map(|session| session.close_log())).await;
         self.output_root.remove();
     }
 

@@ -904,3 +904,36 @@ print(json.dumps(output))
     assert_eq!(formatted.trim(), format!("{cwd}/notes.md"));
     agent.finish();
 }
+
+/// The agent exits (stdin closes): each open session's `SessionEnd` hooks run, with the reason
+/// `prompt_input_exit`, whether or not the session had a turn.
+#[test]
+fn session_end_hooks_run_when_the_agent_exits() {
+    let home = tempfile::tempdir().unwrap();
+    let ended = home.path().join("ended");
+    std::fs::create_dir(&ended).unwrap();
+    // One file per run: the runs of different sessions go together.
+    let command = format!("cat > \"$(mktemp -p {} end.XXXXXX)\"", ended.display());
+    settings(
+        &home.path().join(".claude/settings.json"),
+        json!({ "SessionEnd": hook("", &command, None) }),
+    );
+    let mut agent = agent_with_home(home.path(), vec![say("ok")]);
+    let first = agent.new_session();
+    let second = agent.new_session();
+    agent.prompt(&first, "hello");
+    assert!(agent.finish().success());
+    let payloads: Vec<Value> = std::fs::read_dir(&ended)
+        .unwrap()
+        .map(|e| {
+            serde_json::from_str(&std::fs::read_to_string(e.unwrap().path()).unwrap()).unwrap()
+        })
+        .collect();
+    assert_eq!(payloads.len(), 2, "{payloads:?}");
+    let mut ids: Vec<&str> = payloads.iter().map(|p| p["session_id"].as_str().unwrap()).collect();
+    ids.sort_unstable();
+    let mut expected = [first.as_str(), second.as_str()];
+    expected.sort_unstable();
+    assert_eq!(ids, expected);
+    assert!(payloads.iter().all(|p| p["reason"] == "prompt_input_exit"), "{payloads:?}");
+}
