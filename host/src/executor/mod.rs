@@ -33,6 +33,7 @@ pub(crate) use hotsh_core::executor::{
 };
 pub(crate) use output_root::{OutputRoot, SessionTemp, TempUse};
 pub(crate) use process::ProcessHandle;
+pub(crate) use process::childless_thread;
 pub(crate) use service::{ServiceControl, ServiceRequest};
 pub(crate) use shim::PROGRAM as SHIM_PROGRAM;
 

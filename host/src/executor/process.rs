@@ -19,6 +19,30 @@ use std::time::{Duration, Instant};
 /// Children the host started and has not reaped yet.
 static OWN_CHILDREN: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
 
+/// Threads that start no process (a session log's writer, one per open session): their
+/// `children` files are not read. None can be given another's children either: the kernel
+/// hands a thread's children, when it ends, and the orphans this subreaper adopts, to the
+/// first live thread of the group, the main thread.
+static CHILDLESS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+
+/// Marks the calling thread as one that starts no process, until the guard is dropped.
+pub(crate) fn childless_thread() -> Childless {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    lock(&CHILDLESS).insert(tid);
+    Childless(tid)
+}
+
+/// While it lives, its thread's children are not looked for ([`childless_thread`]).
+#[derive(Debug)]
+pub(crate) struct Childless(i32);
+
+impl Drop for Childless {
+    fn drop(&mut self) {
+        lock(&CHILDLESS).remove(&self.0);
+    }
+}
+
 /// Starts a child with `spawn` and records it as the host's own, atomically with respect to
 /// the sweeper (which would otherwise see a stranger).
 pub(crate) fn spawn_own<T>(
@@ -153,7 +177,15 @@ pub(crate) fn children() -> Vec<u32> {
         return pids;
     };
     let mut listed = false;
+    let childless = lock(&CHILDLESS).clone();
     for task in tasks.flatten() {
+        let tid = task.file_name().to_str().and_then(|name| name.parse::<i32>().ok());
+        if tid.is_some_and(|tid| childless.contains(&tid)) {
+            // It has none, and reading its file costs an open (thousands of sessions: as many
+            // opens at every child's end).
+            listed = true;
+            continue;
+        }
         if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
             listed = true;
             pids.extend(text.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));

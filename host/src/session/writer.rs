@@ -71,9 +71,10 @@ impl LogWriter {
         let pending = Arc::new(Pending::default());
         let path = open.path.clone();
         let (failed, queue) = (Arc::clone(&failure), Arc::clone(&pending));
-        let started = std::thread::Builder::new()
-            .name("session-log".to_owned())
-            .spawn(move || run(open, received, &queue, &failed));
+        let started = std::thread::Builder::new().name("session-log".to_owned()).spawn(move || {
+            let _childless = crate::executor::childless_thread();
+            run(open, received, &queue, &failed)
+        });
         if let Err(error) = started {
             let message =
                 format!("cannot start the writer of the session log {}: {error}", path.display());
