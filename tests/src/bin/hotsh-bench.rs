@@ -17,6 +17,7 @@
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- long [TURNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- long-line [MIB] [RUNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- subagents [TURNS]
+//! cargo run --release -p hotsh-tests --bin hotsh-bench -- exit [SESSIONS] [RUNS]
 //! ```
 //!
 //! `startup`: per run, spawn `hotsh` (no arguments: plugins from its own directory) and time
@@ -91,6 +92,10 @@
 //! turns and after the last, per subagent (a child is closed when its turn ends: what stays is
 //! a leak).
 //!
+//! `exit`: a client opens SESSIONS (default 2000) sessions, runs nothing in them, and closes
+//! stdin: the time from the close to the agent's exit (its output closed and the process
+//! reaped), and the host's RSS with them open.
+//!
 //! Every benchmark prints each run and the medians. The machine is shared and noisy: compare
 //! medians, not runs.
 
@@ -122,6 +127,7 @@ fn main() {
         Some("slow-client") => slow_client(number(&args, 1, 12), number(&args, 2, 3)),
         Some("long") => long(number(&args, 1, 600)),
         Some("subagents") => subagents(number(&args, 1, 50)),
+        Some("exit") => exit(number(&args, 1, 2000), number(&args, 2, 3)),
         Some("long-line") => long_line(number(&args, 1, 100), number(&args, 2, 3)),
         _ => {
             eprintln!(
@@ -299,6 +305,49 @@ impl Agent {
         drop(self.stdin);
         let _ = self.child.wait();
     }
+
+    /// Closes stdin and waits until hotsh closed its output and exited: how long that took.
+    fn time_exit(mut self) -> Duration {
+        let started = Instant::now();
+        drop(self.stdin);
+        let mut rest = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut self.stdout, &mut rest);
+        let _ = self.child.wait();
+        started.elapsed()
+    }
+}
+
+fn exit(sessions: usize, runs: usize) {
+    let hotsh = release_dir().join("hotsh");
+    let mut times = Vec::new();
+    for run in 1..=runs {
+        let mut agent = Agent::start(&hotsh, vec![json!({"text": "ok"})], "");
+        let cwd = agent._dir.path().to_owned();
+        // Sent all at once, then answered: as a client restoring many threads.
+        let first = agent.next_id;
+        for id in first..first + sessions as u64 {
+            let line = json!({"jsonrpc": "2.0", "id": id, "method": "session/new",
+                "params": {"cwd": cwd, "mcpServers": []}});
+            writeln!(agent.stdin, "{line}").expect("write");
+        }
+        agent.stdin.flush().expect("flush");
+        agent.next_id += sessions as u64;
+        let mut answered = 0;
+        while answered < sessions {
+            let message = agent.read_message();
+            if message.get("method").is_none() {
+                assert!(message.get("result").is_some(), "{message}");
+                answered += 1;
+            }
+        }
+        let rss = rss_kib(agent.pid());
+        let took = ms(agent.time_exit());
+        println!(
+            "run {run}: {sessions} sessions open (RSS {rss} KiB); exit after stdin EOF {took:.1} ms"
+        );
+        times.push(took);
+    }
+    println!("{sessions} open sessions, exit after stdin EOF: median {:.1} ms", median(times));
 }
 
 fn output(mib: usize, runs: usize) {
