@@ -178,11 +178,16 @@ pub(crate) fn claude_home() -> Option<PathBuf> {
 
 /// Where the file is looked for when `--config` is not given.
 pub(crate) fn default_path() -> Option<PathBuf> {
+    Some(config_dir()?.join("config.toml"))
+}
+
+/// hotsh's configuration directory: `$XDG_CONFIG_HOME/hotsh`, else `~/.config/hotsh`.
+pub(crate) fn config_dir() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_CONFIG_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))?;
-    Some(base.join("hotsh").join("config.toml"))
+    Some(base.join("hotsh"))
 }
 
 /// What of the configuration a confined command must not change: the file given with

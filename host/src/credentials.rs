@@ -112,11 +112,7 @@ pub(crate) fn environment() -> impl Fn(&str) -> Option<String> {
 
 /// The folder the key is kept in (hidden from confined commands).
 pub(crate) fn dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))?;
-    Some(base.join("hotsh").join("credentials"))
+    Some(crate::config::config_dir()?.join("credentials"))
 }
 
 /// Every folder a key of this user's may be kept in, whichever environment a later hotsh
