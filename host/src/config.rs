@@ -190,21 +190,32 @@ pub(crate) fn config_dir() -> Option<PathBuf> {
     Some(base.join("hotsh"))
 }
 
+/// Every directory a hotsh of this user reads its configuration from, whichever environment
+/// it has: `$XDG_CONFIG_HOME/hotsh` and `~/.config/hotsh`.
+pub(crate) fn every_config_dir() -> Vec<PathBuf> {
+    let from_env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let mut dirs: Vec<PathBuf> =
+        [from_env("XDG_CONFIG_HOME"), from_env("HOME").map(|home| home.join(".config"))]
+            .into_iter()
+            .flatten()
+            .map(|base| base.join("hotsh"))
+            .collect();
+    dirs.dedup();
+    dirs
+}
+
 /// What of the configuration a confined command must not change: the file given with
 /// `--config`, and whatever it is, every directory a later hotsh started without it reads its
 /// default file from (`$XDG_CONFIG_HOME/hotsh` and `~/.config/hotsh`), so that none can be
 /// made or changed there either.
 pub(crate) fn trusted(explicit: Option<&Path>) -> Vec<crate::sandbox::Trusted> {
     use crate::sandbox::{Trusted, TrustedKind};
-    let from_env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
     let explicit = explicit.map(|file| Trusted {
         path: std::path::absolute(file).unwrap_or_else(|_| file.to_owned()),
         kind: TrustedKind::File,
     });
-    let defaults = [from_env("XDG_CONFIG_HOME"), from_env("HOME").map(|home| home.join(".config"))]
-        .into_iter()
-        .flatten()
-        .map(|base| Trusted { path: base.join("hotsh"), kind: TrustedKind::Directory });
+    let defaults =
+        every_config_dir().into_iter().map(|path| Trusted { path, kind: TrustedKind::Directory });
     // The user's Claude Code settings: the hooks in it run as the user, unasked.
     let claude = claude_home().map(|path| Trusted { path, kind: TrustedKind::Directory });
     explicit.into_iter().chain(defaults).chain(claude).collect()

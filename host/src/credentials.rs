@@ -118,15 +118,7 @@ pub(crate) fn dir() -> Option<PathBuf> {
 /// Every folder a key of this user's may be kept in, whichever environment a later hotsh
 /// has: what the sandbox hides.
 pub(crate) fn every_dir() -> Vec<PathBuf> {
-    let from_env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let mut dirs: Vec<PathBuf> =
-        [from_env("XDG_CONFIG_HOME"), from_env("HOME").map(|home| home.join(".config"))]
-            .into_iter()
-            .flatten()
-            .map(|base| base.join("hotsh").join("credentials"))
-            .collect();
-    dirs.dedup();
-    dirs
+    crate::config::every_config_dir().into_iter().map(|dir| dir.join("credentials")).collect()
 }
 
 /// The file in `dir`.

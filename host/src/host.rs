@@ -556,14 +556,8 @@ impl Host {
         id: &SessionId,
     ) -> Result<(), hotsh_core::usecase::Refused> {
         use hotsh_core::usecase::Refused;
-        let running = self.executor.running_owned_by(&id.0);
-        if !running.is_empty() {
-            let tasks: Vec<String> = running
-                .iter()
-                .map(|task| {
-                    format!("{} ({})", task.id, task.command.lines().next().unwrap_or_default())
-                })
-                .collect();
+        let tasks = self.tasks_of(id);
+        if !tasks.is_empty() {
             return Err(Refused::Invalid(format!(
                 "session {id} has {} background task(s) running: {}; stop them (bash_kill) or wait for them to end, then delete it",
                 tasks.len(),
