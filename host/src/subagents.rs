@@ -204,7 +204,7 @@ impl SubagentTool {
         parent.flush_or_warn().await;
         tracing::info!(parent = %parent.id, child = %child.id, agent = %name, "subagent started");
         let mut prompt = args.prompt.clone();
-        let started = self.hook(&parent, Event::SubagentStart, &name, &child, false, call.cancel);
+        let started = self.hook(&parent, Event::SubagentStart, &name, &child, call.cancel);
         let context = started.await.context;
         if !context.is_empty() {
             prompt.push_str("\n\n");
@@ -213,8 +213,7 @@ impl SubagentTool {
         let mut stop = self.answer(&child, &sink, prompt, call.cancel).await;
         // A SubagentStop hook may keep it going, once.
         if matches!(stop, Ok(StopReason::EndTurn)) && !call.cancel.is_cancelled() {
-            let stopping =
-                self.hook(&parent, Event::SubagentStop, &name, &child, false, call.cancel);
+            let stopping = self.hook(&parent, Event::SubagentStop, &name, &child, call.cancel);
             if let Some(reason) = stopping.await.block {
                 let again = format!("[a SubagentStop hook did not let you stop yet: {reason}]");
                 stop = self.answer(&child, &sink, again, call.cancel).await;
@@ -299,7 +298,6 @@ impl SubagentTool {
         event: Event,
         agent: &str,
         child: &Session,
-        active: bool,
         cancel: &tokio_util::sync::CancellationToken,
     ) -> hotsh_core::hooks::Verdict {
         if !self.hooks.wants(event) {
@@ -307,7 +305,8 @@ impl SubagentTool {
         }
         let mut fields = serde_json::json!({"agent_id": child.id.0, "agent_type": agent});
         if event == Event::SubagentStop {
-            fields["stop_hook_active"] = serde_json::json!(active);
+            // It runs once per subagent: a block makes the child go on once, unasked again.
+            fields["stop_hook_active"] = serde_json::json!(false);
             if let Some(path) = self.host.log_path(&child.id) {
                 fields["agent_transcript_path"] = serde_json::json!(path);
             }
