@@ -141,6 +141,10 @@ enum Command {
         /// Say which key the model would use and where it comes from (never the key).
         #[arg(long)]
         status: bool,
+        /// Keep the key in the Secret Service keyring (GNOME Keyring, KWallet…) instead of
+        /// the file; the file then only says which provider it is for.
+        #[arg(long, conflicts_with = "status")]
+        keyring: bool,
         #[command(flatten)]
         agent: AgentArgs,
     },
@@ -394,11 +398,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             return agent.sandbox_report(cwd);
         }
-        Some(Command::Login { status: false, .. }) => {
+        Some(Command::Login { status: false, keyring, .. }) => {
             init_logging("warn");
-            return crate::login::login();
+            return crate::login::login(keyring);
         }
-        Some(Command::Login { status: true, agent }) => {
+        Some(Command::Login { status: true, agent, .. }) => {
             init_logging("warn");
             let file = ConfigFile::load(agent.config.as_deref())?;
             let flags =

@@ -6,6 +6,10 @@
 //!
 //! A key in the environment wins over the stored one, as before there was one: the stored key
 //! only fills in what the environment leaves unset (`Stored::var`).
+//!
+//! With `hotsh login --keyring` the key itself goes to the Secret Service keyring
+//! (`keyring.rs`) and the file says so (`keyring = true`, no `key`): it is read from there at
+//! each start.
 
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
@@ -29,7 +33,12 @@ pub(crate) struct Stored {
     /// The model to ask, for `other`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) model: Option<String>,
+    /// The key; empty in the file when it is kept in the keyring.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub(crate) key: String,
+    /// The key is in the Secret Service keyring, not in the file.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) keyring: bool,
 }
 
 impl Stored {
@@ -91,6 +100,11 @@ pub(crate) enum CredentialsError {
     Write { path: String, source: std::io::Error },
     #[error("no configuration directory: neither XDG_CONFIG_HOME nor HOME is set")]
     NoDir,
+    #[error(
+        "the key `hotsh login --keyring` stored cannot be read: {reason}; unlock the keyring, \
+         or run `hotsh login` again"
+    )]
+    Keyring { reason: String },
 }
 
 /// The process's environment with the stored key filling in what it leaves unset
@@ -132,7 +146,24 @@ pub(crate) fn load() -> Result<Option<(Stored, PathBuf)>, CredentialsError> {
     load_from(&dir)
 }
 
+/// The stored key from `dir`'s file, or from the keyring when the file says it is there.
 pub(crate) fn load_from(dir: &Path) -> Result<Option<(Stored, PathBuf)>, CredentialsError> {
+    let Some((mut stored, path)) = read_file(dir)? else { return Ok(None) };
+    let shown = path.display().to_string();
+    if stored.keyring {
+        let key = crate::keyring::fetch().map_err(|reason| CredentialsError::Keyring { reason })?;
+        stored.key = check_key(&key).map_err(|reason| CredentialsError::Keyring {
+            reason: format!("the keyring's key is not usable: {reason}"),
+        })?;
+    } else {
+        check_key(&stored.key)
+            .map_err(|reason| CredentialsError::Invalid { path: shown, reason })?;
+    }
+    Ok(Some((stored, path)))
+}
+
+/// `dir`'s file as it is (the key left in the keyring when it is there).
+fn read_file(dir: &Path) -> Result<Option<(Stored, PathBuf)>, CredentialsError> {
     let path = file_in(dir);
     let shown = path.display().to_string();
     let file = match std::fs::OpenOptions::new()
@@ -163,7 +194,6 @@ pub(crate) fn load_from(dir: &Path) -> Result<Option<(Stored, PathBuf)>, Credent
         path: shown.clone(),
         reason: error.to_string(),
     })?;
-    check_key(&stored.key).map_err(|reason| CredentialsError::Invalid { path: shown, reason })?;
     Ok(Some((stored, path)))
 }
 
@@ -213,15 +243,32 @@ pub(crate) fn save_in(dir: &Path, stored: &Stored) -> Result<PathBuf, Credential
     Ok(path)
 }
 
-/// Removes the stored key; whether there was one.
-pub(crate) fn remove() -> Result<Option<PathBuf>, CredentialsError> {
-    let Some(dir) = dir() else { return Ok(None) };
+/// What [`remove`] removed.
+#[derive(Debug)]
+pub(crate) struct Removed {
+    /// The file, if there was one.
+    pub(crate) file: Option<PathBuf>,
+    /// The keyring's items of hotsh's, when the file said the key was there: how many, or why
+    /// they could not be removed.
+    pub(crate) keyring: Option<Result<usize, String>>,
+}
+
+/// Removes the stored key: the file, and the keyring's item when the key was there (a keyring
+/// that does not answer leaves its item, which is said; the file goes anyway, so hotsh no
+/// longer uses the key).
+pub(crate) fn remove() -> Result<Removed, CredentialsError> {
+    let Some(dir) = dir() else { return Ok(Removed { file: None, keyring: None }) };
+    let in_keyring = matches!(read_file(&dir), Ok(Some((stored, _))) if stored.keyring);
+    let keyring = in_keyring.then(crate::keyring::delete);
     let path = file_in(&dir);
-    match std::fs::remove_file(&path) {
-        Ok(()) => Ok(Some(path)),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(CredentialsError::Write { path: path.display().to_string(), source }),
-    }
+    let file = match std::fs::remove_file(&path) {
+        Ok(()) => Some(path),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+        Err(source) => {
+            return Err(CredentialsError::Write { path: path.display().to_string(), source });
+        }
+    };
+    Ok(Removed { file, keyring })
 }
 
 #[cfg(test)]
@@ -241,8 +288,13 @@ mod tests {
     fn a_stored_key_is_0600_in_a_0700_folder_and_refused_when_others_can_read_it() {
         let dir = tempfile::tempdir().unwrap();
         let folder = dir.path().join("credentials");
-        let stored =
-            Stored { provider: "deepseek".into(), base_url: None, model: None, key: "sk-1".into() };
+        let stored = Stored {
+            provider: "deepseek".into(),
+            base_url: None,
+            model: None,
+            key: "sk-1".into(),
+            keyring: false,
+        };
         let path = save_in(&folder, &stored).unwrap();
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!((mode(&folder), mode(&path)), (0o700, 0o600));
@@ -259,14 +311,20 @@ mod tests {
             base_url: Some("http://127.0.0.1:9/v1".into()),
             model: Some("m".into()),
             key: "sk-o".into(),
+            keyring: false,
         };
         let empty = |_: &str| None;
         assert_eq!(other.var("HOTSH_MODEL", &empty).as_deref(), Some("openai:m"));
         assert_eq!(other.var("HOTSH_API_KEY", &empty).as_deref(), Some("sk-o"));
         let named = |name: &str| (name == "HOTSH_MODEL").then(|| "deepseek".to_owned());
         assert_eq!(other.var("HOTSH_API_KEY", &named), None);
-        let deepseek =
-            Stored { provider: "deepseek".into(), base_url: None, model: None, key: "sk-d".into() };
+        let deepseek = Stored {
+            provider: "deepseek".into(),
+            base_url: None,
+            model: None,
+            key: "sk-d".into(),
+            keyring: false,
+        };
         assert_eq!(deepseek.var("DEEPSEEK_API_KEY", &empty).as_deref(), Some("sk-d"));
         assert_eq!(deepseek.var("HOTSH_API_KEY", &empty), None);
     }

@@ -10,8 +10,9 @@ use std::process::ExitCode;
 const CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// `hotsh login`: asks which provider and the key, checks the key with one request when the
-/// network allows, and stores it. Nothing is stored unless all of it went well.
-pub(crate) fn login() -> anyhow::Result<ExitCode> {
+/// network allows, and stores it (the key itself in the Secret Service keyring with
+/// `keyring`). Nothing is stored unless all of it went well.
+pub(crate) fn login(keyring: bool) -> anyhow::Result<ExitCode> {
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
     let mut ask = |question: &str| -> anyhow::Result<String> {
@@ -62,8 +63,25 @@ pub(crate) fn login() -> anyhow::Result<ExitCode> {
             "The key could not be checked ({why}); it is stored anyway: the first prompt will say if it is wrong."
         )),
     }
-    let stored =
-        Stored { base_url: (provider == "other").then(|| base_url.clone()), provider, model, key };
+    let base_url = (provider == "other").then(|| base_url.clone());
+    if keyring {
+        // The keyring first: the file that points at it is written only once it holds the key,
+        // and the item goes again if the file cannot be written.
+        crate::keyring::store(&key)
+            .map_err(|why| anyhow::anyhow!("the keyring did not take the key: {why}; nothing was stored (`hotsh login` without --keyring keeps it in a file)"))?;
+        let stored = Stored { base_url, provider, model, key: String::new(), keyring: true };
+        let path = credentials::save(&stored).inspect_err(|_| {
+            let _ = crate::keyring::delete();
+        })?;
+        out(&format!(
+            "Stored for {} in your keyring (Secret Service); {} says so. Commands hotsh runs \
+             cannot reach either. A key in the environment still wins. `hotsh logout` removes it.",
+            stored.describe(),
+            path.display()
+        ));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let stored = Stored { base_url, provider, model, key, keyring: false };
     let path = credentials::save(&stored)?;
     out(&format!(
         "Stored for {} in {} (readable by you only; commands hotsh runs cannot read it). \
@@ -113,7 +131,16 @@ fn check(base_url: &str, key: &str) -> Checked {
 
 /// `hotsh logout`: removes the stored key.
 pub(crate) fn logout() -> anyhow::Result<ExitCode> {
-    match credentials::remove()? {
+    let removed = credentials::remove()?;
+    match &removed.keyring {
+        Some(Ok(_)) => out("Removed the key from your keyring."),
+        Some(Err(why)) => out(&format!(
+            "The key is still in your keyring, which did not answer ({why}): hotsh no longer uses \
+             it; remove it with `secret-tool clear application hotsh` or your keyring manager."
+        )),
+        None => {}
+    }
+    match removed.file {
         Some(path) => out(&format!("Removed the stored key ({}).", path.display())),
         None => out("No key was stored."),
     }
@@ -139,6 +166,10 @@ pub(crate) fn status(models: &crate::model::setup::ModelChoices) -> anyhow::Resu
     match chosen.spec.key_source() {
         Some(var) if set(&var) => out(&format!("Key: from the environment ({var}).")),
         Some(_) => match &stored {
+            Ok(Some((stored, _))) if stored.keyring => out(&format!(
+                "Key: stored by `hotsh login --keyring` for {}, in your keyring (Secret Service).",
+                stored.describe(),
+            )),
             Ok(Some((stored, path))) => out(&format!(
                 "Key: stored by `hotsh login` for {} ({}).",
                 stored.describe(),
@@ -152,6 +183,11 @@ pub(crate) fn status(models: &crate::model::setup::ModelChoices) -> anyhow::Resu
         None => out("Key: this model needs none."),
     }
     match stored {
+        Ok(Some((stored, path))) if stored.keyring => out(&format!(
+            "Stored key: for {} in your keyring ({} says so).",
+            stored.describe(),
+            path.display()
+        )),
         Ok(Some((stored, path))) => {
             out(&format!("Stored key: for {} in {}.", stored.describe(), path.display()));
         }

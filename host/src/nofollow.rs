@@ -8,18 +8,26 @@
 //! RESOLVE_NO_MAGICLINKS)` where the kernel has it (Linux 5.6), else component by component
 //! with `O_NOFOLLOW`; either way a link now anywhere on the path is an error, not followed.
 
-use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
+use rustix::fs::{AtFlags, Mode, OFlags};
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
+/// A directory opened only to be a starting point (`O_PATH`, which Linux alone has; a
+/// directory opened for reading elsewhere).
+#[cfg(target_os = "linux")]
 const DIRECTORY: OFlags =
     OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
+#[cfg(not(target_os = "linux"))]
+const DIRECTORY: OFlags =
+    OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
 
 /// Opens the directory `path` (absolute, without links) from `/`, never following a link:
 /// one there now is an error. With `create`, missing directories are made on the way (mode
 /// 0777 less the umask).
 pub(crate) fn open_directory(path: &Path, create: bool) -> std::io::Result<OwnedFd> {
+    #[cfg(target_os = "linux")]
     if !create {
+        use rustix::fs::ResolveFlags;
         let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
         match rustix::fs::openat2(rustix::fs::CWD, path, DIRECTORY, Mode::empty(), resolve) {
             // A kernel before 5.6, or a filter that refuses the call: walk instead.
@@ -30,6 +38,7 @@ pub(crate) fn open_directory(path: &Path, create: bool) -> std::io::Result<Owned
             opened => return opened.map_err(Into::into),
         }
     }
+    // Elsewhere (and on an older kernel), component by component.
     walk(path, create, Mode::from_raw_mode(0o777))
 }
 
@@ -120,8 +129,8 @@ pub(crate) fn create_private_file(path: &Path) -> std::io::Result<std::fs::File>
 /// The device and inode of `name` in `parent`, not following a link.
 pub(crate) fn identity(parent: &OwnedFd, name: &Path) -> std::io::Result<(u64, u64, bool)> {
     let stat = rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW)?;
-    let is_directory = stat.st_mode & libc::S_IFMT == libc::S_IFDIR;
-    Ok((stat.st_dev, stat.st_ino, is_directory))
+    let is_directory = rustix::fs::FileType::from_raw_mode(stat.st_mode).is_dir();
+    Ok((stat.st_dev as u64, stat.st_ino, is_directory))
 }
 
 #[cfg(test)]

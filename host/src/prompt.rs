@@ -29,9 +29,8 @@ impl HostSections {
              and change the project; report what you did and what you found.",
             cwd.display()
         );
-        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|r| format!(", kernel {}", r.trim()))
-            .unwrap_or_default();
+        let uname = rustix::system::uname();
+        let kernel = format!(", kernel {}", uname.release().to_string_lossy().trim());
         let git = match &repository {
             Some(root) => format!("in a git repository rooted at {}", root.display()),
             None => "not in a git repository".to_owned(),

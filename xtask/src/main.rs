@@ -13,6 +13,13 @@
 //!
 //! A task of the workspace rather than a `hotsh dist` subcommand: it builds hotsh itself, and
 //! what users run should not carry the release machinery.
+//!
+//! `cargo xtask check-port [TARGET]` (default `x86_64-apple-darwin`): type-checks every crate
+//! but the tests for another system, to prove that Linux's pieces stay behind their seams
+//! (ARCHITECTURE.md, "Platforms"). It needs the target's standard library (`rustup target
+//! add TARGET`) and clang with llvm-ar, for the one C dependency (`ring`), which is compiled
+//! freestanding against the few declarations it needs (written under `target/`); no Apple
+//! SDK is used, and nothing is linked.
 
 #![allow(clippy::print_stdout, reason = "a command-line task reports on stdout")]
 #![allow(clippy::disallowed_methods, reason = "it runs cargo and tar")]
@@ -43,10 +50,19 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Some("check-port") => match check_port(args.get(1).map_or(PORT_TARGET, String::as_str)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("xtask check-port: {error:#}");
+                ExitCode::FAILURE
+            }
+        },
         _ => {
             eprintln!(
                 "usage: cargo xtask dist [--out DIR] [--download-base URL] [--no-build] [--debug]\n\
-                 Builds the release archive, its SHA-256, agent.json and icon.svg (default DIR: target/dist)."
+                 Builds the release archive, its SHA-256, agent.json and icon.svg (default DIR: target/dist).\n\
+                 usage: cargo xtask check-port [TARGET]\n\
+                 Type-checks the workspace for another system (default {PORT_TARGET})."
             );
             ExitCode::from(2)
         }
@@ -221,4 +237,50 @@ fn glibc_floor(binary: &[u8]) -> String {
         || "(unknown)".to_owned(),
         |parts| parts.iter().map(ToString::to_string).collect::<Vec<_>>().join("."),
     )
+}
+
+/// The system a port would go to first.
+const PORT_TARGET: &str = "x86_64-apple-darwin";
+
+/// The declarations `ring`'s C needs when compiled freestanding for a system whose headers
+/// are not here (only type-checked against: nothing is linked).
+const PORT_HEADERS: &[(&str, &str)] = &[
+    ("TargetConditionals.h", "#define TARGET_OS_IPHONE 0\n#define TARGET_OS_OSX 1\n"),
+    ("assert.h", "#define assert(x) ((void)0)\n"),
+    (
+        "string.h",
+        "#include <stddef.h>\nvoid *memcpy(void *, const void *, size_t);\n\
+         void *memmove(void *, const void *, size_t);\nvoid *memset(void *, int, size_t);\n\
+         int memcmp(const void *, const void *, size_t);\nsize_t strlen(const char *);\n",
+    ),
+];
+
+fn check_port(target: &str) -> anyhow::Result<()> {
+    let root = workspace();
+    let include = root.join("target").join("port-include");
+    std::fs::create_dir_all(&include).context("cannot make target/port-include")?;
+    for (name, text) in PORT_HEADERS {
+        std::fs::write(include.join(name), text).with_context(|| format!("cannot write {name}"))?;
+    }
+    let variable = target.replace('-', "_");
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+        .current_dir(&root)
+        .args(["check", "--workspace", "--exclude", "hotsh-tests", "--all-targets", "--target"])
+        .arg(target)
+        .env(format!("CC_{variable}"), "clang")
+        .env(format!("AR_{variable}"), "llvm-ar")
+        .env(
+            format!("CFLAGS_{variable}"),
+            format!("--target={target} -ffreestanding -I{}", include.display()),
+        )
+        .status()
+        .context("cannot run cargo")?;
+    if !status.success() {
+        bail!(
+            "the workspace does not check for {target} (the target's library comes from \
+             `rustup target add {target}`; clang and llvm-ar from the packages clang and llvm)"
+        );
+    }
+    println!("the workspace checks for {target}: Linux's pieces are behind their seams");
+    Ok(())
 }

@@ -35,45 +35,10 @@ pub(crate) unsafe fn take_for_commands(policy: &EnvPolicy) -> Vec<(OsString, OsS
         // SAFETY: the caller guarantees a single thread.
         unsafe { std::env::remove_var(name) };
     }
-    if let Err(error) = wipe_initial_block(&hidden) {
+    if let Err(error) = super::process::wipe_initial_environment(&hidden) {
         tracing::warn!(%error, "cannot wipe the initial environment block; root could read the model keys in /proc");
     }
     kept
-}
-
-/// Zeroes the entries of `names` in the environment block the process started with (the
-/// range `/proc/self/stat` gives as `env_start`..`env_end`; `remove_var` only takes them
-/// out of the list libc keeps, not out of that memory).
-fn wipe_initial_block(names: &[&OsString]) -> std::io::Result<()> {
-    let stat = std::fs::read_to_string("/proc/self/stat")?;
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    // Fields are numbered from 1 and the first two (pid, comm) end at the `)`: field N is
-    // at N - 3 here. env_start and env_end are fields 50 and 51.
-    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<usize>().ok());
-    let (Some(start), Some(end)) = (field(50), field(51)) else {
-        return Err(std::io::Error::other("no environment range in /proc/self/stat"));
-    };
-    let block = std::fs::read("/proc/self/environ")?;
-    if block.len() > end.saturating_sub(start) {
-        return Err(std::io::Error::other("the environment block is not where the kernel says"));
-    }
-    // Written through /proc/self/mem: the kernel checks the range, and no Rust reference
-    // to that memory exists to be surprised.
-    use std::os::unix::fs::FileExt as _;
-    let memory = std::fs::OpenOptions::new().write(true).open("/proc/self/mem")?;
-    let mut offset = 0;
-    for entry in block.split(|&b| b == 0) {
-        let name = entry.split(|&b| b == b'=').next().unwrap_or_default();
-        if names.iter().any(|hidden| hidden.as_encoded_bytes() == name) {
-            // No environment list of libc's points at it any more (removed above).
-            memory.write_all_at(&vec![0; entry.len()], (start + offset) as u64)?;
-        }
-        offset += entry.len() + 1;
-    }
-    Ok(())
 }
 
 /// Name fragments that mark a variable as a credential (matched case-insensitively).

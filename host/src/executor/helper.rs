@@ -24,7 +24,7 @@ pub(crate) fn run_helper(
     input: impl AsRef<[u8]> + Send + 'static,
     timeout: Duration,
 ) -> std::io::Result<HelperOutput> {
-    let mut command = std::process::Command::new("/proc/self/exe");
+    let mut command = std::process::Command::new(super::process::own_executable());
     command.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     #[expect(clippy::disallowed_methods, reason = "the executor is where processes start")]
     let mut child = spawn_own(|| command.spawn(), |c| Some(c.id()))?;
@@ -106,7 +106,7 @@ pub(crate) fn spawn_agent(
     env_remove: &[&str],
     stderr: std::fs::File,
 ) -> std::io::Result<Child> {
-    let mut command = std::process::Command::new("/proc/self/exe");
+    let mut command = std::process::Command::new(super::process::own_executable());
     command.args(args).current_dir(cwd);
     for (key, value) in env {
         command.env(key, value);

@@ -15,7 +15,6 @@
 mod capture;
 mod env;
 mod environment;
-mod fds;
 mod helper;
 mod output_root;
 mod process;
@@ -33,7 +32,9 @@ pub(crate) use hotsh_core::executor::{
 };
 pub(crate) use output_root::{OutputRoot, SessionTemp, TempUse};
 pub(crate) use process::ProcessHandle;
-pub(crate) use process::childless_thread;
+pub(crate) use process::{
+    anonymous_file, childless_thread, descriptor_path, die_with_parent, free_range,
+};
 pub(crate) use service::{ServiceControl, ServiceRequest};
 pub(crate) use shim::PROGRAM as SHIM_PROGRAM;
 
@@ -63,7 +64,7 @@ pub fn run_shim_if_asked() {
     if args.first().is_some_and(|a| a == supervisor::SUBCOMMAND) {
         supervisor::main(&args[1..]);
     }
-    if args.first().is_some_and(|a| a == crate::sandbox::confine::SANDBOXED) {
+    if args.first().is_some_and(|a| a == crate::sandbox::SANDBOXED) {
         shim::sandboxed_main(&args[1..]);
     }
 }
@@ -752,17 +753,15 @@ impl<'a> Confinement<'a> {
 /// the host starts (shims watch it; the plugin checker ignores it); the write end is
 /// close-on-exec, so end of file there means the host is gone.
 fn lifeline() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    use std::os::fd::FromRawFd as _;
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for the two descriptors pipe2 writes; fcntl on a descriptor it
-    // just made.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0
-        || unsafe { libc::fcntl(fds[0], libc::F_SETFD, 0) } != 0
-    {
+    use std::os::fd::AsRawFd as _;
+    // Both ends close-on-exec (std makes them so), then the read end inherited again.
+    let (read, write) = std::io::pipe()?;
+    let (read, write) = (OwnedFd::from(read), OwnedFd::from(write));
+    // SAFETY: fcntl on a descriptor just made.
+    if unsafe { libc::fcntl(read.as_raw_fd(), libc::F_SETFD, 0) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    // SAFETY: pipe2 just created these descriptors and nothing else owns them.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    Ok((read, write))
 }
 
 /// Asks a shim to stop its command (SIGTERM, SIGKILL after `grace`; SIGCONT in case the

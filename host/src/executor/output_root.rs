@@ -143,7 +143,7 @@ impl OutputRoot {
         let name = self.temp_name(session, generation);
         let made = crate::nofollow::private_directory(parent, &name)?;
         let stat = rustix::fs::fstat(&made)?;
-        Ok(Temp { name, identity: (stat.st_dev, stat.st_ino), generation })
+        Ok(Temp { name, identity: (stat.st_dev as u64, stat.st_ino), generation })
     }
 
     /// `hotsh-<uid>-<pid>-<random>-t<session, 12 letters and digits at most>[-<generation>]`.
@@ -250,7 +250,7 @@ fn sweep_dead(temp_dir: &Path) {
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
             continue;
         };
-        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+        if pid == std::process::id() || super::process::exists(pid) {
             continue;
         }
         // Only a real directory of this user's (never through a link someone planted).

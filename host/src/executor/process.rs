@@ -12,9 +12,21 @@
 
 use crate::sync::lock;
 use std::collections::BTreeSet;
-use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+// The one seam for what Linux alone has (ARCHITECTURE.md, "Platforms").
+#[cfg(target_os = "linux")]
+#[path = "process/linux.rs"]
+mod os;
+#[cfg(not(target_os = "linux"))]
+#[path = "process/other.rs"]
+mod os;
+pub(crate) use os::{
+    SOCKET_FLAGS, SPAWN_NEW_SESSION, SignalFd, anonymous_file, descriptor_path, die_with_parent,
+    exists, free_range, own_executable, set_name, wipe_initial_environment,
+};
 
 /// Children the host started and has not reaped yet.
 static OWN_CHILDREN: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
@@ -27,8 +39,7 @@ static CHILDLESS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
 
 /// Marks the calling thread as one that starts no process, until the guard is dropped.
 pub(crate) fn childless_thread() -> Childless {
-    // SAFETY: gettid has no preconditions.
-    let tid = unsafe { libc::gettid() };
+    let tid = os::thread_id();
     lock(&CHILDLESS).insert(tid);
     Childless(tid)
 }
@@ -67,11 +78,7 @@ pub(crate) fn reaped(pid: Option<u32>) {
 /// Makes this process a child subreaper. Failing to is an error: without it a command could
 /// leave processes behind.
 pub(crate) fn become_subreaper() -> std::io::Result<()> {
-    // SAFETY: a plain prctl with constant arguments.
-    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    os::become_subreaper()
 }
 
 /// Descriptors a process inherited without being meant to (what its own parent left open, not
@@ -79,17 +86,12 @@ pub(crate) fn become_subreaper() -> std::io::Result<()> {
 /// a file outside the sandbox. `keep` descriptors (above 2) stay as they are; every other one
 /// from 3 up is closed, or, with `Inherited::CloseOnExec`, only kept from the next `exec`.
 pub(crate) fn close_inherited(keep: &[i32], how: Inherited) {
-    let flags = match how {
-        Inherited::Close => 0,
-        Inherited::CloseOnExec => libc::CLOSE_RANGE_CLOEXEC,
-    };
     let mut keep: Vec<u32> = keep.iter().filter(|&&fd| fd > 2).map(|&fd| fd as u32).collect();
     keep.sort_unstable();
     let mut from = 3u32;
     for fd in keep.into_iter().chain([u32::MAX]) {
         if fd > from {
-            // SAFETY: close_range on descriptors this process owns; it has no other effect.
-            unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, flags) };
+            os::close_range(from, fd - 1, how == Inherited::CloseOnExec);
         }
         from = fd.saturating_add(1);
     }
@@ -108,11 +110,7 @@ pub(crate) enum Inherited {
 /// then neither read `/proc/<pid>/environ` (the model keys the scrub keeps from commands) nor
 /// `/proc/<pid>/mem`, nor attach a debugger.
 pub(crate) fn become_undumpable() -> std::io::Result<()> {
-    // SAFETY: a plain prctl with constant arguments.
-    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    os::become_undumpable()
 }
 
 /// Raises the soft limit on open files to the hard limit: every running command holds a few
@@ -169,51 +167,13 @@ pub(crate) fn sweep_until_clear(within: Duration) {
     }
 }
 
-/// The pids of this process's children, from `/proc/self/task/*/children` (each thread's
-/// children), or from every process's parent when that file is not available.
+/// The pids of this process's children (those of the threads that start processes).
 pub(crate) fn children() -> Vec<u32> {
-    let mut pids = Vec::new();
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return pids;
-    };
-    let mut listed = false;
     let childless = lock(&CHILDLESS).clone();
-    for task in tasks.flatten() {
-        let tid = task.file_name().to_str().and_then(|name| name.parse::<i32>().ok());
-        if tid.is_some_and(|tid| childless.contains(&tid)) {
-            // It has none, and reading its file costs an open (thousands of sessions: as many
-            // opens at every child's end).
-            listed = true;
-            continue;
-        }
-        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-            listed = true;
-            pids.extend(text.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
-        }
-    }
-    if !listed {
-        let own = std::process::id();
-        pids = std::fs::read_dir("/proc")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-            .filter(|&pid| parent_of(pid) == Some(own))
-            .collect();
-    }
+    let mut pids = os::children(&childless);
     pids.sort_unstable();
     pids.dedup();
     pids
-}
-
-/// The parent of `pid`, from `/proc/<pid>/stat`.
-pub(crate) fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-    // `pid (comm) state ppid …`; comm may contain spaces and parentheses: split at the last ')'.
-    let after = &stat[stat.iter().rposition(|&b| b == b')')? + 1..];
-    let mut fields = after.split(|&b| b == b' ').filter(|f| !f.is_empty());
-    fields.next()?; // state
-    std::str::from_utf8(fields.next()?).ok()?.parse().ok()
 }
 
 /// A process handle that cannot be confused with a later process of the same pid.
@@ -235,23 +195,14 @@ impl std::os::fd::AsFd for Pidfd {
 
 impl Pidfd {
     pub(crate) fn open(pid: u32) -> std::io::Result<Self> {
-        // SAFETY: pidfd_open takes a pid and flags; the result is a new descriptor or -1.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: a new descriptor nothing else owns.
-        Ok(Self(unsafe { OwnedFd::from_raw_fd(fd as i32) }))
+        os::pidfd_open(pid).map(Self)
     }
 
     /// The process's pid in this process's pid namespace, from the pidfd's `fdinfo` (for a
     /// pidfd opened inside another namespace, whose pid numbers mean nothing here); `None`
     /// once it has been reaped or when the kernel does not say.
     pub(crate) fn host_pid(&self) -> Option<u32> {
-        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", self.0.as_raw_fd()));
-        let info = info.ok()?;
-        let pid = info.lines().find_map(|line| line.strip_prefix("Pid:"))?.trim();
-        pid.parse::<i64>().ok().filter(|&pid| pid > 0).map(|pid| pid as u32)
+        os::pidfd_pid(self.0.as_raw_fd())
     }
 
     /// True once the process has ended (without waiting).
@@ -263,16 +214,7 @@ impl Pidfd {
 
     /// Sends `signal`; an already ended process is not an error.
     pub(crate) fn signal(&self, signal: i32) {
-        // SAFETY: a valid pidfd; a null siginfo means "as kill(2) would".
-        unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                self.0.as_raw_fd(),
-                signal,
-                std::ptr::null::<libc::siginfo_t>(),
-                0,
-            );
-        }
+        os::pidfd_signal(self.0.as_raw_fd(), signal);
     }
 
     /// Waits until the process has ended (not reaped), at most `timeout`. True if it ended.

@@ -23,9 +23,10 @@
 //!
 //! The supervisor must stay single-threaded: its forks run Rust code without an `exec`.
 
-use super::fds::{JOB_FDS, recv_with_fds, send_with_fds};
+use super::process::SignalFd;
 use super::process::{self, Pidfd};
-use super::shim::{self, BUILD, Job, SignalFd, StatusPipe};
+use super::shim::{self, BUILD, Job, StatusPipe};
+use crate::fds::{JOB_FDS, recv_with_fds, send_with_fds};
 use crate::sandbox::Policy;
 use crate::sync::lock;
 use std::collections::BTreeSet;
@@ -167,22 +168,21 @@ pub(crate) fn main(args: &[OsString]) -> ! {
     // Nothing but the two: a descriptor the host's own parent left open must reach no shim.
     process::close_inherited(&[lifeline, control], process::Inherited::Close);
     // SAFETY: plain libc calls on this single-threaded process with valid arguments.
-    let subreaper = unsafe {
+    unsafe {
         libc::fcntl(lifeline, libc::F_SETFD, libc::FD_CLOEXEC);
         libc::fcntl(control, libc::F_SETFD, libc::FD_CLOEXEC);
-        // Like the host: another process of the user cannot read this one's memory.
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-        // Its name in `ps` and `/proc/PID/comm` (exec'd as `/proc/self/fd/N`, it would be N).
-        libc::prctl(libc::PR_SET_NAME, c"hotsh-supervise".as_ptr(), 0, 0, 0);
         // A session of its own, without a controlling terminal: no shim can reach the
         // terminal hotsh runs in, nor get its Ctrl-C.
         libc::setsid();
         // The host ignores SIGXFSZ for itself; commands get the usual behaviour.
         libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    };
-    if subreaper != 0 {
-        fail(&format!("cannot become a child subreaper: {}", std::io::Error::last_os_error()));
+    }
+    // Like the host: another process of the user cannot read this one's memory.
+    let _ = process::become_undumpable();
+    // Its name in `ps` and `/proc/PID/comm` (exec'd as `/proc/self/fd/N`, it would be N).
+    process::set_name(c"hotsh-supervise");
+    if let Err(error) = process::become_subreaper() {
+        fail(&format!("cannot become a child subreaper: {error}"));
     }
     // SAFETY: the host passed this descriptor for the supervisor to own.
     let control = unsafe { OwnedFd::from_raw_fd(control) };
@@ -451,8 +451,8 @@ fn fork_spare(
         libc::close(channel.as_raw_fd());
         // A process group of its own, as the host signals it alone.
         libc::setpgid(0, 0);
-        libc::prctl(libc::PR_SET_NAME, c"hotsh-shim".as_ptr(), 0, 0, 0);
     }
+    process::set_name(c"hotsh-shim");
     std::mem::forget(channel);
     let prepared = shim::Shim::prepare();
     // Copies now (copy-on-write) the heap pages the job will write, while no command waits.
@@ -684,7 +684,7 @@ impl Supervisor {
         let (socket, theirs) = rustix::net::socketpair(
             rustix::net::AddressFamily::UNIX,
             rustix::net::SocketType::SEQPACKET,
-            rustix::net::SocketFlags::CLOEXEC,
+            process::SOCKET_FLAGS,
             None,
         )?;
         let theirs_fd = theirs.as_raw_fd();
@@ -715,7 +715,7 @@ impl Supervisor {
             Some(bwrap) => {
                 let program = std::fs::File::open(&self.program.path)?;
                 let mut command = std::process::Command::new(&bwrap[0]);
-                command.args(&bwrap[1..]).arg(format!("/proc/self/fd/{}", program.as_raw_fd()));
+                command.args(&bwrap[1..]).arg(process::descriptor_path(program.as_raw_fd()));
                 (command, Some(program))
             }
         };
@@ -885,13 +885,7 @@ impl Running {
 /// A memory file holding `frame`, for a job too large for one message.
 fn frame_file(frame: &[u8]) -> std::io::Result<std::fs::File> {
     use std::io::Write as _;
-    // SAFETY: a constant name and flags; the result is a new descriptor or -1.
-    let fd = unsafe { libc::memfd_create(c"hotsh-job".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor nothing else owns.
-    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    let mut file = process::anonymous_file(c"hotsh-job")?;
     file.write_all(frame)?;
     Ok(file)
 }

@@ -137,10 +137,11 @@ pub(crate) fn bytes_in_child(
 pub(crate) fn child_main(path: &Path) -> ! {
     use std::io::{Read as _, Write as _};
     use std::os::fd::FromRawFd as _;
+    // Die with the agent that asked.
+    crate::executor::die_with_parent();
     // SAFETY: plain libc calls on descriptors this process owns.
     let report_fd = unsafe {
-        // Die with the agent that asked; no core file for a build that crashes.
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        // No core file for a build that crashes.
         let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
         libc::setrlimit(libc::RLIMIT_CORE, &no_core);
         // The report gets a descriptor of its own; whatever the plugin prints goes to stderr.

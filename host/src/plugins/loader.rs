@@ -390,20 +390,14 @@ fn private_copy(
     bytes: &[u8],
 ) -> std::io::Result<(std::os::fd::BorrowedFd<'static>, PathBuf)> {
     use std::io::Write as _;
-    use std::os::fd::{FromRawFd as _, IntoRawFd as _};
+    use std::os::fd::IntoRawFd as _;
     let name = std::ffi::CString::new(name.replace('\0', "_")).map_err(std::io::Error::other)?;
-    // SAFETY: a valid C string; the new descriptor is owned by the `File` below.
-    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just created and nothing else owns it.
-    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    let mut file = crate::executor::anonymous_file(&name)?;
     file.write_all(bytes)?;
     let fd = file.into_raw_fd();
     // SAFETY: the descriptor is never closed (see above), so it outlives every borrow.
     let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-    Ok((borrowed, PathBuf::from(format!("/proc/self/fd/{fd}"))))
+    Ok((borrowed, crate::executor::descriptor_path(fd)))
 }
 
 /// Alignment of the parts of a private copy that are kept: the largest page size of Linux's
@@ -420,11 +414,9 @@ const KEEP_ALIGN: u64 = 64 << 10;
 /// kept parts are every program header's range (the loaded segments hold all the others),
 /// widened to [`KEEP_ALIGN`]; with headers that cannot be read, nothing is freed.
 fn release_unmapped(fd: std::os::fd::BorrowedFd<'_>, bytes: &[u8]) {
-    use rustix::fs::{FallocateFlags, fallocate};
     let Some(kept) = mapped_ranges(bytes) else { return };
     for hole in holes(&kept, bytes.len() as u64) {
-        let flags = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
-        if let Err(error) = fallocate(fd, flags, hole.start, hole.end - hole.start) {
+        if let Err(error) = crate::executor::free_range(fd, hole.start, hole.end - hole.start) {
             tracing::debug!(%error, "cannot free the unmapped parts of a plugin's private copy");
             return;
         }

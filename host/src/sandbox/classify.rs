@@ -108,7 +108,7 @@ fn bwrap_failed(policy: &Policy, evidence: &Evidence<'_>) -> bool {
 /// Whether `path` (absolute) is somewhere a command may write under `policy`.
 fn writable(policy: &Policy, path: &Path) -> bool {
     let path = normalize(path);
-    if super::confine::WRITABLE_DEVICES.iter().any(|device| path == Path::new(device)) {
+    if super::WRITABLE_DEVICES.iter().any(|device| path == Path::new(device)) {
         return true;
     }
     policy.writable.iter().any(|root| path.starts_with(root))

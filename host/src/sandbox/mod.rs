@@ -16,12 +16,24 @@
 //! still apply.
 
 pub(crate) mod classify;
-pub(crate) mod confine;
-pub(crate) mod names;
-pub(crate) mod notify;
 pub(crate) mod protect;
-pub(crate) mod sockets;
-pub(crate) mod trapped;
+
+// The one seam for the mechanisms that enforce a policy (ARCHITECTURE.md, "Platforms").
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+pub(crate) use linux::{confine, gate_missing, gated, notify};
+#[cfg(not(target_os = "linux"))]
+mod other;
+#[cfg(not(target_os = "linux"))]
+pub(crate) use other::{confine, gate_missing, gated, notify};
+
+/// The argument that makes `hotsh` the gate inside bwrap (`__sandboxed POLICY SHELL ARGS…`).
+pub(crate) const SANDBOXED: &str = "__sandboxed";
+
+/// Device files every command may write (a shell redirecting to /dev/null is not a write to
+/// the file system).
+pub(crate) const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
 
 pub(crate) use protect::{Trusted, TrustedKind};
 
@@ -483,20 +495,6 @@ fn enforcement(gaps: Vec<String>) -> Enforcement {
 
 fn is_git(path: &Path) -> bool {
     path.file_name().is_some_and(|name| name == ".git")
-}
-
-/// What the kernel lacks for the command's gate, if anything: seccomp user notification with
-/// `SECCOMP_ADDFD_FLAG_SEND` (Linux 5.14; `pidfd_getfd` and `openat2` came before).
-fn gate_missing() -> Option<String> {
-    let release = rustix::system::uname().release().to_string_lossy().into_owned();
-    let mut numbers =
-        release.split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse::<u32>().ok());
-    let version = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
-    (version < (5, 14)).then(|| {
-        format!(
-            "this kernel ({release}) is older than Linux 5.14, whose seccomp user notification the sandbox's gate needs"
-        )
-    })
 }
 
 fn landlock_backend() -> Backend {

@@ -15,10 +15,21 @@ const KEY: &str = "sk-login-7f3e9a1c5b";
 /// Runs `hotsh ARGS` in a pseudo-terminal (`script`), typing `input`; what the terminal
 /// showed, and whether it succeeded.
 fn in_terminal(config_home: &Path, args: &str, input: &str) -> (String, bool) {
+    in_terminal_with(config_home, &[], args, input)
+}
+
+/// [`in_terminal`] with more of the environment set.
+fn in_terminal_with(
+    config_home: &Path,
+    env: &[(String, String)],
+    args: &str,
+    input: &str,
+) -> (String, bool) {
     use std::io::Write as _;
     let command = format!("{} {args}", hotsh_tests::hotsh_binary().display());
     let mut child = std::process::Command::new("script")
         .args(["-qec", &command, "/dev/null"])
+        .envs(env.iter().map(|(name, value)| (name, value)))
         .env("XDG_CONFIG_HOME", config_home)
         .env_remove("DEEPSEEK_API_KEY")
         .env_remove("OPENAI_API_KEY")
@@ -198,4 +209,152 @@ fn bad_keys_and_files_are_refused_saying_why_and_nothing_is_stored_half_way() {
     std::fs::remove_file(&file).unwrap();
     let (shown, ok) = in_terminal(config_home.path(), "logout", "");
     assert!(ok && shown.contains("No key was stored."), "{shown}");
+}
+
+/// A session bus of its own (`dbus-daemon`) with a real Secret Service on it (GNOME Keyring,
+/// its login keyring unlocked with a password typed on its stdin), in a temporary home; both
+/// end with it.
+struct Keyring {
+    _home: tempfile::TempDir,
+    /// The variables that reach it: `DBUS_SESSION_BUS_ADDRESS`, `HOME`, `XDG_RUNTIME_DIR`.
+    env: Vec<(String, String)>,
+    daemons: Vec<std::process::Child>,
+}
+
+impl Keyring {
+    fn start() -> Self {
+        use std::io::Write as _;
+        let home = tempfile::tempdir().unwrap();
+        let run = home.path().join("run");
+        std::fs::create_dir(&run).unwrap();
+        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let socket = run.join("bus");
+        let env = vec![
+            ("DBUS_SESSION_BUS_ADDRESS".to_owned(), format!("unix:path={}", socket.display())),
+            ("HOME".to_owned(), home.path().display().to_string()),
+            ("XDG_RUNTIME_DIR".to_owned(), run.display().to_string()),
+            ("XDG_DATA_HOME".to_owned(), home.path().join("data").display().to_string()),
+        ];
+        let bus = std::process::Command::new("dbus-daemon")
+            .args(["--session", "--nofork", "--nopidfile"])
+            .arg(format!("--address=unix:path={}", socket.display()))
+            .spawn()
+            .expect("dbus-daemon runs (package dbus-daemon)");
+        let mut keyring = Self { _home: home, env, daemons: vec![bus] };
+        hotsh_tests::eventually("the session bus listens", || socket.exists());
+        let mut daemon = std::process::Command::new("gnome-keyring-daemon")
+            .args(["--foreground", "--unlock", "--components=secrets"])
+            .envs(keyring.env.iter().map(|(name, value)| (name, value)))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("gnome-keyring-daemon runs (package gnome-keyring)");
+        let mut password = daemon.stdin.take().unwrap();
+        password.write_all(b"keyring-password").unwrap();
+        drop(password);
+        keyring.daemons.push(daemon);
+        hotsh_tests::eventually("the Secret Service is on the bus", || {
+            let asked = std::process::Command::new("dbus-send")
+                .args([
+                    "--session",
+                    "--print-reply",
+                    "--dest=org.freedesktop.DBus",
+                    "/org/freedesktop/DBus",
+                    "org.freedesktop.DBus.NameHasOwner",
+                    "string:org.freedesktop.secrets",
+                ])
+                .envs(keyring.env.iter().map(|(name, value)| (name, value)))
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&asked.stdout).contains("boolean true")
+        });
+        keyring
+    }
+
+    /// What the keyring holds for hotsh, asked with `secret-tool` (libsecret): none when
+    /// nothing.
+    fn lookup(&self) -> Option<String> {
+        let found = std::process::Command::new("secret-tool")
+            .args(["lookup", "application", "hotsh"])
+            .envs(self.env.iter().map(|(name, value)| (name, value)))
+            .output()
+            .expect("secret-tool runs (package libsecret-tools)");
+        found.status.success().then(|| String::from_utf8_lossy(&found.stdout).into_owned())
+    }
+}
+
+impl Drop for Keyring {
+    fn drop(&mut self) {
+        for daemon in self.daemons.iter_mut().rev() {
+            let _ = daemon.kill();
+            let _ = daemon.wait();
+        }
+    }
+}
+
+#[test]
+fn login_keyring_keeps_the_key_in_the_secret_service_where_no_command_reaches_it() {
+    let config_home = tempfile::tempdir().unwrap();
+    let keyring = Keyring::start();
+    let provider = FakeProvider::start(vec![models_reply(), Reply::text("Keyring key works.")]);
+    let answers = format!("3\n{}\ntest-model\n{KEY}\n", provider.base_url);
+    let (shown, ok) =
+        in_terminal_with(config_home.path(), &keyring.env, "login --keyring", &answers);
+    assert!(ok, "{shown}");
+    assert!(!shown.contains(KEY), "the key was echoed: {shown}");
+    assert!(shown.contains("in your keyring"), "{shown}");
+    // The key is in the keyring (as libsecret finds it), the file only says so.
+    assert_eq!(keyring.lookup().as_deref(), Some(KEY));
+    let file = std::fs::read_to_string(key_file(config_home.path())).unwrap();
+    assert!(file.contains("keyring = true") && !file.contains(KEY), "{file}");
+    let (status, ok) = in_terminal_with(config_home.path(), &keyring.env, "login --status", "");
+    assert!(ok && status.contains("in your keyring (Secret Service)"), "{status}");
+    assert!(!status.contains(KEY), "{status}");
+
+    // The next agent reads it from the keyring; a confined command reaches neither the
+    // keyring (the session bus is a socket outside its writable roots) nor the file.
+    let mut plain = AgentOptions::script(vec![]);
+    plain.model_args = Some(Vec::new());
+    plain.env = keyring.env.clone();
+    plain.env.push(("XDG_CONFIG_HOME".into(), config_home.path().display().to_string()));
+    let mut agent = Agent::start(plain);
+    agent.initialize(true);
+    let session = agent.new_session();
+    let response = agent.prompt(&session, "hello");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let asked = &provider.received()[1];
+    assert_eq!(asked.header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+    agent.finish();
+    for backend in backends() {
+        let command = "secret-tool lookup application hotsh; echo \"lookup: $?\"";
+        let mut options = options(backend, "", vec![bash_call(command), say("ok")]);
+        options.env = keyring.env.clone();
+        options.env.push(("XDG_CONFIG_HOME".into(), config_home.path().display().to_string()));
+        let mut agent = Agent::start(options);
+        agent.initialize(true);
+        let session = agent.new_session();
+        agent.prompt(&session, "read the keyring");
+        let (output, _) = agent.last_tool_result();
+        assert!(output.contains("lookup: 1"), "{backend}: {output}");
+        assert!(!output.contains(KEY), "{backend}: a confined command read the key: {output}");
+        agent.finish();
+    }
+
+    // `logout` removes the keyring's item and the file.
+    let (shown, ok) = in_terminal_with(config_home.path(), &keyring.env, "logout", "");
+    assert!(ok && shown.contains("Removed the key from your keyring."), "{shown}");
+    assert_eq!(keyring.lookup(), None);
+    assert!(!key_file(config_home.path()).exists());
+
+    // A keyring that does not answer: said, and nothing is stored.
+    let provider = FakeProvider::start(vec![models_reply()]);
+    let nowhere = config_home.path().join("no-bus");
+    let env =
+        vec![("DBUS_SESSION_BUS_ADDRESS".to_owned(), format!("unix:path={}", nowhere.display()))];
+    let answers = format!("3\n{}\nm\nsk-fine\n", provider.base_url);
+    let (shown, ok) = in_terminal_with(config_home.path(), &env, "login --keyring", &answers);
+    assert!(!ok, "{shown}");
+    assert!(shown.contains("the keyring did not take the key"), "{shown}");
+    assert!(shown.contains("nothing was stored"), "{shown}");
+    assert!(!key_file(config_home.path()).exists());
 }

@@ -2,13 +2,13 @@
 //! landlock backend restricts the shim itself so that the shell inherits it; the bwrap backend
 //! only changes the shell's argument vector.
 
-use super::Policy;
+use super::{Policy, WRITABLE_DEVICES};
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 
 /// The hidden subcommand of the gate that runs inside bwrap (`executor/shim.rs`).
-pub(crate) const SANDBOXED: &str = "__sandboxed";
+use super::SANDBOXED;
 
 /// The Landlock ABI version of the running kernel; `None` when Landlock is off.
 pub(crate) fn landlock_abi() -> Option<i32> {
@@ -376,10 +376,6 @@ fn protect_paths(
     }
     Ok(())
 }
-
-/// Device files every command may write (a shell redirecting to /dev/null is not a write to
-/// the file system).
-pub(super) const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
 
 fn landlock(writable: &[std::path::PathBuf]) -> Result<(), String> {
     use landlock::{
