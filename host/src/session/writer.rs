@@ -144,7 +144,7 @@ fn run(
     pending: &Pending,
     failure: &Mutex<Option<String>>,
 ) {
-    let OpenLog { path, file, lock: _lock, mut next_seq, length } = open;
+    let OpenLog { path, file, lock: held, mut next_seq, length } = open;
     let mut file = file;
     let mut buffer: Vec<u8> = Vec::with_capacity(BUFFER);
     // Everything up to here is complete records on disk.
@@ -197,6 +197,10 @@ fn run(
                 if !failed {
                     write_out(&path, &mut file, &mut buffer, &mut durable, failure);
                 }
+                // Closed and unlocked before the close is answered: whoever waited for it (a
+                // delete right after, another hotsh loading it) finds the log free.
+                drop(file);
+                drop(held);
                 let _ = done.send(());
                 return;
             }
