@@ -110,6 +110,13 @@ impl HostConfig {
             );
             executor.keep_environment = std::time::Duration::from_secs(seconds);
         }
+        if let Some(max) = file.sandbox.max_environments {
+            anyhow::ensure!(
+                (1..=MAX_ENVIRONMENTS_LIMIT).contains(&max),
+                "config: sandbox.max_environments must be between 1 and {MAX_ENVIRONMENTS_LIMIT}, got {max}"
+            );
+            executor.max_environments = max;
+        }
         let max_parallel =
             file.subagents.max_parallel.unwrap_or(crate::subagents::DEFAULT_PARALLEL);
         anyhow::ensure!(
@@ -161,6 +168,9 @@ impl HostConfig {
         }
     }
 }
+
+/// The highest `sandbox.max_environments` accepted.
+const MAX_ENVIRONMENTS_LIMIT: usize = 1024;
 
 /// The longest `sandbox.keep_environment_s` accepted.
 const MAX_KEEP_ENVIRONMENT_S: u64 = 86_400;

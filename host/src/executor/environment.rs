@@ -15,7 +15,10 @@
 //!
 //! An environment takes no more jobs once it has been idle for `keep` (the host checks now
 //! and then, and whenever a command starts), when its session closes, and when the host
-//! ends. One whose supervisor died (a command may kill it) is ended whole (bwrap's init
+//! ends. At most `max` are alive at once across sessions (open, or winding down with a task
+//! still running): at the bound, the one used least recently stops taking jobs and the
+//! command that wanted a new one gets a sandbox of its own; after the host's end began, none
+//! starts. One whose supervisor died (a command may kill it) is ended whole (bwrap's init
 //! killed; under Landlock its shims come to the host, which kills them as strangers), so
 //! nothing of it survives; the next command gets a fresh one.
 
@@ -23,6 +26,7 @@ use super::supervisor::Supervisor;
 use crate::sandbox::Policy;
 use crate::sync::lock;
 use std::os::unix::fs::MetadataExt as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -60,14 +64,24 @@ pub(super) struct Environment {
 pub(super) struct Environments {
     /// How long an idle environment stays; zero: none is kept (a sandbox per command).
     keep: Duration,
+    /// The most alive at once, open and winding down.
+    max: usize,
     open: Mutex<Vec<Arc<Environment>>>,
     /// Taking no more jobs; reaped once their supervisor has exited.
     draining: Mutex<Vec<Arc<Environment>>>,
+    /// The host is ending: no environment starts any more.
+    closed: AtomicBool,
 }
 
 impl Environments {
-    pub(super) fn new(keep: Duration) -> Self {
-        Self { keep, open: Mutex::default(), draining: Mutex::default() }
+    pub(super) fn new(keep: Duration, max: usize) -> Self {
+        Self {
+            keep,
+            max: max.max(1),
+            open: Mutex::default(),
+            draining: Mutex::default(),
+            closed: AtomicBool::new(false),
+        }
     }
 
     /// Whether confined commands run in environments here.
@@ -77,8 +91,17 @@ impl Environments {
 
     /// The environment for `owner`'s commands under `policy`: the open one if it still holds
     /// what the policy mounts, else a new one (started by its first job or by
-    /// [`Supervisor::warm_up`]).
-    pub(super) fn get(&self, base: &Supervisor, owner: &str, policy: &Policy) -> Arc<Environment> {
+    /// [`Supervisor::warm_up`]); none once the host is ending, or while `max` are alive (the
+    /// least recently used then stops taking jobs, to make room for a later command).
+    pub(super) fn get(
+        &self,
+        base: &Supervisor,
+        owner: &str,
+        policy: &Policy,
+    ) -> Option<Arc<Environment>> {
+        if self.closed.load(Ordering::SeqCst) {
+            return None;
+        }
         self.reap();
         let now = identity(policy);
         let mut open = lock(&self.open);
@@ -89,7 +112,7 @@ impl Environments {
             // what is left of it first).
             if env.identity == now {
                 *lock(&env.last_used) = Instant::now();
-                return Arc::clone(env);
+                return Some(Arc::clone(env));
             }
             tracing::debug!(owner, "a sandbox environment no longer matches its policy's paths");
             let stale = open.remove(at);
@@ -106,6 +129,24 @@ impl Environments {
             let old = open.remove(at);
             self.retire(old);
         }
+        if open.len() + lock(&self.draining).len() >= self.max {
+            // Room for a later command: the least recently used one takes no more jobs (it
+            // ends once what it runs has), and this command gets a sandbox of its own.
+            let oldest = open
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, env)| *lock(&env.last_used))
+                .map(|(at, _)| at);
+            if let Some(at) = oldest {
+                tracing::debug!(
+                    max = self.max,
+                    "sandbox environments at their bound; closing the least recently used"
+                );
+                let old = open.remove(at);
+                self.retire(old);
+            }
+            return None;
+        }
         let env = Arc::new(Environment {
             owner: owner.to_owned(),
             policy: policy.clone(),
@@ -114,7 +155,7 @@ impl Environments {
             last_used: Mutex::new(Instant::now()),
         });
         open.push(Arc::clone(&env));
-        env
+        Some(env)
     }
 
     /// `env` could not be started: it is forgotten (the next command tries a new one).
@@ -161,6 +202,7 @@ impl Environments {
     /// Ends them all (the host is going): each stops taking jobs at once, then each is waited
     /// for (`within`) and killed if it has not exited.
     pub(super) fn close_all(&self, within: Duration) {
+        self.closed.store(true, Ordering::SeqCst);
         let all: Vec<_> =
             lock(&self.open).drain(..).chain(lock(&self.draining).drain(..)).collect();
         for env in &all {
@@ -207,16 +249,16 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let root = dir.path().join("work");
         std::fs::create_dir(&root).expect("folder");
-        let environments = Environments::new(Duration::from_secs(60));
+        let environments = Environments::new(Duration::from_secs(60), 8);
         let base = Supervisor::new(-1);
-        let first = environments.get(&base, "s", &policy(&root));
-        let again = environments.get(&base, "s", &policy(&root));
+        let first = environments.get(&base, "s", &policy(&root)).expect("room");
+        let again = environments.get(&base, "s", &policy(&root)).expect("room");
         assert!(Arc::ptr_eq(&first, &again), "the same policy and folders: the same environment");
-        let other = environments.get(&base, "t", &policy(&root));
+        let other = environments.get(&base, "t", &policy(&root)).expect("room");
         assert!(!Arc::ptr_eq(&first, &other), "another session: another environment");
         std::fs::rename(&root, dir.path().join("moved")).expect("rename");
         std::fs::create_dir(&root).expect("a new folder of the old name");
-        let fresh = environments.get(&base, "s", &policy(&root));
+        let fresh = environments.get(&base, "s", &policy(&root)).expect("room");
         assert!(!Arc::ptr_eq(&first, &fresh), "a folder made again is another folder");
         assert_eq!(lock(&environments.draining).len(), 1, "the stale one takes no more jobs");
     }
@@ -231,7 +273,7 @@ mod tests {
                 root
             })
             .collect();
-        let environments = Environments::new(Duration::from_secs(60));
+        let environments = Environments::new(Duration::from_secs(60), 8);
         let base = Supervisor::new(-1);
         for root in &roots {
             environments.get(&base, "s", &policy(root));
@@ -240,5 +282,21 @@ mod tests {
         environments.retire_owner("s");
         assert!(environments.open_roots().is_empty());
         assert_eq!(lock(&environments.draining).len(), 3);
+    }
+
+    #[test]
+    fn at_the_bound_the_least_recently_used_goes_and_none_starts_once_closed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("work");
+        std::fs::create_dir(&root).expect("folder");
+        let environments = Environments::new(Duration::from_secs(60), 2);
+        let base = Supervisor::new(-1);
+        let a = environments.get(&base, "a", &policy(&root)).expect("room");
+        environments.get(&base, "b", &policy(&root)).expect("room");
+        assert!(environments.get(&base, "c", &policy(&root)).is_none(), "at the bound");
+        assert_eq!(lock(&environments.open).len(), 1, "the least recently used went");
+        assert!(Arc::ptr_eq(&lock(&environments.draining)[0], &a), "a was used least recently");
+        environments.close_all(Duration::from_millis(10));
+        assert!(environments.get(&base, "d", &policy(&root)).is_none(), "the host is ending");
     }
 }

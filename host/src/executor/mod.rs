@@ -75,6 +75,11 @@ pub(crate) fn close_inherited_descriptors() {
     process::close_inherited(&[], process::Inherited::CloseOnExec);
 }
 
+/// Sandbox environments alive at once unless the configuration says otherwise: a user's
+/// handful of active sessions each keep theirs warm; a client with hundreds does not start
+/// hundreds.
+pub(crate) const DEFAULT_MAX_ENVIRONMENTS: usize = 8;
+
 /// Executor settings; the defaults are the documented contract.
 #[derive(Debug, Clone)]
 pub(crate) struct ExecutorConfig {
@@ -97,6 +102,8 @@ pub(crate) struct ExecutorConfig {
     /// How long a session's idle sandbox environment is kept (`environment.rs`); zero:
     /// every confined command gets a sandbox of its own.
     pub(crate) keep_environment: Duration,
+    /// The most sandbox environments alive at once, across sessions.
+    pub(crate) max_environments: usize,
     /// bubblewrap, when it is the sandbox's backend: confined commands run under it (else
     /// under Landlock).
     pub(crate) bwrap: Option<PathBuf>,
@@ -115,6 +122,7 @@ impl Default for ExecutorConfig {
             unread_cap: 30_000,
             max_tasks_per_owner: 16,
             keep_environment: Duration::from_secs(600),
+            max_environments: DEFAULT_MAX_ENVIRONMENTS,
             bwrap: None,
         }
     }
@@ -208,7 +216,10 @@ impl Executor {
             config: config.clone(),
             env,
             supervisor: Arc::new(supervisor::Supervisor::new(lifeline_read.as_raw_fd())),
-            environments: Arc::new(environment::Environments::new(config.keep_environment)),
+            environments: Arc::new(environment::Environments::new(
+                config.keep_environment,
+                config.max_environments,
+            )),
             _lifeline_read: lifeline_read,
             _lifeline_write: lifeline_write,
             tasks: Mutex::default(),
@@ -322,15 +333,17 @@ impl Executor {
         let pipes = [stdin.as_fd(), stdout.as_fd(), stderr.as_fd(), status.as_fd()];
         let started = match (policy, environment) {
             (Some(policy), Some(owner)) if self.environments.serve() => {
-                let env = self.environments.get(&self.supervisor, owner, policy);
-                match env.supervisor.try_start(&job, pipes) {
+                match self.environments.get(&self.supervisor, owner, policy) {
+                    None => self.supervisor.start(&job, pipes),
+                    Some(env) => match env.supervisor.try_start(&job, pipes) {
                     Ok(started) => Ok(started),
                     Err(supervisor::StartError::Launch(error)) => {
                         tracing::warn!(%error, "no sandbox environment; the command gets a sandbox of its own");
                         self.environments.discard(&env);
                         self.supervisor.start(&job, pipes)
                     }
-                    Err(supervisor::StartError::Job(error)) => Err(error),
+                        Err(supervisor::StartError::Job(error)) => Err(error),
+                    },
                 }
             }
             _ => self.supervisor.start(&job, pipes),
@@ -726,7 +739,9 @@ impl ExecutorPort for Executor {
     fn prepare(&self, owner: &str, rules: &hotsh_core::executor::Policy) {
         if !self.disposed.load(Ordering::SeqCst) && self.environments.serve() {
             let policy = self.enforced(rules.clone());
-            self.environments.get(&self.supervisor, owner, &policy).supervisor.warm_up();
+            if let Some(env) = self.environments.get(&self.supervisor, owner, &policy) {
+                env.supervisor.warm_up();
+            }
         }
     }
 

@@ -92,6 +92,8 @@ pub(crate) struct SandboxConfig {
     /// Seconds a session's idle bubblewrap environment is kept (default 600); 0: every
     /// command gets a bubblewrap of its own.
     pub(crate) keep_environment_s: Option<u64>,
+    /// The most sandbox environments alive at once across sessions (default 8).
+    pub(crate) max_environments: Option<usize>,
 }
 
 /// The enforcing backend picked at start.

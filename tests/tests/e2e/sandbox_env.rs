@@ -78,6 +78,48 @@ fn a_session_that_is_only_opened_starts_no_sandbox() {
     }
 }
 
+#[test]
+fn fifty_sessions_running_commands_never_keep_more_environments_alive_than_the_bound() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    for backend in backends() {
+        let scripts = (0..50).map(|_| vec![bash_call("echo ran"), say("done")]).collect();
+        let mut agent = agent_on(backend, "max_environments = 3\n", scripts);
+        agent.initialize(true);
+        let sessions: Vec<String> = (0..50).map(|_| agent.new_session()).collect();
+        // Counted from /proc the whole time, from another thread.
+        let (root, stop) = (agent.pid(), Arc::new(AtomicBool::new(false)));
+        let watching = Arc::clone(&stop);
+        let watcher = std::thread::spawn(move || {
+            let mut most = 0;
+            while !watching.load(Ordering::SeqCst) {
+                most = most.max(environment_supervisors_of(root).len());
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            most
+        });
+        // Ten sessions' turns at a time.
+        for group in sessions.chunks(10) {
+            let prompts: Vec<u64> = group.iter().map(|s| agent.start_prompt(s, "go")).collect();
+            for prompt in prompts {
+                let answer = agent.response(prompt);
+                assert_eq!(answer["result"]["stopReason"], "end_turn", "{backend}: {answer}");
+            }
+            assert!(environment_supervisors(&agent).len() <= 3, "{backend}");
+        }
+        stop.store(true, Ordering::SeqCst);
+        let most = watcher.join().unwrap();
+        assert!((1..=3).contains(&most), "{backend}: {most} environments alive at once");
+        // Every command ran, in an environment or in a sandbox of its own.
+        for session in &sessions {
+            let results = crate::sandbox::raw_outputs(&agent, session);
+            assert_eq!(results.len(), 1, "{backend}: {session}");
+            assert_eq!(results[0]["exit_code"], 0, "{backend}: {}", results[0]);
+        }
+        assert!(agent.finish().success());
+    }
+}
+
 /// The two lines [`SANDBOX_ID`] printed, wherever they are in a result.
 fn sandbox_id(text: &str) -> String {
     let lines: Vec<&str> = text.lines().collect();
@@ -184,7 +226,12 @@ fn descendants(root: u32) -> Vec<(u32, u32, String)> {
 /// shim just forked has its supervisor's name and arguments until it renames itself: a
 /// supervisor's child is not one.
 fn environment_supervisors(agent: &Agent) -> Vec<u32> {
-    let processes = descendants(agent.pid());
+    environment_supervisors_of(agent.pid())
+}
+
+/// [`environment_supervisors`] of the agent whose pid is `agent`.
+fn environment_supervisors_of(agent: u32) -> Vec<u32> {
+    let processes = descendants(agent);
     let supervisor =
         |pid: u32| processes.iter().any(|(p, _, n)| *p == pid && n == "hotsh-supervise");
     processes
