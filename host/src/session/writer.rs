@@ -1,9 +1,12 @@
-//! The one writer of a session's log: a thread of its own that owns the file (the file is
-//! written with blocking calls, never on a runtime worker; a disk that stalls stalls this
-//! session's log, and the session once [`MAX_PENDING`] records wait). Records are handed
-//! over in batches: an append only queues its record, and the writer is woken when a batch
-//! is full or the session asks for a flush, not once per record (a streamed answer is
-//! thousands of records, and waking a thread for each cost more than writing them).
+//! The one writer of a session's log: a task of the runtime that owns the file and does each
+//! piece of work (serialising a batch, writing it) on the blocking pool, never on a runtime
+//! worker (closing an idle log, which writes nothing, is done in place): a disk that stalls
+//! stalls this session's log, and the session once [`MAX_PENDING`] records wait. An idle log holds no thread (a client with thousands of
+//! sessions open would otherwise cost a thread each, and every sweep for stray children, and
+//! the exit, would pay for them). Records are handed over in batches: an append only queues
+//! its record, and the writer is woken when a batch is full or the session asks for a flush,
+//! not once per record (a streamed answer is thousands of records, and waking the writer for
+//! each cost more than writing them).
 //!
 //! Records are buffered and written when the session asks for a flush (at the end of a turn,
 //! when a card closes) or when the buffer fills. If a write fails (a full disk), the file is cut
@@ -64,22 +67,33 @@ pub(crate) struct OpenLog {
 }
 
 impl LogWriter {
-    /// Starts the writer thread of an opened log.
+    /// Starts the writer of an opened log (a task of the current runtime; a thread of its own
+    /// outside one).
     pub(crate) fn start(open: OpenLog) -> Self {
         let (commands, received) = mpsc::channel(CHANNEL);
         let failure = Arc::new(Mutex::new(None));
         let pending = Arc::new(Pending::default());
         let path = open.path.clone();
-        let (failed, queue) = (Arc::clone(&failure), Arc::clone(&pending));
-        let started = std::thread::Builder::new().name("session-log".to_owned()).spawn(move || {
-            let _childless = crate::executor::childless_thread();
-            run(open, received, &queue, &failed)
-        });
-        if let Err(error) = started {
-            let message =
-                format!("cannot start the writer of the session log {}: {error}", path.display());
-            tracing::error!("{message}");
-            *lock(&failure) = Some(message);
+        let writer = Writer::new(open, Arc::clone(&pending), Arc::clone(&failure));
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(run(writer, received));
+            }
+            Err(_) => {
+                let started =
+                    std::thread::Builder::new().name("session-log".to_owned()).spawn(move || {
+                        let _childless = crate::executor::childless_thread();
+                        writer.run_blocking(received);
+                    });
+                if let Err(error) = started {
+                    let message = format!(
+                        "cannot start the writer of the session log {}: {error}",
+                        path.display()
+                    );
+                    tracing::error!("{message}");
+                    *lock(&failure) = Some(message);
+                }
+            }
         }
         Self { commands, pending, path, failure }
     }
@@ -138,78 +152,147 @@ impl LogWriter {
     }
 }
 
-fn run(
-    open: OpenLog,
-    mut commands: mpsc::Receiver<Command>,
-    pending: &Pending,
-    failure: &Mutex<Option<String>>,
-) {
-    let OpenLog { path, file, lock: held, mut next_seq, length } = open;
-    let mut file = file;
-    let mut buffer: Vec<u8> = Vec::with_capacity(BUFFER);
-    // Everything up to here is complete records on disk.
-    let mut durable = length;
-    let mut failed = false;
-    // A command's output is logged once (see `log.rs`, `tool_result`).
-    let mut shared = log::SharedOutput::default();
-    // Takes the queued records into the buffer, writing it out whenever it fills.
-    let mut take = |file: &mut std::fs::File,
-                    buffer: &mut Vec<u8>,
-                    durable: &mut u64,
-                    failed: &mut bool| {
-        let records = std::mem::take(&mut *lock(&pending.records));
-        pending.taken.notify_waiters();
+/// The writer's state: the file and what is buffered for it.
+struct Writer {
+    path: PathBuf,
+    file: std::fs::File,
+    /// Held for as long as the log is open here (see `store.rs`); released before a close is
+    /// answered, so that what follows the close (a delete) finds it free.
+    lock: Option<std::fs::File>,
+    next_seq: u64,
+    buffer: Vec<u8>,
+    /// Everything up to here is complete records on disk.
+    durable: u64,
+    failed: bool,
+    /// A command's output is logged once (see `log.rs`, `tool_result`).
+    shared: log::SharedOutput,
+    pending: Arc<Pending>,
+    failure: Arc<Mutex<Option<String>>>,
+}
+
+impl Writer {
+    fn new(open: OpenLog, pending: Arc<Pending>, failure: Arc<Mutex<Option<String>>>) -> Self {
+        let OpenLog { path, file, lock, next_seq, length } = open;
+        Self {
+            path,
+            file,
+            lock: Some(lock),
+            next_seq,
+            buffer: Vec::new(),
+            durable: length,
+            failed: false,
+            shared: log::SharedOutput::default(),
+            pending,
+            failure,
+        }
+    }
+
+    /// Takes the queued records into the buffer, writing it out whenever it fills.
+    fn take(&mut self) {
+        let records = std::mem::take(&mut *lock(&self.pending.records));
+        self.pending.taken.notify_waiters();
         for record in records {
-            if *failed {
+            if self.failed {
                 return;
             }
-            let record = shared.share(record);
-            match log::line(next_seq, &record) {
+            let record = self.shared.share(record);
+            match log::line(self.next_seq, &record) {
                 Ok(line) => {
-                    buffer.extend_from_slice(&line);
-                    buffer.push(b'\n');
-                    next_seq += 1;
+                    self.buffer.extend_from_slice(&line);
+                    self.buffer.push(b'\n');
+                    self.next_seq += 1;
                 }
                 Err(error) => {
-                    tracing::error!(path = %path.display(), %error, "cannot serialise a log record");
+                    tracing::error!(path = %self.path.display(), %error, "cannot serialise a log record");
                 }
             }
-            if buffer.len() >= BUFFER {
-                *failed = !write_out(&path, file, buffer, durable, failure);
+            if self.buffer.len() >= BUFFER {
+                self.write_out();
             }
         }
-    };
-    while let Some(command) = commands.blocking_recv() {
-        take(&mut file, &mut buffer, &mut durable, &mut failed);
+    }
+
+    /// Writes the buffer out (once nothing has failed); whether everything is on disk.
+    fn write_out(&mut self) -> bool {
+        if !self.failed {
+            self.failed = !write_out(
+                &self.path,
+                &mut self.file,
+                &mut self.buffer,
+                &mut self.durable,
+                &self.failure,
+            );
+        }
+        !self.failed
+    }
+
+    /// Does what `command` asks (the records queued first); `false` once the log is closed.
+    fn handle(&mut self, command: Command) -> bool {
+        self.take();
         match command {
-            Command::Take => {}
+            Command::Take => true,
             Command::Flush(done) => {
-                if !failed {
-                    failed = !write_out(&path, &mut file, &mut buffer, &mut durable, failure);
-                }
-                let result = match lock(failure).clone() {
+                self.write_out();
+                let result = match lock(&self.failure).clone() {
                     Some(failure) => Err(failure),
                     None => Ok(()),
                 };
                 let _ = done.send(result);
+                true
             }
             Command::Close(done) => {
-                if !failed {
-                    write_out(&path, &mut file, &mut buffer, &mut durable, failure);
-                }
-                // Closed and unlocked before the close is answered: whoever waited for it (a
-                // delete right after, another hotsh loading it) finds the log free.
-                drop(file);
-                drop(held);
+                self.write_out();
+                drop(self.lock.take());
                 let _ = done.send(());
+                false
+            }
+        }
+    }
+
+    /// The session is gone without closing its log: what it queued is written.
+    fn finish(&mut self) {
+        self.take();
+        self.write_out();
+    }
+
+    /// The writer on a thread of its own (no runtime to run it on).
+    fn run_blocking(mut self, mut commands: mpsc::Receiver<Command>) {
+        while let Some(command) = commands.blocking_recv() {
+            if !self.handle(command) {
+                return;
+            }
+        }
+        self.finish();
+    }
+}
+
+/// The writer as a task: each command that has something to write is done on the blocking
+/// pool, the state handed there and back (so no thread waits while the log is idle); one
+/// with nothing to write (closing an idle log, as thousands are at exit) is done here, since
+/// it makes no call that can block but `close(2)` of a local file.
+async fn run(mut writer: Writer, mut commands: mpsc::Receiver<Command>) {
+    while let Some(command) = commands.recv().await {
+        if writer.buffer.is_empty() && lock(&writer.pending.records).is_empty() {
+            if writer.handle(command) {
+                continue;
+            }
+            return;
+        }
+        let done = tokio::task::spawn_blocking(move || {
+            let open = writer.handle(command);
+            (writer, open)
+        })
+        .await;
+        match done {
+            Ok((back, true)) => writer = back,
+            Ok((_, false)) => return,
+            Err(error) => {
+                tracing::error!(%error, "the session log's writer failed");
                 return;
             }
         }
     }
-    take(&mut file, &mut buffer, &mut durable, &mut failed);
-    if !failed {
-        write_out(&path, &mut file, &mut buffer, &mut durable, failure);
-    }
+    let _ = tokio::task::spawn_blocking(move || writer.finish()).await;
 }
 
 /// Writes the buffer; on failure, cuts the file back to its last complete record and records
