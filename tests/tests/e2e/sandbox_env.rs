@@ -120,6 +120,47 @@ fn fifty_sessions_running_commands_never_keep_more_environments_alive_than_the_b
     }
 }
 
+#[test]
+fn with_two_thousand_sessions_open_the_agent_exits_on_stdin_eof_and_leaves_no_process() {
+    let backend = backends()[0];
+    let busy = vec![
+        call_with("bash", json!({"command": "exec sleep 300", "run_in_background": true})),
+        bash_call("echo ran"),
+        say("done"),
+    ];
+    let mut agent = agent_on(backend, "", vec![busy]);
+    agent.initialize(true);
+    let first = agent.new_session();
+    agent.prompt(&first, "go");
+    let mut sessions: Vec<String> = (1..2000).map(|_| agent.new_session()).collect();
+    sessions.push(first);
+    // What the agent started (its supervisors, the environment, the background task), each
+    // known by its pid and start time (a pid may be used again later).
+    let started = |pid: u32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(')')?.1.split_whitespace().nth(19).map(str::to_owned)
+    };
+    let tree: Vec<(u32, String)> = descendants(agent.pid())
+        .into_iter()
+        .filter_map(|(pid, _, _)| Some((pid, started(pid)?)))
+        .collect();
+    assert!(tree.len() >= 3, "{backend}: {tree:?}");
+    let data = agent.data_dir();
+    // Kept past the agent's end, to read the logs it left.
+    let _kept = std::mem::replace(&mut agent.dir, tempfile::tempdir().unwrap());
+    assert!(agent.finish().success(), "{backend}");
+    wait_until("every process the agent started is gone", || {
+        tree.iter().all(|(pid, at)| started(*pid).as_ref() != Some(at))
+    });
+    // Nothing a session did is lost: each one's log is on disk.
+    for session in &sessions {
+        assert!(data.join("sessions").join(format!("{session}.jsonl")).exists(), "{session}");
+    }
+    let first =
+        std::fs::read_to_string(data.join("sessions").join(format!("{}.jsonl", sessions[1999])));
+    assert!(first.unwrap().contains("echo ran"), "{backend}: the busy session's turn is logged");
+}
+
 /// The two lines [`SANDBOX_ID`] printed, wherever they are in a result.
 fn sandbox_id(text: &str) -> String {
     let lines: Vec<&str> = text.lines().collect();
