@@ -42,6 +42,26 @@ pub(crate) fn open_directory(path: &Path, create: bool) -> std::io::Result<Owned
     walk(path, create, Mode::from_raw_mode(0o777))
 }
 
+/// `path` with every link resolved, as `std::fs::canonicalize` gives it, for paths resolved
+/// on every confined command (the sandbox's roots and what it protects). On Linux the kernel
+/// resolves the whole path in one `open(O_PATH)` and names what it opened
+/// (`/proc/self/fd/N`): three calls, where `realpath` reads each component's link (a dozen
+/// `readlink` for a path under `$HOME`).
+pub(crate) fn canonical(path: &Path) -> std::io::Result<std::path::PathBuf> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd as _;
+        let opened = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
+        let named = std::fs::read_link(format!("/proc/self/fd/{}", opened.as_raw_fd()))?;
+        // A name the kernel can no longer give (deleted, or outside this root) is not one.
+        if named.is_absolute() && !named.as_os_str().as_encoded_bytes().ends_with(b" (deleted)")
+        {
+            return Ok(named);
+        }
+    }
+    std::fs::canonicalize(path)
+}
+
 /// Opens `path` component by component from `/` with `O_NOFOLLOW`, making missing directories
 /// with `mode` when `create`.
 fn walk(path: &Path, create: bool, mode: Mode) -> std::io::Result<OwnedFd> {
@@ -137,6 +157,22 @@ pub(crate) fn identity(parent: &OwnedFd, name: &Path) -> std::io::Result<(u64, u
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
+
+    #[test]
+    fn a_canonical_path_is_the_one_realpath_gives() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(root.join("real/inner")).unwrap();
+        std::os::unix::fs::symlink(root.join("real"), root.join("link")).unwrap();
+        std::os::unix::fs::symlink("inner", root.join("real/relative")).unwrap();
+        for path in ["link/inner", "link/relative", "real/../link/./inner", "real"] {
+            let path = root.join(path);
+            assert_eq!(canonical(&path).unwrap(), std::fs::canonicalize(&path).unwrap());
+        }
+        assert!(canonical(&root.join("link/missing")).is_err());
+        std::os::unix::fs::symlink(root.join("gone"), root.join("dangling")).unwrap();
+        assert!(canonical(&root.join("dangling")).is_err());
+    }
 
     #[test]
     fn a_directory_is_opened_without_following_links_and_missing_ones_are_made() {

@@ -141,7 +141,7 @@ impl Backend {
 fn hidden_dirs() -> Vec<PathBuf> {
     crate::credentials::every_dir()
         .into_iter()
-        .filter_map(|dir| std::fs::canonicalize(dir).ok())
+        .filter_map(|dir| crate::nofollow::canonical(&dir).ok())
         .filter(|dir| dir.is_dir())
         .collect()
 }
@@ -374,7 +374,7 @@ impl Sandbox {
     /// What a command under `mode` (which confines) in a session rooted at `cwd`, with its
     /// private temp dir `temp` (as hotsh made it), may write.
     fn layout(&self, mode: Mode, cwd: &Path, temp: Option<&Path>) -> Layout {
-        let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_owned());
+        let cwd = crate::nofollow::canonical(cwd).unwrap_or_else(|_| cwd.to_owned());
         let roots = match mode {
             Mode::ReadOnly | Mode::DangerFullAccess => return Layout::default(),
             Mode::WorkspaceWrite => [cwd, self.tmpdir.clone()]

@@ -109,22 +109,24 @@ impl Layout {
 }
 
 /// `path` canonical when it exists; otherwise its nearest existing ancestor canonical with the
-/// rest appended (so that it compares with the canonical roots).
-pub(crate) fn resolve(path: &Path) -> PathBuf {
+/// rest appended (so that it compares with the canonical roots); and whether all of `path`
+/// exists (the result is then its canonical path).
+fn resolve_existing(path: &Path) -> (PathBuf, bool) {
     let mut existing = path;
     let mut rest = Vec::new();
     loop {
-        if let Ok(real) = std::fs::canonicalize(existing) {
+        if let Ok(real) = crate::nofollow::canonical(existing) {
+            let whole = rest.is_empty();
             let mut resolved = real;
             resolved.extend(rest.into_iter().rev());
-            return resolved;
+            return (resolved, whole);
         }
         match (existing.parent(), existing.file_name()) {
             (Some(parent), Some(name)) => {
                 rest.push(name.to_owned());
                 existing = parent;
             }
-            _ => return path.to_owned(),
+            _ => return (path.to_owned(), false),
         }
     }
 }
@@ -134,9 +136,13 @@ pub(crate) fn resolve(path: &Path) -> PathBuf {
 pub(crate) fn trusted_paths(trusted: &[Trusted], roots: &[PathBuf]) -> Vec<PathBuf> {
     let mut paths = Vec::new();
     for entry in trusted {
-        let real = resolve(&entry.path);
-        let exists = real.exists();
-        if !exists {
+        let (real, whole) = resolve_existing(&entry.path);
+        if whole {
+            // Canonical already.
+            paths.push(real);
+            continue;
+        }
+        if !real.exists() {
             let inside = roots.iter().any(|root| real.starts_with(root));
             if entry.kind == TrustedKind::File || !inside {
                 continue;
