@@ -321,7 +321,7 @@ async fn on_new_session(
 ) -> Result<(), Error> {
     // A model that needs a key the user has not given (read again: `hotsh login` may have
     // run since): the client is asked to authenticate, before any session exists.
-    if shared.host.needs_key() && shared.host.reload_models().unwrap_or(true) {
+    if shared.host.needs_key() && reload_models(&shared.host).await.unwrap_or(true) {
         return responder.respond_with_error(auth_required());
     }
     // The client port of the session, made once its id is known.
@@ -573,7 +573,7 @@ async fn on_authenticate(
     // The key `hotsh login` stored (or the environment's) is read again: a user who logged
     // in since the agent started is in.
     tracing::info!(method = %request.method_id.0, "authenticate");
-    match shared.host.reload_models() {
+    match reload_models(&shared.host).await {
         Ok(false) => responder.respond(AuthenticateResponse::new()),
         Ok(true) => responder.respond_with_error(auth_required()),
         Err(why) => responder.respond_with_error(Error::new(
@@ -581,6 +581,15 @@ async fn on_authenticate(
             format!("the stored key cannot be used: {why}"),
         )),
     }
+}
+
+/// [`Host::reload_models`] off the runtime's workers: it reads the stored key, from the
+/// keyring when the user keeps it there (a D-Bus question, up to 10 s when the keyring hangs).
+async fn reload_models(host: &Arc<Host>) -> Result<bool, String> {
+    let host = Arc::clone(host);
+    tokio::task::spawn_blocking(move || host.reload_models())
+        .await
+        .unwrap_or_else(|error| Err(error.to_string()))
 }
 
 /// The error asking the client to authenticate, naming the ways.
@@ -606,7 +615,7 @@ async fn on_logout(
     match removed {
         Ok(path) => {
             tracing::info!(removed = ?path, "logout");
-            if let Err(why) = shared.host.reload_models() {
+            if let Err(why) = reload_models(&shared.host).await {
                 tracing::warn!(%why, "the models could not be resolved again after logout");
             }
             responder.respond(agent_client_protocol::v1::schema::LogoutResponse::new())
