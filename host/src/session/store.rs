@@ -310,12 +310,12 @@ fn lock(dir: &Path, id: &str) -> Result<std::fs::File, StoreError> {
         }
         return Err(StoreError::Lock { path, source: error });
     }
-    let pid = std::process::id().to_string();
-    let written = file
-        .set_len(0)
-        .and_then(|()| file.rewind())
-        .and_then(|()| file.write_all(pid.as_bytes()))
-        .and_then(|()| file.flush());
+    // Written in place, padded to a width no pid exceeds, never truncated: ext4 writes a file
+    // truncated since it was opened back to disk when it is closed (`auto_da_alloc`), which
+    // cost a disk write per session when thousands close at exit.
+    let pid = format!("{:<10}\n", std::process::id());
+    use std::os::unix::fs::FileExt as _;
+    let written = file.write_all_at(pid.as_bytes(), 0);
     written.map_err(|source| StoreError::Lock { path, source })?;
     Ok(file)
 }
