@@ -54,8 +54,7 @@ pub(crate) fn canonical(path: &Path) -> std::io::Result<std::path::PathBuf> {
         let opened = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
         let named = std::fs::read_link(format!("/proc/self/fd/{}", opened.as_raw_fd()))?;
         // A name the kernel can no longer give (deleted, or outside this root) is not one.
-        if named.is_absolute() && !named.as_os_str().as_encoded_bytes().ends_with(b" (deleted)")
-        {
+        if named.is_absolute() && !named.as_os_str().as_encoded_bytes().ends_with(b" (deleted)") {
             return Ok(named);
         }
     }
