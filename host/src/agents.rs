@@ -220,17 +220,14 @@ fn read_folder(folder: &Path, source: Source, skipped: &mut Vec<String>) -> Vec<
 
 /// A regular file's text, bounded (a link or a special file is not followed).
 fn read_one(path: &Path) -> Result<String, String> {
+    use crate::nofollow::NotRegular;
     use std::io::Read as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|error| error.to_string())?;
+    let file = crate::nofollow::open_regular(path, false).map_err(|why| match why {
+        NotRegular::Link => "a symbolic link (not followed)".to_owned(),
+        NotRegular::Kind(what) => format!("{what}, not a regular file"),
+        NotRegular::Io(error) => error.to_string(),
+    })?;
     let meta = file.metadata().map_err(|error| error.to_string())?;
-    if !meta.is_file() {
-        return Err("not a regular file".to_owned());
-    }
     if meta.len() > MAX_FILE {
         return Err(format!("larger than {} KiB", MAX_FILE >> 10));
     }

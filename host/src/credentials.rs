@@ -166,23 +166,19 @@ pub(crate) fn load_from(dir: &Path) -> Result<Option<(Stored, PathBuf)>, Credent
 fn read_file(dir: &Path) -> Result<Option<(Stored, PathBuf)>, CredentialsError> {
     let path = file_in(dir);
     let shown = path.display().to_string();
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(&path)
-    {
+    use crate::nofollow::NotRegular;
+    let file = match crate::nofollow::open_regular(&path, false) {
         Ok(file) => file,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) if error.raw_os_error() == Some(libc::ELOOP) => {
+        Err(NotRegular::Io(error)) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(None);
+        }
+        Err(NotRegular::Link | NotRegular::Kind(_)) => {
             return Err(CredentialsError::NotAFile { path: shown });
         }
-        Err(source) => return Err(CredentialsError::Read { path: shown, source }),
+        Err(NotRegular::Io(source)) => return Err(CredentialsError::Read { path: shown, source }),
     };
     let meta =
         file.metadata().map_err(|source| CredentialsError::Read { path: shown.clone(), source })?;
-    if !meta.is_file() {
-        return Err(CredentialsError::NotAFile { path: shown });
-    }
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
         return Err(CredentialsError::Exposed { path: shown, mode });
@@ -302,6 +298,13 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let refused = load_from(&folder).unwrap_err().to_string();
         assert!(refused.contains("chmod 600"), "{refused}");
+        // A link in the file's place is not followed (to a key file elsewhere, say).
+        let elsewhere = dir.path().join("elsewhere.toml");
+        std::fs::rename(&path, &elsewhere).unwrap();
+        std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+        let refused = load_from(&folder).unwrap_err().to_string();
+        assert!(refused.contains("is not a regular file"), "{refused}");
     }
 
     #[test]

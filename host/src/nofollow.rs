@@ -42,6 +42,47 @@ pub(crate) fn open_directory(path: &Path, create: bool) -> std::io::Result<Owned
     walk(path, create, Mode::from_raw_mode(0o777))
 }
 
+/// Why [`open_regular`] did not open a file.
+#[derive(Debug)]
+pub(crate) enum NotRegular {
+    /// The path names a symbolic link (not followed).
+    Link,
+    /// The path names something other than a file: `"a FIFO"`, `"a directory"`, `"a
+    /// socket"` or `"a device"`.
+    Kind(&'static str),
+    /// It could not be opened (missing, no permission…).
+    Io(std::io::Error),
+}
+
+/// Opens the regular file `path` for reading (or for appending): never through a link as
+/// its last component (`O_NOFOLLOW`), never waiting on a FIFO's writer (`O_NONBLOCK`), and
+/// refusing whatever is not a regular file. For files a command could have replaced: a
+/// session's log, the stored key, an agent definition.
+pub(crate) fn open_regular(path: &Path, append: bool) -> Result<std::fs::File, NotRegular> {
+    use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
+    let file = std::fs::OpenOptions::new()
+        .read(!append)
+        .append(append)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|error| match error.raw_os_error() {
+            Some(libc::ELOOP) => NotRegular::Link,
+            _ => NotRegular::Io(error),
+        })?;
+    let kind = file.metadata().map_err(NotRegular::Io)?.file_type();
+    Err(NotRegular::Kind(if kind.is_file() {
+        return Ok(file);
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "a device"
+    }))
+}
+
 /// `path` with every link resolved, as `std::fs::canonicalize` gives it, for paths resolved
 /// on every confined command (the sandbox's roots and what it protects). On Linux the kernel
 /// resolves the whole path in one `open(O_PATH)` and names what it opened
@@ -156,6 +197,26 @@ pub(crate) fn identity(parent: &OwnedFd, name: &Path) -> std::io::Result<(u64, u
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
+
+    #[test]
+    fn only_a_regular_file_is_opened_never_through_a_link_nor_waiting_on_a_fifo() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("file"), "text").unwrap();
+        std::os::unix::fs::symlink(root.join("file"), root.join("link")).unwrap();
+        let fifo = std::ffi::CString::new(root.join("fifo").as_os_str().as_encoded_bytes());
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(fifo.unwrap().as_ptr(), 0o600) }, 0);
+        assert!(open_regular(&root.join("file"), false).is_ok());
+        assert!(open_regular(&root.join("file"), true).is_ok());
+        assert!(matches!(open_regular(&root.join("link"), false), Err(NotRegular::Link)));
+        assert!(matches!(open_regular(&root.join("fifo"), false), Err(NotRegular::Kind("a FIFO"))));
+        assert!(matches!(open_regular(root, false), Err(NotRegular::Kind("a directory"))));
+        let missing = open_regular(&root.join("missing"), false);
+        assert!(
+            matches!(missing, Err(NotRegular::Io(e)) if e.kind() == std::io::ErrorKind::NotFound)
+        );
+    }
 
     #[test]
     fn a_canonical_path_is_the_one_realpath_gives() {

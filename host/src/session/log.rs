@@ -279,30 +279,14 @@ pub(crate) fn read(path: &Path) -> Result<ReadLog, ReadError> {
 /// Opens a log (to read, or to append): only a regular file, never through a symbolic link
 /// and never waiting (a FIFO or a device named like a log is refused at once, not read).
 pub(crate) fn open_regular(path: &Path, append: bool) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let file = std::fs::OpenOptions::new()
-        .read(!append)
-        .append(append)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|error| match error.raw_os_error() {
-            Some(libc::ELOOP) => std::io::Error::other("it is a symbolic link, not a log"),
-            _ => error,
-        })?;
-    use std::os::unix::fs::FileTypeExt as _;
-    let kind = file.metadata()?.file_type();
-    let what = if kind.is_file() {
-        return Ok(file);
-    } else if kind.is_fifo() {
-        "a FIFO"
-    } else if kind.is_dir() {
-        "a directory"
-    } else if kind.is_socket() {
-        "a socket"
-    } else {
-        "a device"
-    };
-    Err(std::io::Error::other(format!("it is {what}, not a regular file")))
+    use crate::nofollow::NotRegular;
+    crate::nofollow::open_regular(path, append).map_err(|why| match why {
+        NotRegular::Link => std::io::Error::other("it is a symbolic link, not a log"),
+        NotRegular::Kind(what) => {
+            std::io::Error::other(format!("it is {what}, not a regular file"))
+        }
+        NotRegular::Io(error) => error,
+    })
 }
 
 /// Parses the bytes of a log (see the module documentation for the rules).
