@@ -126,12 +126,13 @@ fn main() {
         Some("mcp") => mcp(number(&args, 1, 50), number(&args, 2, 5)),
         Some("slow-client") => slow_client(number(&args, 1, 12), number(&args, 2, 3)),
         Some("long") => long(number(&args, 1, 600)),
+        Some("toolcall") => toolcall(number(&args, 1, 50)),
         Some("subagents") => subagents(number(&args, 1, 50)),
         Some("exit") => exit(number(&args, 1, 2000), number(&args, 2, 3)),
         Some("long-line") => long_line(number(&args, 1, 100), number(&args, 2, 3)),
         _ => {
             eprintln!(
-                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] [debug] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS] | card [TURNS] | hooks [TURNS] | edit [CALLS] [RUNS] | mcp [CALLS] [RUNS] | slow-client [SECONDS] [RUNS] | long [TURNS] | long-line [MIB] [RUNS])"
+                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] [debug] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS] | card [TURNS] | hooks [TURNS] | edit [CALLS] [RUNS] | mcp [CALLS] [RUNS] | slow-client [SECONDS] [RUNS] | long [TURNS] | toolcall [TURNS] | long-line [MIB] [RUNS] | subagents [TURNS] | exit [SESSIONS] [RUNS])"
             );
             std::process::exit(2);
         }
@@ -1393,6 +1394,66 @@ fn long_line(mib: usize, runs: usize) {
 
 /// Writes `dir/config.toml` choosing the profile `bench` at `base_url` (with `profile` lines),
 /// after the `sections` given; returns its path.
+/// hotsh's own work per tool call in the default mode (issue "speed", item 1): a loopback
+/// model answers each turn with one `true` call; from that answer's last byte to the next
+/// request's first byte, minus a `bash -c true` started directly (outside any sandbox: the
+/// sandbox's own cost counts as hotsh's). Medians over `turns` turns, per backend.
+fn toolcall(turns: usize) {
+    use hotsh_tests::{FakeProvider, Reply, delta};
+    let call = || {
+        Reply::Stream(vec![
+            delta(
+                json!({"tool_calls": [{"index": 0, "id": "c", "type": "function",
+                    "function": {"name": "bash", "arguments": "{\"command\":\"true\"}"}}]}),
+                Some("tool_calls"),
+            ),
+            "data: [DONE]\n\n".into(),
+        ])
+    };
+    let text = || {
+        Reply::Stream(vec![
+            delta(json!({"content": "ok"}), Some("stop")),
+            "data: [DONE]\n\n".into(),
+        ])
+    };
+    let mut backends = vec!["landlock"];
+    if Command::new("bwrap").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        backends.push("bwrap");
+    }
+    let direct: Vec<f64> = (0..turns)
+        .map(|_| {
+            let started = Instant::now();
+            let status = Command::new("bash").args(["-c", "true"]).status().expect("bash runs");
+            assert!(status.success());
+            ms(started.elapsed())
+        })
+        .collect();
+    let direct = median(direct);
+    for backend in backends {
+        // One warm-up turn (the plugin scan, the session's sandbox set up), then `turns`.
+        let replies: Vec<Reply> = (0..=turns).flat_map(|_| [call(), text()]).collect();
+        let provider = FakeProvider::start_unparsed(replies);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let sections = format!("[sandbox]\nbackend = \"{backend}\"\n");
+        let config = bench_profile(dir.path(), &provider.base_url, &sections, "");
+        let hotsh = release_dir().join("hotsh");
+        let mut agent = Agent::launch(dir, &hotsh, vec!["--config".into(), config.into()]);
+        for turn in 0..=turns {
+            let response = agent.prompt(&format!("turn {turn}"));
+            assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+        }
+        agent.finish();
+        let timeline = provider.timeline();
+        let gaps: Vec<f64> =
+            (1..=turns).map(|t| ms(timeline[2 * t + 1].0 - timeline[2 * t].1)).collect();
+        let gap = median(gaps);
+        println!(
+            "{backend} (workspace-write): tool call's last byte -> next request {gap:.2} ms; `bash -c true` directly {direct:.2} ms; hotsh's own work per tool call {:.2} ms (median of {turns})",
+            gap - direct
+        );
+    }
+}
+
 /// The release agent on `provider`'s loopback model, unconfined (the sandbox's cost would hide
 /// the host's), its window too large to compact; and its data directory.
 fn unconfined_on(provider: &hotsh_tests::FakeProvider) -> (Agent, PathBuf) {
