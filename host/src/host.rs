@@ -852,7 +852,8 @@ impl Host {
         }
         self.executor.dispose().await;
         let sessions: Vec<Arc<Session>> = lock(&self.sessions).drain().map(|(_, s)| s).collect();
-        // Together: each log's writer finishes on its own thread.
+        // Together: an idle log closes where its writer runs, the others write on the
+        // blocking pool.
         futures::future::join_all(sessions.iter().map(|session| session.close_log())).await;
         self.output_root.remove();
     }

@@ -32,9 +32,7 @@ pub(crate) use hotsh_core::executor::{
 };
 pub(crate) use output_root::{OutputRoot, SessionTemp, TempUse};
 pub(crate) use process::ProcessHandle;
-pub(crate) use process::{
-    anonymous_file, childless_thread, descriptor_path, die_with_parent, free_range,
-};
+pub(crate) use process::{anonymous_file, descriptor_path, die_with_parent, free_range};
 pub(crate) use service::{ServiceControl, ServiceRequest};
 pub(crate) use shim::PROGRAM as SHIM_PROGRAM;
 
@@ -336,12 +334,12 @@ impl Executor {
                 match self.environments.get(&self.supervisor, owner, policy) {
                     None => self.supervisor.start(&job, pipes),
                     Some(env) => match env.supervisor.try_start(&job, pipes) {
-                    Ok(started) => Ok(started),
-                    Err(supervisor::StartError::Launch(error)) => {
-                        tracing::warn!(%error, "no sandbox environment; the command gets a sandbox of its own");
-                        self.environments.discard(&env);
-                        self.supervisor.start(&job, pipes)
-                    }
+                        Ok(started) => Ok(started),
+                        Err(supervisor::StartError::Launch(error)) => {
+                            tracing::warn!(%error, "no sandbox environment; the command gets a sandbox of its own");
+                            self.environments.discard(&env);
+                            self.supervisor.start(&job, pipes)
+                        }
                         Err(supervisor::StartError::Job(error)) => Err(error),
                     },
                 }

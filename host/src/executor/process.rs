@@ -31,29 +31,6 @@ pub(crate) use os::{
 /// Children the host started and has not reaped yet.
 static OWN_CHILDREN: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
 
-/// Threads that start no process (a session log's writer, one per open session): their
-/// `children` files are not read. None can be given another's children either: the kernel
-/// hands a thread's children, when it ends, and the orphans this subreaper adopts, to the
-/// first live thread of the group, the main thread.
-static CHILDLESS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
-
-/// Marks the calling thread as one that starts no process, until the guard is dropped.
-pub(crate) fn childless_thread() -> Childless {
-    let tid = os::thread_id();
-    lock(&CHILDLESS).insert(tid);
-    Childless(tid)
-}
-
-/// While it lives, its thread's children are not looked for ([`childless_thread`]).
-#[derive(Debug)]
-pub(crate) struct Childless(i32);
-
-impl Drop for Childless {
-    fn drop(&mut self) {
-        lock(&CHILDLESS).remove(&self.0);
-    }
-}
-
 /// Starts a child with `spawn` and records it as the host's own, atomically with respect to
 /// the sweeper (which would otherwise see a stranger).
 pub(crate) fn spawn_own<T>(
@@ -167,10 +144,9 @@ pub(crate) fn sweep_until_clear(within: Duration) {
     }
 }
 
-/// The pids of this process's children (those of the threads that start processes).
+/// The pids of this process's children.
 pub(crate) fn children() -> Vec<u32> {
-    let childless = lock(&CHILDLESS).clone();
-    let mut pids = os::children(&childless);
+    let mut pids = os::children();
     pids.sort_unstable();
     pids.dedup();
     pids

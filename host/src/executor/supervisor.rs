@@ -23,8 +23,7 @@
 //!
 //! The supervisor must stay single-threaded: its forks run Rust code without an `exec`.
 
-use super::process::SignalFd;
-use super::process::{self, Pidfd};
+use super::process::{self, Pidfd, SignalFd};
 use super::shim::{self, BUILD, Job, StatusPipe};
 use crate::fds::{JOB_FDS, recv_with_fds, send_with_fds};
 use crate::sandbox::Policy;

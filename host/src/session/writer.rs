@@ -1,9 +1,9 @@
 //! The one writer of a session's log: a task of the runtime that owns the file and does each
 //! piece of work (serialising a batch, writing it) on the blocking pool, never on a runtime
 //! worker (closing an idle log, which writes nothing, is done in place): a disk that stalls
-//! stalls this session's log, and the session once [`MAX_PENDING`] records wait. An idle log holds no thread (a client with thousands of
-//! sessions open would otherwise cost a thread each, and every sweep for stray children, and
-//! the exit, would pay for them). Records are handed over in batches: an append only queues
+//! stalls this session's log, and the session once [`MAX_PENDING`] records wait. An idle log
+//! holds no thread (a client with thousands of sessions open would otherwise cost a thread
+//! each, and the exit would pay for them). Records are handed over in batches: an append only queues
 //! its record, and the writer is woken when a batch is full or the session asks for a flush,
 //! not once per record (a streamed answer is thousands of records, and waking the writer for
 //! each cost more than writing them).
@@ -67,34 +67,15 @@ pub(crate) struct OpenLog {
 }
 
 impl LogWriter {
-    /// Starts the writer of an opened log (a task of the current runtime; a thread of its own
-    /// outside one).
+    /// Starts the writer of an opened log, a task of the current runtime (sessions are only
+    /// opened by the host's async use cases).
     pub(crate) fn start(open: OpenLog) -> Self {
         let (commands, received) = mpsc::channel(CHANNEL);
         let failure = Arc::new(Mutex::new(None));
         let pending = Arc::new(Pending::default());
         let path = open.path.clone();
         let writer = Writer::new(open, Arc::clone(&pending), Arc::clone(&failure));
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(run(writer, received));
-            }
-            Err(_) => {
-                let started =
-                    std::thread::Builder::new().name("session-log".to_owned()).spawn(move || {
-                        let _childless = crate::executor::childless_thread();
-                        writer.run_blocking(received);
-                    });
-                if let Err(error) = started {
-                    let message = format!(
-                        "cannot start the writer of the session log {}: {error}",
-                        path.display()
-                    );
-                    tracing::error!("{message}");
-                    *lock(&failure) = Some(message);
-                }
-            }
-        }
+        tokio::spawn(run(writer, received));
         Self { commands, pending, path, failure }
     }
 
@@ -253,16 +234,6 @@ impl Writer {
     fn finish(&mut self) {
         self.take();
         self.write_out();
-    }
-
-    /// The writer on a thread of its own (no runtime to run it on).
-    fn run_blocking(mut self, mut commands: mpsc::Receiver<Command>) {
-        while let Some(command) = commands.blocking_recv() {
-            if !self.handle(command) {
-                return;
-            }
-        }
-        self.finish();
     }
 }
 

@@ -3,16 +3,9 @@
 //! `/proc` files that list a process's children and its environment block. The rest of the
 //! executor calls these through `process.rs` and nothing else of Linux's.
 
-use std::collections::BTreeSet;
 use std::ffi::{CStr, OsString};
 use std::os::fd::{FromRawFd as _, OwnedFd, RawFd};
 use std::path::PathBuf;
-
-/// The calling thread's id (`gettid`).
-pub(crate) fn thread_id() -> i32 {
-    // SAFETY: gettid has no preconditions.
-    unsafe { libc::gettid() }
-}
 
 /// A `prctl` with one argument.
 fn prctl(option: libc::c_int, argument: libc::c_ulong) -> std::io::Result<()> {
@@ -86,22 +79,14 @@ pub(crate) fn pidfd_signal(pidfd: RawFd, signal: i32) {
 }
 
 /// The pids of this process's children, from `/proc/self/task/*/children` (each thread's
-/// children but the `childless` threads'), or from every process's parent when that file is
-/// not available.
-pub(crate) fn children(childless: &BTreeSet<i32>) -> Vec<u32> {
+/// children), or from every process's parent when that file is not available.
+pub(crate) fn children() -> Vec<u32> {
     let mut pids = Vec::new();
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return pids;
     };
     let mut listed = false;
     for task in tasks.flatten() {
-        let tid = task.file_name().to_str().and_then(|name| name.parse::<i32>().ok());
-        if tid.is_some_and(|tid| childless.contains(&tid)) {
-            // It has none, and reading its file costs an open (thousands of sessions: as many
-            // opens at every child's end).
-            listed = true;
-            continue;
-        }
         if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
             listed = true;
             pids.extend(text.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));

@@ -5,7 +5,6 @@
 //! `proc_listchildpids` for the children, process groups for the subreaper). Nothing here is
 //! used on Linux.
 
-use std::collections::BTreeSet;
 use std::ffi::{CStr, OsString};
 use std::os::fd::{OwnedFd, RawFd};
 use std::path::PathBuf;
@@ -16,11 +15,6 @@ fn unsupported(what: &str) -> std::io::Error {
         std::io::ErrorKind::Unsupported,
         format!("{what} is not available on this system (hotsh's executor is built for Linux)"),
     )
-}
-
-/// No thread ids are tracked here: [`children`] reads no per-thread files.
-pub(crate) fn thread_id() -> i32 {
-    0
 }
 
 pub(crate) fn become_subreaper() -> std::io::Result<()> {
@@ -67,7 +61,7 @@ pub(crate) fn pidfd_pid(_pidfd: RawFd) -> Option<u32> {
 pub(crate) fn pidfd_signal(_pidfd: RawFd, _signal: i32) {}
 
 /// Not listed here: the sweep finds no stranger.
-pub(crate) fn children(_childless: &BTreeSet<i32>) -> Vec<u32> {
+pub(crate) fn children() -> Vec<u32> {
     Vec::new()
 }
 
