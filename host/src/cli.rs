@@ -407,10 +407,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let file = ConfigFile::load(agent.config.as_deref())?;
             let flags =
                 crate::model::setup::ModelFlags { model: agent.model, base_url: agent.base_url };
+            // Read once: from the keyring, it is a question over D-Bus.
+            let stored = crate::credentials::load();
+            let env = crate::credentials::environment_with(&stored);
             let models =
-                crate::model::setup::resolve(&flags, &file, &crate::credentials::environment())
-                    .map_err(anyhow::Error::msg)?;
-            return crate::login::status(&models);
+                crate::model::setup::resolve(&flags, &file, &env).map_err(anyhow::Error::msg)?;
+            return crate::login::status(&models, stored);
         }
         Some(Command::Logout) => {
             init_logging("warn");

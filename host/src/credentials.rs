@@ -111,9 +111,17 @@ pub(crate) enum CredentialsError {
 /// ([`Stored::var`]); a stored key that cannot be used is said (once, in the agent's log) and
 /// left out.
 pub(crate) fn environment() -> impl Fn(&str) -> Option<String> {
+    environment_with(&load())
+}
+
+/// What [`load`] gives: the stored key and its file, if there is one.
+pub(crate) type Loaded = Result<Option<(Stored, PathBuf)>, CredentialsError>;
+
+/// [`environment`] with the stored key already loaded (read once, from the keyring too).
+pub(crate) fn environment_with(loaded: &Loaded) -> impl Fn(&str) -> Option<String> + use<> {
     let process = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-    let stored = match load() {
-        Ok(stored) => stored.map(|(stored, _)| stored),
+    let stored = match loaded {
+        Ok(stored) => stored.as_ref().map(|(stored, _)| stored.clone()),
         Err(error) => {
             tracing::warn!("the key `hotsh login` stored is not used: {error}");
             None
@@ -141,7 +149,7 @@ fn file_in(dir: &Path) -> PathBuf {
 }
 
 /// The stored key, if there is one; refused when others can read it.
-pub(crate) fn load() -> Result<Option<(Stored, PathBuf)>, CredentialsError> {
+pub(crate) fn load() -> Loaded {
     let Some(dir) = dir() else { return Ok(None) };
     load_from(&dir)
 }

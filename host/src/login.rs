@@ -159,8 +159,10 @@ fn set(var: &str) -> bool {
 
 /// `hotsh login --status`: which key the model hotsh would use takes, and from where (the
 /// environment, the stored file), never the key.
-pub(crate) fn status(models: &crate::model::setup::ModelChoices) -> anyhow::Result<ExitCode> {
-    let stored = credentials::load();
+pub(crate) fn status(
+    models: &crate::model::setup::ModelChoices,
+    stored: credentials::Loaded,
+) -> anyhow::Result<ExitCode> {
     let chosen = &models.choices[0];
     out(&format!("Model: {}", chosen.name));
     match chosen.spec.key_source() {
