@@ -379,6 +379,10 @@ fn config_values_out_of_range_are_refused_at_start_up() {
             "[sandbox]\nkeep_environment_s = 86401\n",
             "error: config: sandbox.keep_environment_s must be between 0 and 86400 (a day), got 86401",
         ),
+        (
+            "[sandbox]\nmax_environments = 0\n",
+            "error: config: sandbox.max_environments must be between 1 and 1024, got 0",
+        ),
     ] {
         let path = dir.path().join("config.toml");
         std::fs::write(&path, config).unwrap();
