@@ -373,7 +373,9 @@ pub async fn load(
 ) -> Result<(Arc<Session>, usize), Refused> {
     let (session, folded) = backend.open(id, Arc::clone(&sink)).await?;
     let view = backend.present_again(&session, folded.view).await;
-    let events = send_thread(backend, sink, view, 0).await;
+    let port = sink.replay_port().unwrap_or(sink);
+    let events = send_thread(backend, Arc::clone(&port), view, 0).await;
+    port.settle().await;
     reopened(backend, &session, &folded.open_tasks).await;
     Ok((session, events))
 }

@@ -528,6 +528,20 @@ pub trait EventSink: Send + Sync {
         Box::pin(async {})
     }
 
+    /// A port for sending the session's thread again (`session/load`), when this client's
+    /// has a faster one than event by event: what is emitted to it may wait in a batch
+    /// until its [`room`](Self::room) or [`settle`](Self::settle) is awaited. `None`: the
+    /// thread goes to this sink itself.
+    fn replay_port(&self) -> Option<Arc<dyn EventSink>> {
+        None
+    }
+
+    /// Waits until everything emitted so far is on its way to the client (a replay port's
+    /// last batch handed over).
+    fn settle(&self) -> futures::future::BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
+
     /// The session's mode changed (`default` or `plan`).
     fn mode_changed(&self, mode: &str) {
         let _ = mode;

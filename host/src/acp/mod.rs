@@ -88,9 +88,10 @@ impl Shared {
             },
             compaction: self.features.compaction.load(Ordering::Relaxed),
             subagents: self.features.subagents.load(Ordering::Relaxed),
-            consoles: Mutex::default(),
-            open_cards: Mutex::default(),
+            consoles: Arc::default(),
+            open_cards: Arc::default(),
             outflow: self.outflow.clone(),
+            replay: None,
         })
     }
 }
@@ -880,11 +881,26 @@ struct AcpSink {
     subagents: bool,
     /// Without terminal support, a command's output so far (bounded), re-sent as the card's
     /// content because ACP content updates replace rather than append.
-    consoles: Mutex<HashMap<String, String>>,
+    consoles: Arc<Mutex<HashMap<String, String>>>,
     /// The title, kind and content each open card was drawn with: a permission request puts
     /// its own in their place (ACP content updates replace), and the answer puts them back.
-    open_cards: Mutex<HashMap<String, ToolCallUpdateFields>>,
+    open_cards: Arc<Mutex<HashMap<String, ToolCallUpdateFields>>>,
     outflow: Option<Arc<transport::Outflow>>,
+    /// A replay port's batch (see [`EventSink::replay_port`]): its updates as lines, written
+    /// past the SDK when it reaches [`REPLAY_BATCH`] bytes or the replay ends. Shared with
+    /// the ports of the session's subagents, so that their threads keep their place.
+    replay: Option<Arc<Mutex<String>>>,
+}
+
+/// The bytes of `session/update` lines a replay hands over at once.
+const REPLAY_BATCH: usize = 64 << 10;
+
+/// A `session/update` line as the SDK writes it (`transport::UPDATE_LINE` is its start).
+#[derive(serde::Serialize)]
+struct UpdateLine<'a> {
+    jsonrpc: &'static str,
+    method: &'static str,
+    params: &'a SessionNotification,
 }
 
 impl EventSink for AcpSink {
@@ -912,10 +928,43 @@ impl EventSink for AcpSink {
     }
 
     fn room(&self) -> futures::future::BoxFuture<'static, ()> {
+        if let Some(batch) = &self.replay {
+            let full = lock(batch).len() >= REPLAY_BATCH;
+            return if full { self.settle() } else { Box::pin(async {}) };
+        }
         let outflow = self.outflow.clone();
         Box::pin(async move {
             if let Some(outflow) = outflow {
                 outflow.room().await;
+            }
+        })
+    }
+
+    fn replay_port(&self) -> Option<Arc<dyn EventSink>> {
+        let outflow = self.outflow.as_ref().filter(|outflow| outflow.passes())?;
+        Some(Arc::new(AcpSink {
+            cx: self.cx.clone(),
+            session_id: self.session_id.clone(),
+            terminal_output: self.terminal_output,
+            fs: self.fs,
+            compaction: self.compaction,
+            subagents: self.subagents,
+            // The cards a replay leaves open are the live session's to close.
+            consoles: Arc::clone(&self.consoles),
+            open_cards: Arc::clone(&self.open_cards),
+            outflow: Some(Arc::clone(outflow)),
+            replay: Some(Arc::default()),
+        }))
+    }
+
+    fn settle(&self) -> futures::future::BoxFuture<'static, ()> {
+        let (Some(batch), Some(outflow)) = (&self.replay, self.outflow.clone()) else {
+            return Box::pin(async {});
+        };
+        let lines = std::mem::take(&mut *lock(batch));
+        Box::pin(async move {
+            if !lines.is_empty() && !outflow.pass(lines).await {
+                tracing::debug!("cannot send a replay (client gone?)");
             }
         })
     }
@@ -957,9 +1006,10 @@ impl EventSink for AcpSink {
                 fs: self.fs,
                 compaction: self.compaction,
                 subagents: self.subagents,
-                consoles: Mutex::default(),
-                open_cards: Mutex::default(),
+                consoles: Arc::default(),
+                open_cards: Arc::default(),
                 outflow: self.outflow.clone(),
+                replay: self.replay.clone(),
             }) as Arc<dyn EventSink>
         })
     }
@@ -1134,7 +1184,19 @@ impl AcpSink {
 
     fn send(&self, update: agent_client_protocol::v1::schema::SessionUpdate) {
         let notification = SessionNotification::new(self.session_id.0.clone(), update);
-        send_update(&self.cx, self.outflow.as_deref(), notification);
+        let Some(batch) = &self.replay else {
+            return send_update(&self.cx, self.outflow.as_deref(), notification);
+        };
+        let line = UpdateLine { jsonrpc: "2.0", method: "session/update", params: &notification };
+        let line = match serde_json::to_string(&line) {
+            Ok(line) => line,
+            Err(error) => return tracing::warn!(%error, "cannot serialise a replayed update"),
+        };
+        let mut batch = lock(batch);
+        if !batch.is_empty() {
+            batch.push('\n');
+        }
+        batch.push_str(&line);
     }
 }
 

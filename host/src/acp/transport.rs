@@ -44,9 +44,17 @@ const UPDATE_LINE: &str = r#"{"jsonrpc":"2.0","method":"session/update""#;
 #[derive(Debug, Default)]
 pub(crate) struct Outflow {
     in_flight: AtomicUsize,
+    /// Updates handed over (to the SDK or past it) and written, since the start: every
+    /// update handed before a moment is written once `written_total` reaches what
+    /// `handed_total` was then (both queues are first in, first out).
+    handed_total: std::sync::atomic::AtomicU64,
+    written_total: std::sync::atomic::AtomicU64,
     /// The client's stdout is closed: nothing waits any more.
     gone: AtomicBool,
     written: tokio::sync::Notify,
+    /// The writer's queue, for lines that pass the SDK by (see [`Outflow::pass`]); weak, so
+    /// that the writer still ends when the SDK drops its end.
+    lines: std::sync::OnceLock<tokio::sync::mpsc::WeakSender<String>>,
 }
 
 impl Outflow {
@@ -65,8 +73,39 @@ impl Outflow {
         }
     }
 
+    /// Hands `lines` (whole `session/update` lines, joined by newlines) to the writer past the
+    /// SDK, counted as one update: a replay serialises each update once, straight from its
+    /// type, and thousands go out in a few hand-overs. Waits, first, until every update
+    /// handed to the SDK before is written (nothing of this client's goes out of order), and
+    /// until there is room. False when this transport has no writer queue (or it is gone).
+    pub(crate) async fn pass(&self, lines: String) -> bool {
+        let Some(queue) = self.lines.get().and_then(tokio::sync::mpsc::WeakSender::upgrade) else {
+            return false;
+        };
+        let before = self.handed_total.load(Ordering::Acquire);
+        loop {
+            let written = self.written.notified();
+            tokio::pin!(written);
+            written.as_mut().enable();
+            if self.written_total.load(Ordering::Acquire) >= before
+                || self.gone.load(Ordering::Acquire)
+            {
+                break;
+            }
+            written.await;
+        }
+        self.sent();
+        queue.send(lines).await.is_ok()
+    }
+
+    /// Whether [`Outflow::pass`] reaches a writer.
+    pub(crate) fn passes(&self) -> bool {
+        self.lines.get().is_some_and(|queue| queue.strong_count() > 0)
+    }
+
     /// An update was handed to the SDK.
     pub(crate) fn sent(&self) {
+        self.handed_total.fetch_add(1, Ordering::AcqRel);
         self.in_flight.fetch_add(1, Ordering::AcqRel);
     }
 
@@ -75,6 +114,7 @@ impl Outflow {
         if count == 0 {
             return;
         }
+        self.written_total.fetch_add(count as u64, Ordering::AcqRel);
         let _ = self
             .in_flight
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| Some(n.saturating_sub(count)));
@@ -188,6 +228,7 @@ pub(crate) fn lines(
         rx.recv().await.map(|line| (line, rx))
     });
     let (outgoing_tx, mut outgoing_rx) = tokio::sync::mpsc::channel::<String>(256);
+    let _ = outflow.lines.set(outgoing_tx.downgrade());
     let writer = std::thread::Builder::new()
         .name("acp-stdout".into())
         .spawn(move || {
@@ -196,7 +237,8 @@ pub(crate) fn lines(
             let mut output = std::io::BufWriter::with_capacity(256 << 10, output);
             let write = |output: &mut std::io::BufWriter<File>, line: &str| {
                 if let Some(tap) = &tap {
-                    tap.agent(line);
+                    // Lines passed together (`Outflow::pass`) are recorded one by one.
+                    line.split('\n').for_each(|line| tap.agent(line));
                 }
                 write_line(output, line)
             };

@@ -70,3 +70,64 @@ fn a_client_that_stops_reading_costs_bounded_memory_and_loses_no_update() {
     let said = updates.iter().position(|u| u["sessionUpdate"] == "agent_message_chunk").unwrap();
     assert!(said > closed);
 }
+
+/// `session/load` of a long thread to a client that stops reading: the replay waits for it
+/// (its updates go out in batches past the SDK, each written before the next is handed
+/// over), and once it reads again it gets the whole thread in order, the answer after it,
+/// and the session goes on.
+#[test]
+fn a_client_that_stops_reading_during_a_load_gets_the_whole_thread_in_order() {
+    use crate::sessions::sharing;
+    // Enough for several batches of the replay and more than a pipe holds (~300 KiB).
+    let calls = 120;
+    let mut script: Vec<serde_json::Value> =
+        (0..calls).map(|i| bash_call(&format!("seq -f 'call-{i}-%g' 1 150"))).collect();
+    script.push(say("printed"));
+    let data = tempfile::tempdir().unwrap();
+    let mut first = Agent::start(sharing(data.path(), script));
+    first.initialize(true);
+    let session = first.new_session();
+    let response = first.prompt(&session, "print a lot");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let cwd = first.workdir.clone();
+    first.finish();
+
+    let mut second = Agent::start(sharing(data.path(), vec![say("Welcome back.")]));
+    second.initialize(true);
+    second.stop_reading();
+    let load = second.request(
+        "session/load",
+        serde_json::json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
+    );
+    // The agent fills the pipe and waits; nothing is lost meanwhile.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    second.resume_reading();
+    let answer = second.response(load);
+    assert!(answer.get("result").is_some(), "{answer}");
+    let updates = second.updates(&session);
+    let cards: Vec<&str> = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call")
+        .map(|u| u["toolCallId"].as_str().unwrap())
+        .collect();
+    assert_eq!(cards.len(), calls, "every card comes back once");
+    for (i, call) in cards.iter().enumerate() {
+        let card = card_updates(&updates, call);
+        let output: String =
+            card.iter().filter_map(|u| u["_meta"]["terminal_output"]["data"].as_str()).collect();
+        // In order: the i-th card is the i-th command, with all its output.
+        assert!(output.starts_with(&format!("call-{i}-1\n")), "card {i}: {output:?}");
+        assert!(output.ends_with(&format!("call-{i}-150\n")), "card {i}: {output:?}");
+        let last = card.last().unwrap();
+        assert_eq!(last["status"], "completed", "{last}");
+        assert_eq!(last["_meta"]["terminal_exit"]["exit_code"], 0, "{last}");
+    }
+    // The answer's text follows the last card, and the session goes on.
+    let last_card = updates.iter().rposition(|u| u["toolCallId"] == *cards[calls - 1]).unwrap();
+    let said = updates.iter().rposition(|u| u["content"]["text"] == "printed").unwrap();
+    assert!(said > last_card, "the thread's last text comes after its last card");
+    let response = second.prompt(&session, "again");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let after = second.updates(&session);
+    assert_eq!(after.last().unwrap()["content"]["text"], "Welcome back.", "{:?}", after.last());
+}
