@@ -1321,6 +1321,11 @@ fn long(turns: usize) {
     let gaps: Vec<f64> =
         (0..turns).map(|t| ms(timeline[2 * t + 1].0 - timeline[2 * t].1)).collect();
     let (gap_early, gap_late) = (around(&gaps, 10.min(turns / 2)), around(&gaps, turns - 5));
+    // The loopback model's part of each request: from its connection to its reply written
+    // (it reads the whole request first: the conversation, which grows with the session).
+    let served: Vec<f64> = timeline.iter().map(|(came, done)| ms(*done - *came)).collect();
+    let (served_early, served_late) =
+        (around(&served, 2 * 10.min(turns / 2)), around(&served, 2 * turns - 10));
     let log_bytes = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
     println!("a session of {turns} turns (a 4 KiB command each):");
     println!(
@@ -1330,6 +1335,9 @@ fn long(turns: usize) {
     println!(
         "  tool call written -> next request (the command and the host's work): {gap_early:.2} ms near turn 10; {gap_late:.2} ms near turn {turns} ({:.2}x)",
         gap_late / gap_early
+    );
+    println!(
+        "  a request at the loopback model, its connection to its reply written (the conversation read whole): {served_early:.2} ms near turn 10; {served_late:.2} ms near turn {turns}"
     );
     println!(
         "  host RSS at turn 10: {:.1} MiB; at turn {turns}: {:.1} MiB ({:.2} MiB per 100 turns)",
