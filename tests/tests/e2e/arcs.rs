@@ -1091,3 +1091,42 @@ fn a_session_with_a_subagent_replays_unchanged() {
     agent.finish();
     assert_replays_unchanged(scratch.path(), &arc, &[]);
 }
+
+/// A session reloaded where it is open (as Zed does when a thread is opened again): the
+/// replay's updates, which pass the SDK by in batches, are recorded one line each, and the
+/// arc replays unchanged.
+#[test]
+fn a_session_loaded_again_while_recorded_replays_unchanged() {
+    let scratch = tempfile::tempdir().unwrap();
+    let arc = scratch.path().join("loaded.arc");
+    let calls = 40;
+    let mut script: Vec<Value> =
+        (0..calls).map(|i| bash_call(&format!("seq -f 'line-{i}-%g' 1 30"))).collect();
+    script.extend([say("Printed."), say("Again.")]);
+    let mut options = AgentOptions::script(script);
+    options.plugins = vec![tool_bash_plugin(), tool_fs_plugin(), hello_plugin()];
+    options.record = Some(arc.clone());
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    assert_eq!(agent.prompt(&session, "print")["result"]["stopReason"], "end_turn");
+    let cwd = agent.workdir.clone();
+    let (updates, answer) = agent.load(&session, &cwd);
+    assert!(answer.get("result").is_some(), "{answer}");
+    let cards = updates.iter().filter(|u| u["sessionUpdate"] == "tool_call").count();
+    assert_eq!(cards, calls, "the thread came back whole");
+    assert_eq!(agent.prompt(&session, "again")["result"]["stopReason"], "end_turn");
+    agent.finish();
+
+    let text = std::fs::read_to_string(&arc).unwrap();
+    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let load = lines.iter().position(|l| l["client"]["method"] == "session/load").unwrap();
+    let replayed = lines[load..]
+        .iter()
+        .take_while(|l| l["agent"].get("id").is_none())
+        .filter(|l| l["agent"]["method"] == "session/update")
+        .filter(|l| l["agent"]["params"]["update"]["sessionUpdate"] == "tool_call")
+        .count();
+    assert_eq!(replayed, calls, "each replayed update is a line of the arc");
+    assert_replays_unchanged(scratch.path(), &arc, &[]);
+}
