@@ -76,23 +76,30 @@ impl Outflow {
     /// Hands `lines` (whole `session/update` lines, joined by newlines) to the writer past the
     /// SDK, counted as one update: a replay serialises each update once, straight from its
     /// type, and thousands go out in a few hand-overs. Waits, first, until every update
-    /// handed to the SDK before is written (nothing of this client's goes out of order), and
-    /// until there is room. False when this transport has no writer queue (or it is gone).
+    /// handed over before is written (nothing of this client's goes out of order; at most
+    /// [`PASS_WAIT`]), then for room in the writer's queue. False when this transport has no
+    /// writer queue (or it is gone).
     pub(crate) async fn pass(&self, lines: String) -> bool {
         let Some(queue) = self.lines.get().and_then(tokio::sync::mpsc::WeakSender::upgrade) else {
             return false;
         };
         let before = self.handed_total.load(Ordering::Acquire);
-        loop {
-            let written = self.written.notified();
-            tokio::pin!(written);
-            written.as_mut().enable();
-            if self.written_total.load(Ordering::Acquire) >= before
-                || self.gone.load(Ordering::Acquire)
-            {
-                break;
+        let earlier_written = async {
+            loop {
+                let written = self.written.notified();
+                tokio::pin!(written);
+                written.as_mut().enable();
+                if self.written_total.load(Ordering::Acquire) >= before
+                    || self.gone.load(Ordering::Acquire)
+                {
+                    return;
+                }
+                written.await;
             }
-            written.await;
+        };
+        if tokio::time::timeout(PASS_WAIT, earlier_written).await.is_err() {
+            // An update the SDK never wrote would hold every later replay: go on.
+            tracing::warn!(before, "updates handed over before a replay are not written yet");
         }
         self.sent();
         queue.send(lines).await.is_ok()
@@ -126,6 +133,10 @@ impl Outflow {
         self.written.notify_waiters();
     }
 }
+
+/// How long a replay's batch waits at most for the updates handed over before it
+/// ([`Outflow::pass`]).
+const PASS_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How long lines after an `initialize` request wait for its answer at most.
 const HANDSHAKE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
