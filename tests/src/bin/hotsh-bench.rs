@@ -18,6 +18,7 @@
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- long-line [MIB] [RUNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- subagents [TURNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- exit [SESSIONS] [RUNS]
+//! cargo run --release -p hotsh-tests --bin hotsh-bench -- memory [RUNS]
 //! ```
 //!
 //! `startup`: per run, spawn `hotsh` (no arguments: plugins from its own directory) and time
@@ -96,6 +97,10 @@
 //! stdin: the time from the close to the agent's exit (its output closed and the process
 //! reaped), and the host's RSS with them open.
 //!
+//! `memory`: in the default mode, the agent's RSS and PSS a second after `initialize` and
+//! `session/new`, the PSS of its whole process tree then (`/proc/PID/smaps_rollup` of each
+//! descendant), and again after a turn of 20 `true` commands.
+//!
 //! Every benchmark prints each run and the medians. The machine is shared and noisy: compare
 //! medians, not runs.
 
@@ -130,9 +135,10 @@ fn main() {
         Some("subagents") => subagents(number(&args, 1, 50)),
         Some("exit") => exit(number(&args, 1, 2000), number(&args, 2, 3)),
         Some("long-line") => long_line(number(&args, 1, 100), number(&args, 2, 3)),
+        Some("memory") => memory(number(&args, 1, 3)),
         _ => {
             eprintln!(
-                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] [debug] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS] | card [TURNS] | hooks [TURNS] | edit [CALLS] [RUNS] | mcp [CALLS] [RUNS] | slow-client [SECONDS] [RUNS] | long [TURNS] | toolcall [TURNS] | long-line [MIB] [RUNS] | subagents [TURNS] | exit [SESSIONS] [RUNS])"
+                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] [debug] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS] | card [TURNS] | hooks [TURNS] | edit [CALLS] [RUNS] | mcp [CALLS] [RUNS] | slow-client [SECONDS] [RUNS] | long [TURNS] | toolcall [TURNS] | long-line [MIB] [RUNS] | subagents [TURNS] | exit [SESSIONS] [RUNS] | memory [RUNS])"
             );
             std::process::exit(2);
         }
@@ -965,6 +971,80 @@ fn one_startup(hotsh: &std::path::Path, cwd: &std::path::Path) -> Sample {
     drop(stdin);
     let _ = child.wait();
     Sample { initialize, session_new, rss_after_initialize_kib, rss_plugins_loaded_kib }
+}
+
+/// Memory at rest and after work, in the default mode (workspace-write, the sandbox the
+/// machine has): the agent's RSS and PSS a second after `initialize` and `session/new`, the
+/// PSS of its whole process tree then, and after a turn of 20 `true` commands (its
+/// session's sandbox environment started by then).
+fn memory(runs: usize) {
+    let hotsh = release_dir().join("hotsh");
+    let mut rows = Vec::new();
+    for run in 1..=runs {
+        let mut turn: Vec<Value> = (0..20)
+            .map(|_| json!({"tool_calls": [{"name": "bash", "arguments": {"command": "true"}}]}))
+            .collect();
+        turn.push(json!({"text": "done"}));
+        let mut agent = Agent::start(&hotsh, turn, "");
+        let pid = agent.pid();
+        std::thread::sleep(Duration::from_secs(1));
+        let (rss, pss) = (rss_kib(pid), rollup_kib(pid, "Pss:"));
+        let (at_rest, processes_at_rest) = tree_pss_kib(pid);
+        let response = agent.prompt("run them");
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+        std::thread::sleep(Duration::from_secs(1));
+        let (after, processes_after) = tree_pss_kib(pid);
+        agent.finish();
+        let mib = |kib: u64| kib as f64 / 1024.0;
+        println!(
+            "run {run}: agent RSS {:.1} MiB, PSS {:.1} MiB at rest; tree PSS {:.1} MiB at rest ({processes_at_rest} processes), {:.1} MiB after 20 commands ({processes_after} processes)",
+            mib(rss),
+            mib(pss),
+            mib(at_rest),
+            mib(after)
+        );
+        rows.push([mib(rss), mib(pss), mib(at_rest), mib(after)]);
+    }
+    let column = |at: usize| median(rows.iter().map(|row| row[at]).collect());
+    println!("median of {runs} runs:");
+    println!(
+        "  the agent at rest (after initialize and session/new): RSS {:.1} MiB, PSS {:.1} MiB",
+        column(0),
+        column(1)
+    );
+    println!(
+        "  the whole tree's PSS at rest: {:.1} MiB; after a 20-command turn: {:.1} MiB",
+        column(2),
+        column(3)
+    );
+}
+
+/// A field of `/proc/PID/smaps_rollup`, in KiB (0 for a process that is gone).
+fn rollup_kib(pid: u32, field: &str) -> u64 {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    rollup
+        .lines()
+        .find_map(|line| line.strip_prefix(field))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The PSS of `pid` and all its descendants, in KiB, and how many processes that is.
+fn tree_pss_kib(pid: u32) -> (u64, usize) {
+    let mut pending = vec![pid];
+    let (mut total, mut count) = (0, 0);
+    while let Some(pid) = pending.pop() {
+        total += rollup_kib(pid, "Pss:");
+        count += 1;
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
+        for task in tasks {
+            let children =
+                std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            pending
+                .extend(children.split_whitespace().filter_map(|child| child.parse::<u32>().ok()));
+        }
+    }
+    (total, count)
 }
 
 fn rss_kib(pid: u32) -> u64 {
