@@ -270,11 +270,9 @@ pub(crate) fn line(seq: u64, record: &Record) -> serde_json::Result<Vec<u8>> {
 /// Reads a whole log.
 pub(crate) fn read(path: &Path) -> Result<ReadLog, ReadError> {
     let io = |source| ReadError::Io { path: path.to_owned(), source };
-    let mut file = open_regular(path, false).map_err(io)?;
-    // In one buffer of the file's size (a long log is megabytes).
-    let size = file.metadata().map_or(0, |meta| meta.len());
-    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0).saturating_add(1));
-    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(io)?;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut open_regular(path, false).map_err(io)?, &mut bytes)
+        .map_err(io)?;
     parse(path, &bytes)
 }
 
