@@ -895,14 +895,6 @@ struct AcpSink {
 /// The bytes of `session/update` lines a replay hands over at once.
 const REPLAY_BATCH: usize = 64 << 10;
 
-/// A `session/update` line as the SDK writes it (`transport::UPDATE_LINE` is its start).
-#[derive(serde::Serialize)]
-struct UpdateLine<'a> {
-    jsonrpc: &'static str,
-    method: &'static str,
-    params: &'a SessionNotification,
-}
-
 impl EventSink for AcpSink {
     fn client_fs(&self) -> ClientFs {
         self.fs
@@ -941,20 +933,12 @@ impl EventSink for AcpSink {
     }
 
     fn replay_port(&self) -> Option<Arc<dyn EventSink>> {
-        let outflow = self.outflow.as_ref().filter(|outflow| outflow.passes())?;
-        Some(Arc::new(AcpSink {
-            cx: self.cx.clone(),
-            session_id: self.session_id.clone(),
-            terminal_output: self.terminal_output,
-            fs: self.fs,
-            compaction: self.compaction,
-            subagents: self.subagents,
-            // The cards a replay leaves open are the live session's to close.
-            consoles: Arc::clone(&self.consoles),
-            open_cards: Arc::clone(&self.open_cards),
-            outflow: Some(Arc::clone(outflow)),
-            replay: Some(Arc::default()),
-        }))
+        self.outflow.as_ref().filter(|outflow| outflow.passes())?;
+        let mut port = self.port(self.session_id.clone(), Some(Arc::default()));
+        // The cards a replay leaves open are the live session's to close.
+        port.consoles = Arc::clone(&self.consoles);
+        port.open_cards = Arc::clone(&self.open_cards);
+        Some(Arc::new(port))
     }
 
     fn settle(&self) -> futures::future::BoxFuture<'static, ()> {
@@ -998,20 +982,8 @@ impl EventSink for AcpSink {
     }
 
     fn child(&self, child: &crate::session::SessionId) -> Option<Arc<dyn EventSink>> {
-        self.subagents.then(|| {
-            Arc::new(AcpSink {
-                cx: self.cx.clone(),
-                session_id: child.clone(),
-                terminal_output: self.terminal_output,
-                fs: self.fs,
-                compaction: self.compaction,
-                subagents: self.subagents,
-                consoles: Arc::default(),
-                open_cards: Arc::default(),
-                outflow: self.outflow.clone(),
-                replay: self.replay.clone(),
-            }) as Arc<dyn EventSink>
-        })
+        self.subagents
+            .then(|| Arc::new(self.port(child.clone(), self.replay.clone())) as Arc<dyn EventSink>)
     }
 
     fn mode_changed(&self, mode: &str) {
@@ -1085,6 +1057,23 @@ fn reply_of(
 }
 
 impl AcpSink {
+    /// Another port to the same client, for `session_id`, with cards of its own: a
+    /// subagent's thread, or a replay (`replay`: its batch).
+    fn port(&self, session_id: SessionId, replay: Option<Arc<Mutex<String>>>) -> AcpSink {
+        AcpSink {
+            cx: self.cx.clone(),
+            session_id,
+            terminal_output: self.terminal_output,
+            fs: self.fs,
+            compaction: self.compaction,
+            subagents: self.subagents,
+            consoles: Arc::default(),
+            open_cards: Arc::default(),
+            outflow: self.outflow.clone(),
+            replay,
+        }
+    }
+
     /// Asks `question` on a card of its own: drawn pending, closed with the answer.
     fn ask_question(&self, question: Question) -> futures::future::BoxFuture<'static, Reply> {
         use agent_client_protocol::v1::schema::{ToolCall, ToolCallStatus, ToolCallUpdate};
@@ -1187,8 +1176,7 @@ impl AcpSink {
         let Some(batch) = &self.replay else {
             return send_update(&self.cx, self.outflow.as_deref(), notification);
         };
-        let line = UpdateLine { jsonrpc: "2.0", method: "session/update", params: &notification };
-        let line = match serde_json::to_string(&line) {
+        let line = match transport::update_line(&notification) {
             Ok(line) => line,
             Err(error) => return tracing::warn!(%error, "cannot serialise a replayed update"),
         };

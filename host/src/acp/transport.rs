@@ -23,7 +23,7 @@ use futures::StreamExt as _;
 use std::fs::File;
 use std::io::{BufRead, Write as _};
 use std::os::fd::FromRawFd as _;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The longest line read; longer lines are skipped (and answered with a parse error).
 pub(crate) const MAX_LINE: usize = 256 << 20;
@@ -39,16 +39,29 @@ pub(crate) const IN_FLIGHT: usize = 32;
 /// `method`, then `params`; `a_notification_line_starts_as_the_outflow_expects` checks it).
 const UPDATE_LINE: &str = r#"{"jsonrpc":"2.0","method":"session/update""#;
 
-/// The `session/update`s on their way to the client: counted when handed to the SDK and when
-/// written, so a session waits while [`IN_FLIGHT`] are between the two.
+/// A `session/update` line as the SDK writes it, serialised straight from `notification`
+/// (the SDK goes through a `serde_json::Value`); for lines that pass the SDK by.
+pub(crate) fn update_line(
+    notification: &agent_client_protocol::v1::schema::SessionNotification,
+) -> serde_json::Result<String> {
+    #[derive(serde::Serialize)]
+    struct Line<'a> {
+        jsonrpc: &'static str,
+        method: &'static str,
+        params: &'a agent_client_protocol::v1::schema::SessionNotification,
+    }
+    serde_json::to_string(&Line { jsonrpc: "2.0", method: "session/update", params: notification })
+}
+
+/// The `session/update`s on their way to the client: counted when handed over (to the SDK or
+/// past it) and when written, so a session waits while [`IN_FLIGHT`] are between the two.
 #[derive(Debug, Default)]
 pub(crate) struct Outflow {
-    in_flight: AtomicUsize,
-    /// Updates handed over (to the SDK or past it) and written, since the start: every
-    /// update handed before a moment is written once `written_total` reaches what
+    /// Updates handed over and written, since the start. Those in flight are the difference;
+    /// every update handed over before a moment is written once `written_total` reaches what
     /// `handed_total` was then (both queues are first in, first out).
-    handed_total: std::sync::atomic::AtomicU64,
-    written_total: std::sync::atomic::AtomicU64,
+    handed_total: AtomicU64,
+    written_total: AtomicU64,
     /// The client's stdout is closed: nothing waits any more.
     gone: AtomicBool,
     written: tokio::sync::Notify,
@@ -64,9 +77,7 @@ impl Outflow {
             let written = self.written.notified();
             tokio::pin!(written);
             written.as_mut().enable();
-            if self.in_flight.load(Ordering::Acquire) < IN_FLIGHT
-                || self.gone.load(Ordering::Acquire)
-            {
+            if self.in_flight() < IN_FLIGHT as u64 || self.gone.load(Ordering::Acquire) {
                 return;
             }
             written.await;
@@ -110,10 +121,16 @@ impl Outflow {
         self.lines.get().is_some_and(|queue| queue.strong_count() > 0)
     }
 
+    /// Handed over and not written yet (a line can be written just before its hand-over is
+    /// counted: then none).
+    fn in_flight(&self) -> u64 {
+        let written = self.written_total.load(Ordering::Acquire);
+        self.handed_total.load(Ordering::Acquire).saturating_sub(written)
+    }
+
     /// An update was handed to the SDK.
     pub(crate) fn sent(&self) {
         self.handed_total.fetch_add(1, Ordering::AcqRel);
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
     }
 
     /// `count` updates reached the client's pipe.
@@ -122,9 +139,6 @@ impl Outflow {
             return;
         }
         self.written_total.fetch_add(count as u64, Ordering::AcqRel);
-        let _ = self
-            .in_flight
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| Some(n.saturating_sub(count)));
         self.written.notify_waiters();
     }
 
@@ -414,6 +428,35 @@ mod tests {
         let line = serde_json::to_string(&RawJsonRpcMessage::from(notification))
             .expect("a notification serialises");
         assert!(line.starts_with(UPDATE_LINE), "{line}");
+    }
+
+    #[test]
+    fn a_line_passed_by_the_sdk_is_the_line_the_sdk_writes() {
+        use agent_client_protocol::v1::schema::{
+            ContentBlock, ContentChunk, SessionNotification, SessionUpdate, ToolCall,
+            ToolCallStatus,
+        };
+        use agent_client_protocol::{RawJsonRpcMessage, RawJsonRpcNotification};
+        let updates = [
+            SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::from("a \"b\"\n"))),
+            SessionUpdate::ToolCall(
+                ToolCall::new("call-1", "seq 1 3").status(ToolCallStatus::InProgress),
+            ),
+        ];
+        for update in updates {
+            let notification = SessionNotification::new("s", update);
+            let through_sdk = RawJsonRpcMessage::from(RawJsonRpcNotification {
+                method: "session/update".into(),
+                params: Some(
+                    serde_json::to_value(&notification)
+                        .and_then(serde_json::from_value)
+                        .expect("the SDK's params"),
+                ),
+            });
+            let expected = serde_json::to_string(&through_sdk).expect("serialises");
+            assert_eq!(update_line(&notification).expect("serialises"), expected);
+            assert!(expected.starts_with(UPDATE_LINE), "{expected}");
+        }
     }
 
     fn lines_of(input: &[u8], limit: usize) -> Vec<RawLine> {

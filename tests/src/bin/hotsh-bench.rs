@@ -1021,12 +1021,7 @@ fn memory(runs: usize) {
 
 /// A field of `/proc/PID/smaps_rollup`, in KiB (0 for a process that is gone).
 fn rollup_kib(pid: u32, field: &str) -> u64 {
-    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
-    rollup
-        .lines()
-        .find_map(|line| line.strip_prefix(field))
-        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
+    proc_kib(pid, "smaps_rollup", field).unwrap_or(0)
 }
 
 /// The PSS of `pid` and all its descendants, in KiB, and how many processes that is.
@@ -1052,12 +1047,15 @@ fn rss_kib(pid: u32) -> u64 {
 }
 
 fn proc_status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
-    status
-        .lines()
+    proc_kib(pid, "status", field).unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+/// The `field` (in kB) of the file `/proc/PID/<file>`.
+fn proc_kib(pid: u32, file: &str, field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).ok()?;
+    text.lines()
         .find_map(|line| line.strip_prefix(field))
         .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
 }
 
 fn sessions(events: usize, runs: usize) {
