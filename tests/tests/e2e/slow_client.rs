@@ -131,3 +131,40 @@ fn a_client_that_stops_reading_during_a_load_gets_the_whole_thread_in_order() {
     let after = second.updates(&session);
     assert_eq!(after.last().unwrap()["content"]["text"], "Welcome back.", "{:?}", after.last());
 }
+
+/// A client that closes stdin while a long thread is being replayed to it: the agent ends
+/// the replay, exits cleanly, and the session loads whole in the next agent and goes on.
+#[test]
+fn a_client_that_leaves_during_a_load_leaves_a_session_that_loads_and_goes_on() {
+    use crate::sessions::sharing;
+    let calls = 120;
+    let mut script: Vec<serde_json::Value> =
+        (0..calls).map(|i| bash_call(&format!("seq -f 'call-{i}-%g' 1 150"))).collect();
+    script.push(say("printed"));
+    let data = tempfile::tempdir().unwrap();
+    let mut first = Agent::start(sharing(data.path(), script));
+    first.initialize(true);
+    let session = first.new_session();
+    let response = first.prompt(&session, "print a lot");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let cwd = first.workdir.clone();
+    first.finish();
+
+    let mut leaving = Agent::start(sharing(data.path(), vec![]));
+    leaving.initialize(true);
+    leaving.request(
+        "session/load",
+        serde_json::json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
+    );
+    let status = leaving.finish();
+    assert!(status.success(), "{status}");
+
+    let mut next = Agent::start(sharing(data.path(), vec![say("Welcome back.")]));
+    next.initialize(true);
+    let (updates, answer) = next.load(&session, &cwd);
+    assert!(answer.get("result").is_some(), "{answer}");
+    let cards = updates.iter().filter(|u| u["sessionUpdate"] == "tool_call").count();
+    assert_eq!(cards, calls, "the thread loads whole");
+    let response = next.prompt(&session, "again");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+}
