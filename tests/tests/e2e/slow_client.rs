@@ -78,19 +78,8 @@ fn a_client_that_stops_reading_costs_bounded_memory_and_loses_no_update() {
 #[test]
 fn a_client_that_stops_reading_during_a_load_gets_the_whole_thread_in_order() {
     use crate::sessions::sharing;
-    // Enough for several batches of the replay and more than a pipe holds (~300 KiB).
-    let calls = 120;
-    let mut script: Vec<serde_json::Value> =
-        (0..calls).map(|i| bash_call(&format!("seq -f 'call-{i}-%g' 1 150"))).collect();
-    script.push(say("printed"));
     let data = tempfile::tempdir().unwrap();
-    let mut first = Agent::start(sharing(data.path(), script));
-    first.initialize(true);
-    let session = first.new_session();
-    let response = first.prompt(&session, "print a lot");
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
-    let cwd = first.workdir.clone();
-    first.finish();
+    let (session, cwd) = long_thread(data.path());
 
     let mut second = Agent::start(sharing(data.path(), vec![say("Welcome back.")]));
     second.initialize(true);
@@ -110,7 +99,7 @@ fn a_client_that_stops_reading_during_a_load_gets_the_whole_thread_in_order() {
         .filter(|u| u["sessionUpdate"] == "tool_call")
         .map(|u| u["toolCallId"].as_str().unwrap())
         .collect();
-    assert_eq!(cards.len(), calls, "every card comes back once");
+    assert_eq!(cards.len(), CALLS, "every card comes back once");
     for (i, call) in cards.iter().enumerate() {
         let card = card_updates(&updates, call);
         let output: String =
@@ -123,7 +112,7 @@ fn a_client_that_stops_reading_during_a_load_gets_the_whole_thread_in_order() {
         assert_eq!(last["_meta"]["terminal_exit"]["exit_code"], 0, "{last}");
     }
     // The answer's text follows the last card, and the session goes on.
-    let last_card = updates.iter().rposition(|u| u["toolCallId"] == *cards[calls - 1]).unwrap();
+    let last_card = updates.iter().rposition(|u| u["toolCallId"] == *cards[CALLS - 1]).unwrap();
     let said = updates.iter().rposition(|u| u["content"]["text"] == "printed").unwrap();
     assert!(said > last_card, "the thread's last text comes after its last card");
     let response = second.prompt(&session, "again");
@@ -137,18 +126,8 @@ fn a_client_that_stops_reading_during_a_load_gets_the_whole_thread_in_order() {
 #[test]
 fn a_client_that_leaves_during_a_load_leaves_a_session_that_loads_and_goes_on() {
     use crate::sessions::sharing;
-    let calls = 120;
-    let mut script: Vec<serde_json::Value> =
-        (0..calls).map(|i| bash_call(&format!("seq -f 'call-{i}-%g' 1 150"))).collect();
-    script.push(say("printed"));
     let data = tempfile::tempdir().unwrap();
-    let mut first = Agent::start(sharing(data.path(), script));
-    first.initialize(true);
-    let session = first.new_session();
-    let response = first.prompt(&session, "print a lot");
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
-    let cwd = first.workdir.clone();
-    first.finish();
+    let (session, cwd) = long_thread(data.path());
 
     let mut leaving = Agent::start(sharing(data.path(), vec![]));
     leaving.initialize(true);
@@ -164,7 +143,27 @@ fn a_client_that_leaves_during_a_load_leaves_a_session_that_loads_and_goes_on() 
     let (updates, answer) = next.load(&session, &cwd);
     assert!(answer.get("result").is_some(), "{answer}");
     let cards = updates.iter().filter(|u| u["sessionUpdate"] == "tool_call").count();
-    assert_eq!(cards, calls, "the thread loads whole");
+    assert_eq!(cards, CALLS, "the thread loads whole");
     let response = next.prompt(&session, "again");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+}
+
+/// The commands of [`long_thread`]: enough for several batches of a replay and more than a
+/// pipe holds (about 300 KiB of updates).
+const CALLS: usize = 120;
+
+/// A session in `data` whose one turn ran [`CALLS`] commands of 150 lines each (the i-th
+/// prints `call-i-1` to `call-i-150`): its id and folder.
+fn long_thread(data: &std::path::Path) -> (String, std::path::PathBuf) {
+    let mut script: Vec<serde_json::Value> =
+        (0..CALLS).map(|i| bash_call(&format!("seq -f 'call-{i}-%g' 1 150"))).collect();
+    script.push(say("printed"));
+    let mut first = Agent::start(crate::sessions::sharing(data, script));
+    first.initialize(true);
+    let session = first.new_session();
+    let response = first.prompt(&session, "print a lot");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let cwd = first.workdir.clone();
+    first.finish();
+    (session, cwd)
 }
