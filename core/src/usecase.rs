@@ -24,6 +24,24 @@ pub const MODEL_OPTION: &str = "model";
 pub const EFFORT_OPTION: &str = "reasoning_effort";
 pub const SANDBOX_OPTION: &str = "sandbox_mode";
 
+/// Where a session's thread goes as its log is read (see [`Backend::open`]).
+pub type ThreadParts = tokio::sync::mpsc::Sender<ThreadPart>;
+
+/// A part of a session's thread as its log is read.
+#[derive(Debug)]
+pub enum ThreadPart {
+    /// The session's folder, first: the cards are drawn again there.
+    Folder(std::path::PathBuf),
+    /// Events of the thread, final, in order.
+    Events(Vec<SessionEvent>),
+}
+
+/// Draws a thread's cards anew, part after part (a call's final card finds the call its
+/// first card was drawn for in an earlier part).
+pub trait Presenter: Send {
+    fn present(&mut self, view: Vec<SessionEvent>) -> BoxFuture<'_, Vec<SessionEvent>>;
+}
+
 /// What the use cases need of the host.
 pub trait Backend: Send + Sync {
     /// What a turn of `session` works with now (its model, tools, hooks, ports).
@@ -63,19 +81,19 @@ pub trait Backend: Send + Sync {
     fn sandbox_mode(&self, session: &Session) -> Mode;
 
     /// The session `id` opened from its log (or the one open here), `sink` attached with its
-    /// live events held until [`Session::release_held`]; what its log folds to.
+    /// live events held until [`Session::release_held`]; what its log folds to. With
+    /// `thread`, the thread goes there as the log is read (its folder first, then its events
+    /// once final, in order), and the folded view holds only what did not.
     fn open<'a>(
         &'a self,
         id: &'a str,
         sink: Arc<dyn EventSink>,
+        thread: Option<ThreadParts>,
     ) -> BoxFuture<'a, Result<(Arc<Session>, Folded), Refused>>;
 
-    /// The thread as the client is shown it again: the cards drawn anew by their tools.
-    fn present_again<'a>(
-        &'a self,
-        session: &'a Session,
-        view: Vec<SessionEvent>,
-    ) -> BoxFuture<'a, Vec<SessionEvent>>;
+    /// Draws the thread of session `id` (in `cwd`) as the client is shown it again: the
+    /// cards drawn anew by their tools.
+    fn presenter(&self, id: &SessionId, cwd: &std::path::Path) -> Box<dyn Presenter>;
 
     /// A new session in `cwd` whose history is session `id`'s as it stands (what it logged so
     /// far), with its mode, model and options.
@@ -365,36 +383,82 @@ pub async fn open_child(
 }
 
 /// Loads the session `id` for the client of `sink`: the thread as it was goes to the client
-/// first (its cards drawn anew), then the session goes on here.
+/// first (its cards drawn anew), streamed as the log is read, then the session goes on here.
+/// A log found damaged part way is refused after the thread before the damage was shown.
 pub async fn load(
     backend: &dyn Backend,
     id: &str,
     sink: Arc<dyn EventSink>,
 ) -> Result<(Arc<Session>, usize), Refused> {
-    let (session, folded) = backend.open(id, Arc::clone(&sink)).await?;
-    let view = backend.present_again(&session, folded.view).await;
-    let port = sink.replay_port().unwrap_or(sink);
-    let events = send_thread(backend, Arc::clone(&port), view, 0).await;
-    port.settle().await;
+    let port = sink.replay_port().unwrap_or_else(|| Arc::clone(&sink));
+    let (parts, mut read) = tokio::sync::mpsc::channel(THREAD_PARTS_AHEAD);
+    let mut thread = Thread { backend, port, shown: Default::default(), sent: 0 };
+    let own_id = SessionId(id.to_owned());
+    let opening = backend.open(id, sink, Some(parts));
+    let replaying = async {
+        let mut presenter = None;
+        while let Some(part) = read.recv().await {
+            match part {
+                ThreadPart::Folder(cwd) => presenter = Some(backend.presenter(&own_id, &cwd)),
+                ThreadPart::Events(events) => match &mut presenter {
+                    Some(presenter) => thread.send(presenter.present(events).await).await,
+                    None => thread.send(events).await,
+                },
+            }
+        }
+        presenter
+    };
+    let (opened, presenter) = tokio::join!(opening, replaying);
+    let (session, folded) = match opened {
+        Ok(opened) => opened,
+        Err(refused) => {
+            // What was shown before the damage reaches the client before the refusal.
+            thread.port.settle().await;
+            return Err(refused);
+        }
+    };
+    let mut presenter = presenter.unwrap_or_else(|| backend.presenter(&session.id, &session.cwd));
+    thread.send(presenter.present(folded.view).await).await;
+    thread.port.settle().await;
     reopened(backend, &session, &folded.open_tasks).await;
-    Ok((session, events))
+    Ok((session, thread.sent))
 }
+
+/// How many parts of a thread being read may wait for the client: a client that stops
+/// reading holds the reading of the log too, at a bounded cost in memory.
+const THREAD_PARTS_AHEAD: usize = 4;
 
 /// How deep [`send_thread`] follows subagents' threads (past any depth hotsh lets them nest).
 const MAX_THREAD_DEPTH: u32 = 8;
 
+/// A thread being sent to a client port, a part at a time.
+struct Thread<'a> {
+    backend: &'a dyn Backend,
+    port: Arc<dyn EventSink>,
+    /// The subagents whose threads were shown.
+    shown: std::collections::HashSet<SessionId>,
+    sent: usize,
+}
+
+impl Thread<'_> {
+    async fn send(&mut self, view: Vec<SessionEvent>) {
+        let port = Arc::clone(&self.port);
+        self.sent += send_thread(self.backend, port, view, &mut self.shown, 0).await;
+    }
+}
+
 /// Sends `view` to `sink`; with a client that shows child threads, each subagent's thread
-/// follows its announcement, under its own id (and its own subagents' within it). Returns the
-/// events sent.
+/// follows its first announcement (those in `shown` were shown before), under its own id
+/// (and its own subagents' within it). Returns the events sent.
 fn send_thread<'a>(
     backend: &'a dyn Backend,
     sink: Arc<dyn EventSink>,
     view: Vec<SessionEvent>,
+    shown: &'a mut std::collections::HashSet<SessionId>,
     depth: u32,
 ) -> BoxFuture<'a, usize> {
     Box::pin(async move {
         let mut sent = 0;
-        let mut shown = std::collections::HashSet::new();
         for event in view {
             let child = match &event {
                 SessionEvent::Subagent { child, .. }
@@ -409,7 +473,10 @@ fn send_thread<'a>(
             sent += 1;
             let Some((child, port)) = child else { continue };
             match backend.thread(&child).await {
-                Ok(thread) => sent += send_thread(backend, port, thread, depth + 1).await,
+                Ok(thread) => {
+                    let mut within = std::collections::HashSet::new();
+                    sent += send_thread(backend, port, thread, &mut within, depth + 1).await;
+                }
                 Err(refused) => {
                     tracing::warn!(%child, %refused, "a subagent's thread cannot be shown");
                 }
@@ -427,7 +494,7 @@ pub async fn resume(
     id: &str,
     sink: Arc<dyn EventSink>,
 ) -> Result<(Arc<Session>, Vec<crate::session::fold::OpenTask>), Refused> {
-    let (session, folded) = backend.open(id, sink).await?;
+    let (session, folded) = backend.open(id, sink, None).await?;
     Ok((session, folded.open_tasks))
 }
 

@@ -491,6 +491,7 @@ impl Host {
         &self,
         id: &str,
         sink: Arc<dyn EventSink>,
+        thread: Option<hotsh_core::usecase::ThreadParts>,
     ) -> Result<(Arc<Session>, Folded), StoreError> {
         let store = self.store.clone();
         let owned = id.to_owned();
@@ -503,7 +504,7 @@ impl Host {
             self.hooks.opened(&session.id.0, "resume");
             return Ok((session, folded));
         }
-        let (open, folded) = blocking(move || store.open(&owned)).await?;
+        let (open, folded) = blocking(move || store.open(&owned, thread)).await?;
         let session =
             Arc::new(Session::new(&folded.meta, Box::new(LogWriter::start(open)), Some(&folded)));
         session.attach_for_replay(sink, async { Ok::<_, StoreError>(()) }).await?;
@@ -1055,17 +1056,20 @@ impl hotsh_core::usecase::Backend for Host {
         &'a self,
         id: &'a str,
         sink: Arc<dyn EventSink>,
+        thread: Option<hotsh_core::usecase::ThreadParts>,
     ) -> futures::future::BoxFuture<'a, Result<(Arc<Session>, Folded), hotsh_core::usecase::Refused>>
     {
-        Box::pin(async move { self.open_session(id, sink).await.map_err(|error| refused(&error)) })
+        Box::pin(async move {
+            self.open_session(id, sink, thread).await.map_err(|error| refused(&error))
+        })
     }
 
-    fn present_again<'a>(
-        &'a self,
-        session: &'a Session,
-        view: Vec<SessionEvent>,
-    ) -> futures::future::BoxFuture<'a, Vec<SessionEvent>> {
-        Box::pin(crate::turn::present_again(&self.registry, &session.id, &session.cwd, view))
+    fn presenter(
+        &self,
+        id: &SessionId,
+        cwd: &std::path::Path,
+    ) -> Box<dyn hotsh_core::usecase::Presenter> {
+        Box::new(crate::turn::Presenter::new(&self.registry, id, cwd))
     }
 
     fn fork<'a>(
@@ -1085,7 +1089,8 @@ impl hotsh_core::usecase::Backend for Host {
             let store = self.store.clone();
             let owned = id.0.clone();
             let folded = blocking(move || store.read(&owned)).await.map_err(|e| refused(&e))?;
-            Ok(crate::turn::present_again(&self.registry, id, &folded.meta.cwd, folded.view).await)
+            let mut presenter = crate::turn::Presenter::new(&self.registry, id, &folded.meta.cwd);
+            Ok(presenter.draw(folded.view).await)
         })
     }
 

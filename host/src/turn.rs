@@ -390,81 +390,123 @@ async fn invoked_within(
 
 /// What a loaded session's client is shown again: the logged view, with every tool call's
 /// card drawn anew by the plugin that declares the tool (so an improved rendering applies to
-/// old threads). The logged card stays when no plugin declares the tool any more or the
-/// presenter fails; the logged status and the host's own notes (why a command ended) stay.
-/// All cards are drawn on one blocking thread, within [`PRESENT_TIMEOUT`] in all; past it the
-/// logged cards are shown.
-pub(crate) async fn present_again(
-    registry: &Registry,
-    id: &crate::session::SessionId,
-    cwd: &std::path::Path,
-    mut view: Vec<SessionEvent>,
-) -> Vec<SessionEvent> {
-    let snapshot = registry.snapshot();
-    // What to draw: (index in the view, plugin, call, output for a final card).
-    let mut jobs: Vec<(usize, Arc<LoadedPlugin>, PluginCall, Option<PluginOutput>)> = Vec::new();
-    let mut calls: HashMap<ToolCallId, (Arc<LoadedPlugin>, PluginCall)> = HashMap::new();
-    for (index, event) in view.iter().enumerate() {
-        match event {
-            SessionEvent::ToolCallStarted { call_id, tool, arguments, .. } => {
-                let Some(plugin) = snapshot.find_tool(tool) else { continue };
-                let call = PluginCall {
-                    call_id: call_id.0.clone(),
-                    session_id: id.0.clone(),
-                    tool: tool.clone(),
-                    arguments: arguments.clone(),
-                    cwd: cwd.to_string_lossy().into_owned(),
-                };
-                jobs.push((index, Arc::clone(&plugin), call.clone(), None));
-                calls.insert(call_id.clone(), (plugin, call));
-            }
-            SessionEvent::ToolCallFinished {
-                call_id, raw_output, output_text: Some(text), ..
-            } => {
-                let Some((plugin, call)) = calls.get(call_id) else { continue };
-                let output =
-                    PluginOutput { text: text.clone(), raw_output: raw_output.to_string() };
-                jobs.push((index, Arc::clone(plugin), call.clone(), Some(output)));
-            }
-            _ => {}
+/// old threads), a part of the thread at a time. The logged card stays when no plugin
+/// declares the tool any more or the presenter fails; the logged status and the host's own
+/// notes (why a command ended) stay. A part's cards are drawn on one blocking thread within
+/// [`PRESENT_TIMEOUT`]; past it that part and every later one show the logged cards.
+pub(crate) struct Presenter {
+    snapshot: Arc<crate::plugins::Snapshot>,
+    session_id: String,
+    cwd: String,
+    /// The calls whose first card was drawn, for their final card.
+    calls: HashMap<ToolCallId, (Arc<LoadedPlugin>, PluginCall)>,
+    /// A part took too long or failed: the logged cards are shown from there on.
+    gave_up: bool,
+}
+
+/// A card to draw: its place in the part, the plugin, the call, the output for a final card.
+type Drawing = (usize, Arc<LoadedPlugin>, PluginCall, Option<PluginOutput>);
+
+impl Presenter {
+    pub(crate) fn new(
+        registry: &Registry,
+        id: &crate::session::SessionId,
+        cwd: &std::path::Path,
+    ) -> Self {
+        Self {
+            snapshot: registry.snapshot(),
+            session_id: id.0.clone(),
+            cwd: cwd.to_string_lossy().into_owned(),
+            calls: HashMap::new(),
+            gave_up: false,
         }
     }
-    if jobs.is_empty() {
-        return view;
-    }
-    let drawn = tokio::task::spawn_blocking(move || {
-        jobs.into_iter()
-            .filter_map(|(index, plugin, call, output)| {
-                let card = match output {
-                    None => plugin.api.present_call(&call).ok()?,
-                    Some(output) => plugin.api.present_result(&call, &output).ok()?.0,
-                };
-                Some((index, card))
-            })
-            .collect::<Vec<_>>()
-    });
-    let drawn = match tokio::time::timeout(PRESENT_TIMEOUT, drawn).await {
-        Ok(Ok(drawn)) => drawn,
-        Ok(Err(error)) => {
-            tracing::warn!(%error, "drawing cards again failed; showing the logged ones");
+
+    /// `view` (the next part of the thread) with its cards drawn anew.
+    pub(crate) async fn draw(&mut self, mut view: Vec<SessionEvent>) -> Vec<SessionEvent> {
+        if self.gave_up {
             return view;
         }
-        Err(_) => {
-            tracing::warn!("drawing cards again took too long; showing the logged ones");
+        let jobs = self.drawings(&view);
+        if jobs.is_empty() {
             return view;
         }
-    };
-    for (index, mut fresh) in drawn {
-        if let Some(
-            SessionEvent::ToolCallStarted { card, .. }
-            | SessionEvent::ToolCallFinished { card, .. },
-        ) = view.get_mut(index)
-        {
-            keep_host_notes(card, &mut fresh);
-            *card = fresh;
+        let drawn = tokio::task::spawn_blocking(move || {
+            jobs.into_iter()
+                .filter_map(|(index, plugin, call, output)| {
+                    let card = match output {
+                        None => plugin.api.present_call(&call).ok()?,
+                        Some(output) => plugin.api.present_result(&call, &output).ok()?.0,
+                    };
+                    Some((index, card))
+                })
+                .collect::<Vec<_>>()
+        });
+        let drawn = match tokio::time::timeout(PRESENT_TIMEOUT, drawn).await {
+            Ok(Ok(drawn)) => drawn,
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "drawing cards again failed; showing the logged ones");
+                self.gave_up = true;
+                return view;
+            }
+            Err(_) => {
+                tracing::warn!("drawing cards again took too long; showing the logged ones");
+                self.gave_up = true;
+                return view;
+            }
+        };
+        for (index, mut fresh) in drawn {
+            if let Some(
+                SessionEvent::ToolCallStarted { card, .. }
+                | SessionEvent::ToolCallFinished { card, .. },
+            ) = view.get_mut(index)
+            {
+                keep_host_notes(card, &mut fresh);
+                *card = fresh;
+            }
         }
+        view
     }
-    view
+
+    /// The cards of `view` a plugin draws.
+    fn drawings(&mut self, view: &[SessionEvent]) -> Vec<Drawing> {
+        let mut jobs = Vec::new();
+        for (index, event) in view.iter().enumerate() {
+            match event {
+                SessionEvent::ToolCallStarted { call_id, tool, arguments, .. } => {
+                    let Some(plugin) = self.snapshot.find_tool(tool) else { continue };
+                    let call = PluginCall {
+                        call_id: call_id.0.clone(),
+                        session_id: self.session_id.clone(),
+                        tool: tool.clone(),
+                        arguments: arguments.clone(),
+                        cwd: self.cwd.clone(),
+                    };
+                    jobs.push((index, Arc::clone(&plugin), call.clone(), None));
+                    self.calls.insert(call_id.clone(), (plugin, call));
+                }
+                SessionEvent::ToolCallFinished {
+                    call_id,
+                    raw_output,
+                    output_text: Some(text),
+                    ..
+                } => {
+                    let Some((plugin, call)) = self.calls.get(call_id) else { continue };
+                    let output =
+                        PluginOutput { text: text.clone(), raw_output: raw_output.to_string() };
+                    jobs.push((index, Arc::clone(plugin), call.clone(), Some(output)));
+                }
+                _ => {}
+            }
+        }
+        jobs
+    }
+}
+
+impl hotsh_core::usecase::Presenter for Presenter {
+    fn present(&mut self, view: Vec<SessionEvent>) -> BoxFuture<'_, Vec<SessionEvent>> {
+        Box::pin(self.draw(view))
+    }
 }
 
 /// Carries what the host added to a logged card (why a command ended) over to a card drawn

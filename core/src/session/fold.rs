@@ -53,41 +53,90 @@ pub enum FoldError {
     NoSessionRecord,
 }
 
-/// Folds the records of one log; the first must be its `session` record.
+/// Folds a log's records, the first of which must be its `session` record.
 pub fn fold(records: Vec<Record>) -> Result<Folded, FoldError> {
     let mut records = records.into_iter();
-    let Some(Record::Fact(Fact::Session(meta))) = records.next() else {
-        return Err(FoldError::NoSessionRecord);
-    };
-    let mut history = super::History::default();
-    let mut view = Vec::new();
-    let mut next_call = 1;
-    let mut title = None;
-    let mut model = None;
-    let mut effort = None;
-    let mut sandbox_mode = None;
-    let mut session_mode = None;
-    let mut seen_files = HashMap::new();
-    let mut rules: Vec<crate::permissions::Rule> = Vec::new();
-    let mut started: BTreeMap<String, OpenTask> = BTreeMap::new();
-    let mut ended_notices: Vec<(String, PendingNotice)> = Vec::new();
-    let mut noticed: HashSet<String> = HashSet::new();
-    let mut cards: BTreeMap<String, Card> = BTreeMap::new();
-    // The card whose output is the text of the next tool result (its place in the view).
-    let mut awaiting_result: Option<usize> = None;
-    // Cards drawn and not closed yet: a turn cut off (hotsh killed) leaves them open.
-    let mut open_cards: BTreeMap<String, Card> = BTreeMap::new();
-    for record in records {
+    let mut folder = Folder::new(records.next())?;
+    records.for_each(|record| folder.push(record));
+    Ok(folder.finish())
+}
+
+/// A fold in progress, a record at a time: what the client is shown of the thread can be
+/// taken as it becomes final ([`Folder::take_final`]), so a load streams the thread while
+/// the log is still being read.
+#[derive(Debug)]
+pub struct Folder {
+    meta: SessionMeta,
+    history: super::History,
+    /// The view not taken yet.
+    view: Vec<SessionEvent>,
+    next_call: u64,
+    title: Option<String>,
+    model: Option<String>,
+    effort: Option<String>,
+    sandbox_mode: Option<crate::sandbox::Mode>,
+    session_mode: Option<String>,
+    seen_files: HashMap<PathBuf, String>,
+    rules: Vec<crate::permissions::Rule>,
+    started: BTreeMap<String, OpenTask>,
+    ended_notices: Vec<(String, PendingNotice)>,
+    noticed: HashSet<String>,
+    /// The cards background tasks left open.
+    cards: BTreeMap<String, Card>,
+    /// The card whose output is the text of the next tool result (its place in `view`).
+    awaiting_result: Option<usize>,
+    /// Cards drawn and not closed yet: a turn cut off (hotsh killed) leaves them open.
+    open_cards: BTreeMap<String, Card>,
+    /// The last announcement of each subagent shown (its title and agent), for a cut-off
+    /// call to show its subagent ended.
+    subagents: HashMap<super::SessionId, (String, Option<String>)>,
+}
+
+impl Folder {
+    /// Starts a fold with a log's first record, which must be its `session` record.
+    pub fn new(first: Option<Record>) -> Result<Self, FoldError> {
+        let Some(Record::Fact(Fact::Session(meta))) = first else {
+            return Err(FoldError::NoSessionRecord);
+        };
+        Ok(Self {
+            meta,
+            history: super::History::default(),
+            view: Vec::new(),
+            next_call: 1,
+            title: None,
+            model: None,
+            effort: None,
+            sandbox_mode: None,
+            session_mode: None,
+            seen_files: HashMap::new(),
+            rules: Vec::new(),
+            started: BTreeMap::new(),
+            ended_notices: Vec::new(),
+            noticed: HashSet::new(),
+            cards: BTreeMap::new(),
+            awaiting_result: None,
+            open_cards: BTreeMap::new(),
+            subagents: HashMap::new(),
+        })
+    }
+
+    /// The session's first record.
+    pub fn meta(&self) -> &SessionMeta {
+        &self.meta
+    }
+
+    /// Folds the next record in.
+    pub fn push(&mut self, record: Record) {
         if matches!(record, Record::Fact(Fact::Prompt(_) | Fact::Command { .. })) {
-            close_cut_off(&mut view, &mut open_cards);
+            self.close_cut_off();
         }
-        history.apply(&record);
+        self.history.apply(&record);
         match record {
             // Only the last context use is shown again (after the replay).
             Record::Event(SessionEvent::Usage(_)) => {}
             Record::Event(event) => {
                 if let Some(number) = call_id_of(&event).and_then(ToolCallId::number) {
-                    next_call = next_call.max(number + 1);
+                    self.next_call = self.next_call.max(number + 1);
                 }
                 if let SessionEvent::ToolCallFinished {
                     call_id,
@@ -96,38 +145,38 @@ pub fn fold(records: Vec<Record>) -> Result<Folded, FoldError> {
                     ..
                 } = &event
                 {
-                    cards.insert(call_id.0.clone(), card.clone());
+                    self.cards.insert(call_id.0.clone(), card.clone());
                 }
                 match &event {
                     SessionEvent::ToolCallStarted { call_id, card, .. } => {
-                        open_cards.insert(call_id.0.clone(), card.clone());
+                        self.open_cards.insert(call_id.0.clone(), card.clone());
                     }
                     SessionEvent::ToolCallFinished { call_id, .. } => {
-                        open_cards.remove(&call_id.0);
+                        self.open_cards.remove(&call_id.0);
                     }
                     _ => {}
                 }
                 let awaits =
                     matches!(event, SessionEvent::ToolCallFinished { output_in_result: true, .. });
-                push_coalesced(&mut view, event);
+                self.show(event);
                 if awaits {
-                    awaiting_result = Some(view.len() - 1);
+                    self.awaiting_result = Some(self.view.len() - 1);
                 }
             }
             Record::Fact(Fact::ToolResult { text, .. }) => {
                 if let Some(SessionEvent::ToolCallFinished {
                     output_text, output_in_result, ..
-                }) = awaiting_result.take().and_then(|at| view.get_mut(at))
+                }) = self.awaiting_result.take().and_then(|at| self.view.get_mut(at))
                 {
                     *output_text = Some(text);
                     *output_in_result = false;
                 }
             }
             Record::Fact(Fact::Prompt(prompt)) => {
-                if title.is_none() {
-                    title = Some(super::title_of(&prompt.text));
+                if self.title.is_none() {
+                    self.title = Some(super::title_of(&prompt.text));
                 }
-                view.extend(
+                self.view.extend(
                     prompt
                         .blocks
                         .iter()
@@ -135,122 +184,149 @@ pub fn fold(records: Vec<Record>) -> Result<Folded, FoldError> {
                 );
             }
             Record::Fact(Fact::Command { blocks, .. }) => {
-                view.extend(blocks.into_iter().map(|block| SessionEvent::UserMessage { block }));
+                self.view
+                    .extend(blocks.into_iter().map(|block| SessionEvent::UserMessage { block }));
             }
             Record::Fact(Fact::TaskStarted { task_id, call_id, command, output_path }) => {
-                started.insert(
+                self.started.insert(
                     task_id.clone(),
                     OpenTask {
-                        task_id: task_id.clone(),
-                        call_id: ToolCallId(call_id.clone()),
-                        command: command.clone(),
-                        output_path: output_path.clone(),
+                        task_id,
+                        call_id: ToolCallId(call_id),
+                        command,
+                        output_path,
                         card: None,
                     },
                 );
             }
             Record::Fact(Fact::TaskEnded(end)) => {
-                if let Some(task) = started.remove(&end.task_id) {
+                if let Some(task) = self.started.remove(&end.task_id) {
                     let notice =
                         super::task_notice(&task.task_id, &task.command, &end, &task.output_path);
-                    ended_notices.push((end.task_id.clone(), notice));
+                    self.ended_notices.push((end.task_id.clone(), notice));
                 }
             }
             Record::Fact(
                 Fact::Notice { task_id: Some(task_id), .. } | Fact::TaskReported { task_id },
             ) => {
-                noticed.insert(task_id.clone());
+                self.noticed.insert(task_id);
             }
-            Record::Fact(Fact::ModelChosen { model: chosen }) => model = Some(chosen),
-            Record::Fact(Fact::EffortChosen { effort: chosen }) => effort = Some(chosen),
-            Record::Fact(Fact::SandboxMode { mode }) => sandbox_mode = Some(mode),
-            Record::Fact(Fact::SessionMode { mode }) => session_mode = Some(mode),
+            Record::Fact(Fact::ModelChosen { model }) => self.model = Some(model),
+            Record::Fact(Fact::EffortChosen { effort }) => self.effort = Some(effort),
+            Record::Fact(Fact::SandboxMode { mode }) => self.sandbox_mode = Some(mode),
+            Record::Fact(Fact::SessionMode { mode }) => self.session_mode = Some(mode),
             Record::Fact(Fact::FileSeen { path, sha256 }) => {
-                seen_files.insert(path, sha256);
+                self.seen_files.insert(path, sha256);
             }
             Record::Fact(Fact::RuleAdded { rule }) => {
-                if !rules.contains(&rule) {
-                    rules.push(rule);
+                if !self.rules.contains(&rule) {
+                    self.rules.push(rule);
                 }
             }
-            Record::Fact(Fact::RuleRemoved { rule }) => rules.retain(|kept| *kept != rule),
+            Record::Fact(Fact::RuleRemoved { rule }) => self.rules.retain(|kept| *kept != rule),
             Record::Fact(_) => {}
         }
     }
-    // A log that ends in the middle of a turn (hotsh was killed) folds to a history a
-    // provider accepts, and a thread whose cut-off cards are closed.
-    close_cut_off(&mut view, &mut open_cards);
-    history.answer_cut_off();
-    let pending_notices = ended_notices
-        .into_iter()
-        .filter(|(task_id, _)| !noticed.contains(task_id))
-        .map(|(_, notice)| notice)
-        .collect();
-    let open_tasks = started
-        .into_values()
-        .map(|mut task| {
-            task.card = cards.get(&task.call_id.0).cloned();
-            task
-        })
-        .collect();
-    Ok(Folded {
-        meta,
-        history,
-        view,
-        next_call,
-        pending_notices,
-        open_tasks,
-        title,
-        model,
-        effort,
-        sandbox_mode,
-        session_mode,
-        seen_files,
-        rules,
-    })
-}
 
-/// Closes, as failed, the cards of a turn that was cut off before they were: a terminal says
-/// why where its exit status would be, any other card in its content.
-fn close_cut_off(view: &mut Vec<SessionEvent>, open_cards: &mut BTreeMap<String, Card>) {
-    let words = super::CUT_OFF_RESULT;
-    for (call_id, card) in std::mem::take(open_cards) {
-        let (card, error) = match card {
-            Card::Terminal(mut terminal) => {
-                let reason = Some(words.to_owned());
-                terminal.exit = Some(super::TerminalExit { exit_code: None, signal: None, reason });
-                (Card::Terminal(terminal), None)
+    /// The events of the view no later record can change, in order, taken out of the fold:
+    /// all but the last (a chunk the next may join) and those from a card that awaits its
+    /// output from the next tool result.
+    pub fn take_final(&mut self) -> Vec<SessionEvent> {
+        let last = self.view.len().saturating_sub(1);
+        let end = self.awaiting_result.map_or(last, |at| at.min(last));
+        if let Some(at) = &mut self.awaiting_result {
+            *at -= end;
+        }
+        self.view.drain(..end).collect()
+    }
+
+    /// Ends the fold: a log that ends in the middle of a turn (hotsh was killed) folds to a
+    /// history a provider accepts, and a thread whose cut-off cards are closed. The view is
+    /// what [`Folder::take_final`] has not taken.
+    pub fn finish(mut self) -> Folded {
+        self.close_cut_off();
+        self.history.answer_cut_off();
+        let noticed = self.noticed;
+        let pending_notices = self
+            .ended_notices
+            .into_iter()
+            .filter(|(task_id, _)| !noticed.contains(task_id))
+            .map(|(_, notice)| notice)
+            .collect();
+        let cards = self.cards;
+        let open_tasks = self
+            .started
+            .into_values()
+            .map(|mut task| {
+                task.card = cards.get(&task.call_id.0).cloned();
+                task
+            })
+            .collect();
+        Folded {
+            meta: self.meta,
+            history: self.history,
+            view: self.view,
+            next_call: self.next_call,
+            pending_notices,
+            open_tasks,
+            title: self.title,
+            model: self.model,
+            effort: self.effort,
+            sandbox_mode: self.sandbox_mode,
+            session_mode: self.session_mode,
+            seen_files: self.seen_files,
+            rules: self.rules,
+        }
+    }
+
+    /// Adds `event` to the view (see [`push_coalesced`]), noting subagents announced.
+    fn show(&mut self, event: SessionEvent) {
+        if let SessionEvent::Subagent { child, title, agent, .. } = &event {
+            self.subagents.insert(child.clone(), (title.clone(), agent.clone()));
+        }
+        push_coalesced(&mut self.view, event);
+    }
+
+    /// Closes, as failed, the cards of a turn that was cut off before they were: a terminal
+    /// says why where its exit status would be, any other card in its content.
+    fn close_cut_off(&mut self) {
+        let words = super::CUT_OFF_RESULT;
+        for (call_id, card) in std::mem::take(&mut self.open_cards) {
+            let (card, error) = match card {
+                Card::Terminal(mut terminal) => {
+                    let reason = Some(words.to_owned());
+                    terminal.exit =
+                        Some(super::TerminalExit { exit_code: None, signal: None, reason });
+                    (Card::Terminal(terminal), None)
+                }
+                generic => (generic, Some(words.to_owned())),
+            };
+            // A subagent the call ran was cut off with it: its thread is shown ended.
+            let ended = match &card {
+                Card::Generic(GenericCard { session: Some(child), .. }) => {
+                    self.subagents.get(child).map(|(title, agent)| SessionEvent::Subagent {
+                        call_id: ToolCallId(call_id.clone()),
+                        child: child.clone(),
+                        title: title.clone(),
+                        agent: agent.clone(),
+                        state: super::SubagentState::Idle { stop: "cancelled".to_owned() },
+                    })
+                }
+                _ => None,
+            };
+            if let Some(ended) = ended {
+                self.show(ended);
             }
-            generic => (generic, Some(words.to_owned())),
-        };
-        // A subagent the call ran was cut off with it: its thread is shown ended.
-        let ended = match &card {
-            Card::Generic(GenericCard { session: Some(child), .. }) => {
-                view.iter().rev().find_map(|event| match event {
-                    SessionEvent::Subagent { child: shown, title, agent, .. } if shown == child => {
-                        Some(SessionEvent::Subagent {
-                            call_id: ToolCallId(call_id.clone()),
-                            child: child.clone(),
-                            title: title.clone(),
-                            agent: agent.clone(),
-                            state: super::SubagentState::Idle { stop: "cancelled".to_owned() },
-                        })
-                    }
-                    _ => None,
-                })
-            }
-            _ => None,
-        };
-        view.extend(ended);
-        view.push(SessionEvent::ToolCallFinished {
-            call_id: ToolCallId(call_id),
-            card,
-            status: CallStatus::Failed,
-            raw_output: serde_json::Value::Null,
-            error,
-            output_text: None,
-            output_in_result: false,
-        });
+            self.show(SessionEvent::ToolCallFinished {
+                call_id: ToolCallId(call_id),
+                card,
+                status: CallStatus::Failed,
+                raw_output: serde_json::Value::Null,
+                error,
+                output_text: None,
+                output_in_result: false,
+            });
+        }
     }
 }
 
@@ -447,6 +523,101 @@ mod tests {
             Message::Tool { call_id: "b".into(), text: stopped, is_error: true }
         );
         assert!(matches!(&messages[5], Message::User { text, .. } if text == "go on"));
+    }
+
+    #[test]
+    fn the_view_taken_part_by_part_is_the_whole_folds_view() {
+        let text = |text: &str| Record::Event(SessionEvent::AgentText { text: text.into() });
+        let call = ToolCallId("call-1".into());
+        let sub = ToolCallId("call-2".into());
+        let child = crate::session::SessionId("child".into());
+        let terminal = Card::Terminal(crate::session::TerminalCard {
+            command: "seq 3".into(),
+            description: None,
+            cwd: "/w".into(),
+            exit: None,
+        });
+        let subagent_card = Card::Generic(GenericCard {
+            session: Some(child.clone()),
+            ..GenericCard::new("Task", ToolKind::Other, None)
+        });
+        let records = vec![
+            meta(),
+            Record::Fact(Fact::Prompt(Prompt {
+                text: "go".into(),
+                blocks: vec![serde_json::json!({"type": "text", "text": "go"})],
+                images: Vec::new(),
+            })),
+            text("one "),
+            text("two"),
+            Record::Event(SessionEvent::ToolCallStarted {
+                call_id: call.clone(),
+                tool: "bash".into(),
+                card: terminal.clone(),
+                raw_input: serde_json::Value::Null,
+                arguments: "{}".into(),
+            }),
+            Record::Event(SessionEvent::ToolOutput { call_id: call.clone(), text: "1\n".into() }),
+            Record::Event(SessionEvent::ToolOutput { call_id: call.clone(), text: "2\n".into() }),
+            Record::Event(SessionEvent::ToolCallFinished {
+                call_id: call.clone(),
+                card: terminal,
+                status: CallStatus::Completed,
+                raw_output: serde_json::Value::Null,
+                error: None,
+                output_text: None,
+                output_in_result: true,
+            }),
+            text("between"),
+            Record::Fact(Fact::ToolResult {
+                call_id: "m1".into(),
+                text: "1\n2\n".into(),
+                is_error: false,
+                after_output: None,
+            }),
+            Record::Event(SessionEvent::ToolCallStarted {
+                call_id: sub.clone(),
+                tool: "task".into(),
+                card: subagent_card,
+                raw_input: serde_json::Value::Null,
+                arguments: "{}".into(),
+            }),
+            Record::Event(SessionEvent::Subagent {
+                call_id: sub,
+                child,
+                title: "look".into(),
+                agent: Some("explore".into()),
+                state: crate::session::SubagentState::Running,
+            }),
+            text("cut "),
+            text("off"),
+        ];
+        let whole = fold(records.clone()).expect("folds").view;
+        // Parts taken after every record, and after every third, join to the same view.
+        for every in [1, 3] {
+            let mut records = records.clone().into_iter();
+            let mut folder = Folder::new(records.next()).expect("a session record");
+            let mut taken = Vec::new();
+            for (at, record) in records.enumerate() {
+                folder.push(record);
+                if at % every == 0 {
+                    taken.extend(folder.take_final());
+                }
+            }
+            taken.extend(folder.finish().view);
+            assert_eq!(format!("{taken:?}"), format!("{whole:?}"));
+        }
+        // The card took its output from the result after it; the cut-off subagent ended.
+        assert!(whole.iter().any(|e| matches!(e, SessionEvent::ToolCallFinished { output_text: Some(t), .. } if t == "1\n2\n")));
+        assert!(
+            whole
+                .iter()
+                .any(|e| matches!(e, SessionEvent::AgentText { text } if text == "one two"))
+        );
+        assert!(matches!(
+            &whole[whole.len() - 2],
+            SessionEvent::Subagent { state: crate::session::SubagentState::Idle { stop }, .. } if stop == "cancelled"
+        ));
     }
 
     #[test]

@@ -240,16 +240,10 @@ pub(crate) enum ReadError {
     Damaged { path: PathBuf, line: usize, reason: String },
 }
 
-/// A log as read: its records in order, and what reading found.
+/// A log as read: its records in order (see [`parse_each`] for how far it was read).
 #[derive(Debug)]
 pub(crate) struct ReadLog {
     pub(crate) records: Vec<Record>,
-    /// The `seq` of the last record kept.
-    pub(crate) last_seq: u64,
-    /// The byte length of the complete records (a torn last line is beyond it).
-    pub(crate) good_length: u64,
-    /// A torn last line was dropped.
-    pub(crate) dropped_torn_line: bool,
 }
 
 /// Serialises one record as a log line (without the newline). The keys come in the
@@ -269,11 +263,16 @@ pub(crate) fn line(seq: u64, record: &Record) -> serde_json::Result<Vec<u8>> {
 
 /// Reads a whole log.
 pub(crate) fn read(path: &Path) -> Result<ReadLog, ReadError> {
+    parse(path, &read_bytes(path)?)
+}
+
+/// The bytes of a log, to parse.
+pub(crate) fn read_bytes(path: &Path) -> Result<Vec<u8>, ReadError> {
     let io = |source| ReadError::Io { path: path.to_owned(), source };
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(&mut open_regular(path, false).map_err(io)?, &mut bytes)
         .map_err(io)?;
-    parse(path, &bytes)
+    Ok(bytes)
 }
 
 /// Opens a log (to read, or to append): only a regular file, never through a symbolic link
@@ -291,8 +290,30 @@ pub(crate) fn open_regular(path: &Path, append: bool) -> std::io::Result<std::fs
 
 /// Parses the bytes of a log (see the module documentation for the rules).
 pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<ReadLog, ReadError> {
-    let mut shared = SharedOutput::default();
     let mut records = Vec::new();
+    parse_each(path, bytes, |record| records.push(record))?;
+    Ok(ReadLog { records })
+}
+
+/// How far a log was read.
+#[derive(Debug)]
+pub(crate) struct Extent {
+    /// The `seq` of the last record kept.
+    pub(crate) last_seq: u64,
+    /// The byte length of the complete records (a torn last line is beyond it).
+    pub(crate) good_length: u64,
+    /// A torn last line was dropped.
+    pub(crate) dropped_torn_line: bool,
+}
+
+/// Parses the bytes of a log, handing each record to `each` as it is read: on an error,
+/// `each` has had the records before the line at fault.
+pub(crate) fn parse_each(
+    path: &Path,
+    bytes: &[u8],
+    mut each: impl FnMut(Record),
+) -> Result<Extent, ReadError> {
+    let mut shared = SharedOutput::default();
     let mut last_seq = 0;
     let mut good_length = 0u64;
     let mut dropped_torn_line = false;
@@ -329,7 +350,7 @@ pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<ReadLog, ReadError> {
                         line: number,
                         reason,
                     })?;
-                    records.push(record);
+                    each(record);
                 }
                 last_seq = seq;
                 good_length = next as u64;
@@ -345,7 +366,7 @@ pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<ReadLog, ReadError> {
         }
         offset = next;
     }
-    Ok(ReadLog { records, last_seq, good_length, dropped_torn_line })
+    Ok(Extent { last_seq, good_length, dropped_torn_line })
 }
 
 enum Parsed {
@@ -354,23 +375,24 @@ enum Parsed {
 }
 
 fn parse_line(line: &[u8]) -> Result<Parsed, String> {
-    // A line with bytes that are not UTF-8 (an older hotsh passed on what a plugin sent) is
-    // read with them replaced, rather than refusing the whole session.
-    let lossy;
-    let line = match std::str::from_utf8(line) {
-        Ok(_) => line,
-        Err(_) => {
-            lossy = String::from_utf8_lossy(line).into_owned();
-            lossy.as_bytes()
-        }
+    let parse = |line: &[u8]| {
+        let mut deserializer = serde_json::Deserializer::from_slice(line);
+        let parsed = serde::Deserializer::deserialize_map(&mut deserializer, LineVisitor)
+            .and_then(|parsed| deserializer.end().map(|()| parsed));
+        parsed.map_err(|error| match serde_json::from_slice::<serde::de::IgnoredAny>(line) {
+            Err(not_json) => format!("not JSON ({not_json})"),
+            Ok(_) => format!("not a record: {error}"),
+        })
     };
-    let mut deserializer = serde_json::Deserializer::from_slice(line);
-    let parsed = serde::Deserializer::deserialize_map(&mut deserializer, LineVisitor)
-        .and_then(|parsed| deserializer.end().map(|()| parsed));
-    parsed.map_err(|error| match serde_json::from_slice::<serde::de::IgnoredAny>(line) {
-        Err(not_json) => format!("not JSON ({not_json})"),
-        Ok(_) => format!("not a record: {error}"),
-    })
+    match parse(line) {
+        // A line with bytes that are not UTF-8 (an older hotsh passed on what a plugin sent)
+        // is read with them replaced, rather than refusing the whole session. (The parser
+        // checks the strings it reads, so a line is checked again only when it fails.)
+        Err(_) if std::str::from_utf8(line).is_err() => {
+            parse(String::from_utf8_lossy(line).as_bytes())
+        }
+        parsed => parsed,
+    }
 }
 
 /// Reads a line in one pass: the envelope's keys, and `data` straight into the record its
@@ -514,11 +536,18 @@ mod tests {
     use super::*;
     use crate::session::ToolCallId;
 
+    /// The records of `bytes`, and how far they were read.
+    fn parsed(bytes: &[u8]) -> (Vec<Record>, Extent) {
+        let mut records = Vec::new();
+        let extent = parse_each(Path::new("x.jsonl"), bytes, |r| records.push(r)).expect("parses");
+        (records, extent)
+    }
+
     fn round_trip(record: Record) {
         let bytes = line(1, &record).expect("serialises");
-        let read = parse(Path::new("x.jsonl"), &bytes).expect("parses");
-        assert_eq!(read.records, vec![record]);
-        assert_eq!(read.last_seq, 1);
+        let (records, extent) = parsed(&bytes);
+        assert_eq!(records, vec![record]);
+        assert_eq!(extent.last_seq, 1);
     }
 
     #[test]
@@ -546,13 +575,13 @@ mod tests {
         bytes.push(0xff);
         bytes.extend_from_slice(&bad[at + 3..]);
         bytes.push(b'\n');
-        let read = parse(Path::new("x.jsonl"), &bytes).expect("read");
-        assert_eq!(read.records.len(), 2);
+        let (records, extent) = parsed(&bytes);
+        assert_eq!(records.len(), 2);
         assert_eq!(
-            read.records[1],
+            records[1],
             Record::Event(SessionEvent::AgentText { text: "ok \u{fffd}".into() })
         );
-        assert!(!read.dropped_torn_line);
+        assert!(!extent.dropped_torn_line);
     }
 
     #[test]
@@ -562,10 +591,10 @@ mod tests {
         bytes.push(b'\n');
         let good = bytes.len() as u64;
         bytes.extend_from_slice(b"{\"v\":1,\"seq\":2,\"ty");
-        let read = parse(Path::new("x.jsonl"), &bytes).expect("recovers");
-        assert_eq!(read.records.len(), 1);
-        assert!(read.dropped_torn_line);
-        assert_eq!(read.good_length, good);
+        let (records, extent) = parsed(&bytes);
+        assert_eq!(records.len(), 1);
+        assert!(extent.dropped_torn_line);
+        assert_eq!(extent.good_length, good);
     }
 
     #[test]
@@ -585,9 +614,9 @@ mod tests {
     #[test]
     fn keys_in_any_order_are_read() {
         let bytes = b"{\"data\":{\"text\":\"a\"},\"type\":\"agent_text\",\"seq\":1,\"v\":1}\n";
-        let read = parse(Path::new("x.jsonl"), bytes).expect("parses");
-        assert_eq!(read.records, vec![Record::Event(SessionEvent::AgentText { text: "a".into() })]);
-        assert_eq!(read.last_seq, 1);
+        let (records, extent) = parsed(bytes);
+        assert_eq!(records, vec![Record::Event(SessionEvent::AgentText { text: "a".into() })]);
+        assert_eq!(extent.last_seq, 1);
     }
 
     #[test]
@@ -1007,8 +1036,8 @@ mod tests {
     #[test]
     fn unknown_types_and_fields_are_skipped() {
         let bytes = b"{\"v\":1,\"seq\":1,\"type\":\"from_the_future\",\"data\":{}}\n{\"v\":1,\"seq\":2,\"type\":\"agent_text\",\"data\":{\"text\":\"a\",\"extra\":1}}\n";
-        let read = parse(Path::new("x.jsonl"), bytes).expect("parses");
-        assert_eq!(read.records, vec![Record::Event(SessionEvent::AgentText { text: "a".into() })]);
-        assert_eq!(read.last_seq, 2);
+        let (records, extent) = parsed(bytes);
+        assert_eq!(records, vec![Record::Event(SessionEvent::AgentText { text: "a".into() })]);
+        assert_eq!(extent.last_seq, 2);
     }
 }

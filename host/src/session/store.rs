@@ -8,6 +8,7 @@
 use super::fold::{self, Folded};
 use super::log::{self, ReadError, ReadLog, Record, SessionMeta};
 use super::writer::OpenLog;
+use hotsh_core::usecase::{ThreadPart, ThreadParts};
 use std::io::{Read as _, Seek as _, Write as _};
 use std::os::fd::AsRawFd as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
@@ -104,25 +105,51 @@ impl SessionStore {
     }
 
     /// Opens an existing session's log for writing: locks it, reads it, cuts a torn last
-    /// line off, and folds it.
-    pub(crate) fn open(&self, id: &str) -> Result<(OpenLog, Folded), StoreError> {
+    /// line off, and folds it. With `thread`, the thread goes there as it is folded (see
+    /// [`hotsh_core::usecase::Backend::open`]), and the folded view holds only the rest.
+    pub(crate) fn open(
+        &self,
+        id: &str,
+        thread: Option<ThreadParts>,
+    ) -> Result<(OpenLog, Folded), StoreError> {
         let path = self.path_of(id)?;
         if !path.exists() {
             return Err(StoreError::Unknown(id.to_owned()));
         }
         let dir = self.dir()?;
         let lock = lock(&dir, id)?;
-        let read = log::read(&path)?;
-        let (dropped_torn_line, good_length, last_seq) =
-            (read.dropped_torn_line, read.good_length, read.last_seq);
-        let folded = fold_of(&path, read)?;
+        let bytes = log::read_bytes(&path)?;
+        let mut streamed = Streamed { thread, records: 0 };
+        let mut folder: Result<fold::Folder, _> = Err(fold::FoldError::NoSessionRecord);
+        let extent = log::parse_each(&path, &bytes, |record| match &mut folder {
+            Ok(folder) => {
+                folder.push(record);
+                streamed.pushed(folder);
+            }
+            Err(_) if streamed.records == 0 => {
+                folder = fold::Folder::new(Some(record));
+                if let Ok(folder) = &folder {
+                    streamed.send(ThreadPart::Folder(folder.meta().cwd.clone()));
+                }
+                streamed.records = 1;
+            }
+            Err(_) => {}
+        })?;
+        drop(bytes);
+        let folded = folder
+            .map_err(|error| StoreError::NotASession {
+                path: path.clone(),
+                reason: error.to_string(),
+            })?
+            .finish();
         let file = log::open_regular(&path, true)
             .map_err(|source| ReadError::Io { path: path.clone(), source })?;
-        if dropped_torn_line {
-            file.set_len(good_length)
+        if extent.dropped_torn_line {
+            file.set_len(extent.good_length)
                 .map_err(|source| ReadError::Io { path: path.clone(), source })?;
         }
-        let open = OpenLog { path, file, lock, next_seq: last_seq + 1, length: good_length };
+        let (next_seq, length) = (extent.last_seq + 1, extent.good_length);
+        let open = OpenLog { path, file, lock, next_seq, length };
         Ok((open, folded))
     }
 
@@ -236,6 +263,38 @@ fn fold_of(path: &Path, read: ReadLog) -> Result<Folded, StoreError> {
         path: path.to_owned(),
         reason: error.to_string(),
     })
+}
+
+/// A thread going to a client as its log is folded.
+struct Streamed {
+    thread: Option<ThreadParts>,
+    /// Records folded so far.
+    records: usize,
+}
+
+impl Streamed {
+    /// How many records are folded between two parts of the thread sent.
+    const RECORDS_A_PART: usize = 128;
+
+    /// A record was folded into `folder`: every so many, what is final goes.
+    fn pushed(&mut self, folder: &mut fold::Folder) {
+        self.records += 1;
+        if self.thread.is_some() && self.records.is_multiple_of(Self::RECORDS_A_PART) {
+            let events = folder.take_final();
+            if !events.is_empty() {
+                self.send(ThreadPart::Events(events));
+            }
+        }
+    }
+
+    /// Sends `part`, waiting while the client is behind; a load given up takes no more.
+    fn send(&mut self, part: ThreadPart) {
+        if let Some(thread) = &self.thread
+            && thread.blocking_send(part).is_err()
+        {
+            self.thread = None;
+        }
+    }
 }
 
 /// The summary of one log, read only as far as its first prompt.

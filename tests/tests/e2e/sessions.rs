@@ -255,6 +255,58 @@ fn a_torn_last_line_is_dropped_and_the_rest_loads() {
     }
 }
 
+/// A load streams the thread as the log is read: a log damaged far from its start shows the
+/// client the thread before the damage, then is refused naming the line; nothing of it is
+/// left open, and the log mended loads whole and goes on.
+#[test]
+fn a_log_damaged_part_way_shows_what_comes_before_then_is_refused_and_loads_once_mended() {
+    const TURNS: usize = 80;
+    let data = tempfile::tempdir().unwrap();
+    let answers = (0..TURNS).map(|turn| say(&format!("answer {turn}"))).collect();
+    let mut first = Agent::start(sharing(data.path(), answers));
+    first.initialize(true);
+    let session = first.new_session();
+    for turn in 0..TURNS {
+        let answer = first.prompt(&session, &format!("prompt {turn}"));
+        assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    }
+    assert!(first.finish().success());
+    let path = log_path(data.path(), &session);
+    let whole = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = whole.lines().collect();
+    // The damage: the prompt record of the last turn but five.
+    let damaged_at = lines
+        .iter()
+        .rposition(|l| l.contains(&format!("\"text\":\"prompt {}\"", TURNS - 5)))
+        .unwrap();
+    assert!(damaged_at > 256, "the log is long enough for parts to stream: {damaged_at}");
+    let mut damaged = lines.clone();
+    damaged[damaged_at] = "not json at all";
+    std::fs::write(&path, damaged.join("\n") + "\n").unwrap();
+
+    let mut agent = Agent::start(sharing(data.path(), vec![say("after")]));
+    agent.initialize(true);
+    let workdir = agent.workdir.clone();
+    let (shown, answer) = load(&mut agent, &session, &workdir);
+    let message = answer["error"]["message"].as_str().unwrap();
+    let line = format!("is damaged at line {}: not JSON", damaged_at + 1);
+    assert!(message.contains(&line), "{message}");
+    let texts: Vec<&str> = shown.iter().filter_map(|u| u["content"]["text"].as_str()).collect();
+    // Shown in order from the start, and nothing from the damage on.
+    let thread: Vec<String> =
+        (0..TURNS).flat_map(|t| [format!("prompt {t}"), format!("answer {t}")]).collect();
+    assert!(texts.len() >= 2 && texts.len() <= 2 * (TURNS - 5), "{texts:?}");
+    assert_eq!(texts, thread[..texts.len()], "{texts:?}");
+
+    std::fs::write(&path, &whole).unwrap();
+    let (shown, answer) = load(&mut agent, &session, &workdir);
+    assert!(answer.get("result").is_some(), "{answer}");
+    let texts: Vec<&str> = shown.iter().filter_map(|u| u["content"]["text"].as_str()).collect();
+    assert_eq!(texts, thread, "{texts:?}");
+    assert_eq!(agent.prompt(&session, "again")["result"]["stopReason"], "end_turn");
+    assert!(agent.finish().success());
+}
+
 #[test]
 fn a_log_from_a_newer_hotsh_or_a_damaged_one_is_refused_clearly() {
     let data = tempfile::tempdir().unwrap();
