@@ -424,9 +424,11 @@ pub async fn load(
     Ok((session, thread.sent))
 }
 
-/// How many parts of a thread being read may wait for the client: a client that stops
-/// reading holds the reading of the log too, at a bounded cost in memory.
-const THREAD_PARTS_AHEAD: usize = 4;
+/// How many parts of a thread being read may wait to be drawn and sent: enough for the
+/// reading to go on while a load right after start waits for the plugins to draw with; a
+/// client that stops reading holds the reading of the log too, at a bounded cost in memory
+/// (the parts are of the log's size, whose bytes are held while it is read anyway).
+const THREAD_PARTS_AHEAD: usize = 32;
 
 /// How deep [`send_thread`] follows subagents' threads (past any depth hotsh lets them nest).
 const MAX_THREAD_DEPTH: u32 = 8;

@@ -392,10 +392,15 @@ async fn invoked_within(
 /// card drawn anew by the plugin that declares the tool (so an improved rendering applies to
 /// old threads), a part of the thread at a time. The logged card stays when no plugin
 /// declares the tool any more or the presenter fails; the logged status and the host's own
-/// notes (why a command ended) stay. A part's cards are drawn on one blocking thread within
-/// [`PRESENT_TIMEOUT`]; past it that part and every later one show the logged cards.
+/// notes (why a command ended) stay. The plugins are those the initial scan of the plugin
+/// directories found (a load right after start waits for it, so the thread is drawn by the
+/// plugins installed, not as logged because they were still loading). A part's cards are
+/// drawn on one blocking thread within [`PRESENT_TIMEOUT`] (the first part's wait for the
+/// scan included); past it that part and every later one show the logged cards.
 pub(crate) struct Presenter {
-    snapshot: Arc<crate::plugins::Snapshot>,
+    registry: Arc<Registry>,
+    /// The plugins that draw, taken once the initial scan is done.
+    snapshot: Option<Arc<crate::plugins::Snapshot>>,
     session_id: String,
     cwd: String,
     /// The calls whose first card was drawn, for their final card.
@@ -409,12 +414,13 @@ type Drawing = (usize, Arc<LoadedPlugin>, PluginCall, Option<PluginOutput>);
 
 impl Presenter {
     pub(crate) fn new(
-        registry: &Registry,
+        registry: &Arc<Registry>,
         id: &crate::session::SessionId,
         cwd: &std::path::Path,
     ) -> Self {
         Self {
-            snapshot: registry.snapshot(),
+            registry: Arc::clone(registry),
+            snapshot: None,
             session_id: id.0.clone(),
             cwd: cwd.to_string_lossy().into_owned(),
             calls: HashMap::new(),
@@ -427,7 +433,20 @@ impl Presenter {
         if self.gave_up {
             return view;
         }
-        let jobs = self.drawings(&view);
+        let snapshot = match &self.snapshot {
+            Some(snapshot) => Arc::clone(snapshot),
+            None => {
+                if tokio::time::timeout(PRESENT_TIMEOUT, self.registry.ready()).await.is_err() {
+                    tracing::warn!(
+                        "the plugins did not load in time to draw cards again; showing the logged ones"
+                    );
+                    self.gave_up = true;
+                    return view;
+                }
+                Arc::clone(self.snapshot.insert(self.registry.snapshot()))
+            }
+        };
+        let jobs = self.drawings(&snapshot, &view);
         if jobs.is_empty() {
             return view;
         }
@@ -469,12 +488,16 @@ impl Presenter {
     }
 
     /// The cards of `view` a plugin draws.
-    fn drawings(&mut self, view: &[SessionEvent]) -> Vec<Drawing> {
+    fn drawings(
+        &mut self,
+        snapshot: &crate::plugins::Snapshot,
+        view: &[SessionEvent],
+    ) -> Vec<Drawing> {
         let mut jobs = Vec::new();
         for (index, event) in view.iter().enumerate() {
             match event {
                 SessionEvent::ToolCallStarted { call_id, tool, arguments, .. } => {
-                    let Some(plugin) = self.snapshot.find_tool(tool) else { continue };
+                    let Some(plugin) = snapshot.find_tool(tool) else { continue };
                     let call = PluginCall {
                         call_id: call_id.0.clone(),
                         session_id: self.session_id.clone(),

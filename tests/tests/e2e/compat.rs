@@ -67,6 +67,36 @@ fn a_plugin_built_against_hotsh_abi_1_0_runs_its_tools_and_draws_its_cards() {
     assert_eq!(last["locations"], json!([{"path": file, "line": 3}]), "{last}");
 }
 
+/// A session loaded right after the agent starts (Zed's way) has its cards drawn by the
+/// plugins now installed, not as logged because the plugins were still loading: the load
+/// waits for the initial plugin scan before it draws.
+#[test]
+fn a_load_right_after_start_draws_the_cards_with_the_plugins_now_installed() {
+    let data = tempfile::tempdir().unwrap();
+    let shared = vec![("HOTSH_DATA_DIR".to_owned(), data.path().to_string_lossy().into_owned())];
+    let mut options = AgentOptions::script(vec![tool_call("compat_card"), say("done")]);
+    options.plugins = vec![compat_build(Compat::V1_0)];
+    options.env = shared.clone();
+    let mut first = Agent::start(options);
+    first.initialize(true);
+    let session = first.new_session();
+    assert_eq!(first.prompt(&session, "go")["result"]["stopReason"], "end_turn");
+    card(&first.updates(&session), "compat_card (1.0)");
+    assert!(first.finish().success());
+
+    let mut options = AgentOptions::script(vec![]);
+    options.plugins = vec![compat_build(Compat::Later)];
+    options.env = shared;
+    let mut second = Agent::start(options);
+    second.initialize(true);
+    let workdir = second.workdir.clone();
+    let (replayed, answer) = second.load(&session, &workdir);
+    assert!(answer.get("result").is_some(), "{answer}");
+    let (_, last) = card(&replayed, "compat_card (1.1)");
+    assert_eq!(last["status"], "completed", "{last}");
+    assert!(!replayed.iter().any(|u| u["title"] == "compat_card (1.0)"), "{replayed:#?}");
+}
+
 #[test]
 #[allow(clippy::disallowed_methods, reason = "runs hotsh plugin check")]
 fn a_plugin_built_against_a_later_1_x_loads_and_what_it_appended_falls_back() {
