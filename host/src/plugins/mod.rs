@@ -21,7 +21,7 @@ pub(crate) use watcher::watch_plugin_dirs;
 
 use crate::model::ToolDefinition;
 use crate::sync::lock;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -227,7 +227,13 @@ pub(crate) struct Registry {
     ready: watch::Sender<bool>,
     /// What plugins are told when asked for their tools (whether commands are sandboxed).
     context: hotsh_abi::ToolsContext,
+    /// The initial scan's checks begun ahead of their loads (see [`Registry::load_all`]).
+    early_checks: Mutex<HashMap<PathBuf, EarlyCheck>>,
 }
+
+/// A check in a throwaway process begun ahead of its load: the content hash of the bytes it
+/// checks, and its verdict (`None`: the file is not a complete plugin build).
+type EarlyCheck = std::thread::JoinHandle<Option<(u64, Result<(), check::CheckFailure>)>>;
 
 impl Registry {
     pub(crate) fn new(dirs: Vec<PathBuf>, context: hotsh_abi::ToolsContext) -> Self {
@@ -237,6 +243,7 @@ impl Registry {
             dirs,
             ready: watch::Sender::new(false),
             context,
+            early_checks: Mutex::default(),
         }
     }
 
@@ -256,12 +263,43 @@ impl Registry {
 
     /// Loads every hotsh plugin in the plugin directories (blocking). Files that are not
     /// plugins, or that are rejected, are logged and skipped.
+    ///
+    /// The loads go one after the other, in order; the checks in throwaway processes that
+    /// come before them (most of a load's time) run side by side: while the first file is
+    /// checked and loaded, the next ones (as many as there are other cores) are checked.
     pub(crate) fn load_all(&self) {
+        let files: Vec<PathBuf> = self.dirs.iter().flat_map(|dir| candidate_files(dir)).collect();
+        let others = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
+        for path in files.into_iter().skip(1).take(others.min(MAX_EARLY_CHECKS)) {
+            let checked = path.clone();
+            let spawned = std::thread::Builder::new()
+                .name("plugin-check".into())
+                .spawn(move || check_early(&checked));
+            match spawned {
+                Ok(handle) => {
+                    lock(&self.early_checks).insert(path, handle);
+                }
+                Err(error) => tracing::debug!(%error, "cannot check a plugin ahead of its load"),
+            }
+        }
         for dir in &self.dirs {
             self.scan(dir);
         }
+        lock(&self.early_checks).clear();
         self.ready.send_replace(true);
         self.log_summary();
+    }
+
+    /// The verdict of the check begun early for `path`, if it checked these bytes.
+    fn early_verdict(&self, path: &Path, hash: u64) -> Option<Result<(), check::CheckFailure>> {
+        let handle = lock(&self.early_checks).remove(path)?;
+        match handle.join() {
+            Ok(Some((checked, verdict))) if checked == hash => {
+                tracing::debug!(path = %path.display(), "plugin build checked ahead of its load");
+                Some(verdict)
+            }
+            _ => None,
+        }
     }
 
     /// Looks at every plugin file in `dir` (blocking); returns what changed.
@@ -362,7 +400,8 @@ impl Registry {
             tracing::debug!(path = %path.display(), "same content as a rejected build; not tried again");
             return Refresh::Unchanged;
         }
-        match load_checked(path, bytes, self.context.clone()) {
+        let early = self.early_verdict(path, hash);
+        match load_checked(path, bytes, self.context.clone(), early) {
             Ok(plugin) => {
                 let plugin = Arc::new(plugin);
                 let replaced = slot.current.replace(Arc::clone(&plugin));
@@ -470,18 +509,34 @@ impl Registry {
     }
 }
 
+/// How many plugin files the initial scan checks ahead of their loads at most.
+const MAX_EARLY_CHECKS: usize = 4;
+
+/// Checks the plugin file `path` in a throwaway process, ahead of its load: the hash of the
+/// bytes checked and the verdict; `None` when it is not a complete plugin build (its load
+/// says why).
+fn check_early(path: &Path) -> Option<(u64, Result<(), CheckFailure>)> {
+    let bytes = std::fs::read(path).ok()?;
+    loader::precheck(&bytes).ok()?;
+    let hash = loader::content_hash(&bytes);
+    Some((hash, check::bytes_in_child(path, bytes).map(|_| ())))
+}
+
 /// Loads a build only after a throwaway process loaded it without crashing or hanging (see
-/// `check.rs`), then loads it here with a time limit.
+/// `check.rs`; `checked`: the verdict of such a check of these very bytes, already given),
+/// then loads it here with a time limit.
 fn load_checked(
     path: &Path,
     bytes: Vec<u8>,
     context: hotsh_abi::ToolsContext,
+    checked: Option<Result<(), CheckFailure>>,
 ) -> Result<LoadedPlugin, Rejection> {
     loader::precheck(&bytes)?;
     // One buffer for the check and the load (a debug build is some 15 MB).
     let bytes = bytes::Bytes::from(bytes);
-    match check::bytes_in_child(path, bytes.clone()) {
-        Ok(_) => {}
+    let verdict = checked.unwrap_or_else(|| check::bytes_in_child(path, bytes.clone()).map(|_| ()));
+    match verdict {
+        Ok(()) => {}
         Err(CheckFailure::NotAPlugin(_)) => return Err(Rejection::NotAPlugin),
         Err(CheckFailure::Rejected(reason)) => return Err(Rejection::Checked(reason)),
     }

@@ -1065,6 +1065,7 @@ fn sessions(events: usize, runs: usize) {
     let mut load_ms = Vec::new();
     let mut load_rss = Vec::new();
     let mut streamed_ms = Vec::new();
+    let mut settled_ms = Vec::new();
     for run in 1..=runs {
         // Append throughput: one answer of `events` chunks.
         let chunks: Vec<String> = (0..events).map(|i| format!("chunk {i} ")).collect();
@@ -1093,13 +1094,15 @@ fn sessions(events: usize, runs: usize) {
         let turn = median(each);
 
         // Load: a log of `events` records written beside a fresh agent.
-        let (loaded, peak) = load_session_of(&hotsh, events, Mix::Cards);
-        let (streamed, _) = load_session_of(&hotsh, events, Mix::Streamed);
+        let (loaded, peak) = load_session_of(&hotsh, events, Mix::Cards, Start::Cold);
+        let (streamed, _) = load_session_of(&hotsh, events, Mix::Streamed, Start::Cold);
+        let (settled, _) = load_session_of(&hotsh, events, Mix::Cards, Start::Settled);
         println!(
-            "run {run}: {per_second:.0} events/s appended, turn {turn:.2} ms, load of {events} events {loaded:.1} ms (cards) / {streamed:.1} ms (streamed), peak RSS {:.1} MiB",
+            "run {run}: {per_second:.0} events/s appended, turn {turn:.2} ms, load of {events} events {loaded:.1} ms (cards) / {streamed:.1} ms (streamed) / {settled:.1} ms (cards, agent settled), peak RSS {:.1} MiB",
             peak as f64 / 1024.0
         );
         streamed_ms.push(streamed);
+        settled_ms.push(settled);
         throughput.push(per_second);
         overhead.push(turn);
         load_ms.push(loaded);
@@ -1117,7 +1120,25 @@ fn sessions(events: usize, runs: usize) {
         "  session/load of {events} events as a streaming model leaves them: {:.1} ms",
         median(streamed_ms)
     );
+    println!(
+        "  session/load of {events} events with cards in an agent started {} ms before (its plugins loaded): {:.1} ms",
+        SETTLE.as_millis(),
+        median(settled_ms)
+    );
 }
+
+/// When a timed `session/load` comes.
+#[derive(Clone, Copy, Debug)]
+enum Start {
+    /// Right after `initialize`, as Zed loads a thread in a new agent: the initial plugin
+    /// scan runs meanwhile, and the cards wait for it.
+    Cold,
+    /// [`SETTLE`] after `initialize`, as in an agent that has been running.
+    Settled,
+}
+
+/// How long a settled agent runs before the timed load.
+const SETTLE: Duration = Duration::from_millis(500);
 
 /// Writes a session log of `events` records (prompts, text, terminal cards with output) and
 /// times `session/load` of it; returns (ms, peak RSS in KiB).
@@ -1132,7 +1153,7 @@ enum Mix {
     Streamed,
 }
 
-fn load_session_of(hotsh: &std::path::Path, events: usize, mix: Mix) -> (f64, u64) {
+fn load_session_of(hotsh: &std::path::Path, events: usize, mix: Mix, start: Start) -> (f64, u64) {
     let agent = Agent::start(hotsh, vec![], "");
     let dir = agent._dir.path().to_owned();
     let id = "6f0e2b4c-0b7d-4c61-9a35-3c2ea7f0b001";
@@ -1173,7 +1194,7 @@ fn load_session_of(hotsh: &std::path::Path, events: usize, mix: Mix) -> (f64, u6
         log.push("agent_text", json!({"text": "Done."}));
     }
     drop(agent);
-    let (took, updates, peak) = time_load(hotsh, id, &dir, &log.text);
+    let (took, updates, peak) = time_load(hotsh, id, &dir, &log.text, start);
     // Chunks of one stream are joined on load: a streamed log makes far fewer updates.
     let least = match mix {
         Mix::Cards => events / 2,
@@ -1190,6 +1211,7 @@ fn time_load(
     id: &str,
     cwd: &std::path::Path,
     log: &str,
+    start: Start,
 ) -> (f64, usize, u64) {
     let data = tempfile::tempdir().expect("data dir");
     let sessions = data.path().join("sessions");
@@ -1214,6 +1236,9 @@ fn time_load(
         "initialize",
         json!({"protocolVersion": 1, "clientCapabilities": {"_meta": {"terminal_output": true}}}),
     );
+    if let Start::Settled = start {
+        std::thread::sleep(SETTLE);
+    }
     // Timed to the last byte of the answer; the updates are counted, not parsed (a client's
     // own parsing is not the agent's latency).
     let line = json!({"jsonrpc": "2.0", "id": 99, "method": "session/load",
@@ -1428,7 +1453,8 @@ fn long(turns: usize) {
     let loaded = |agent_log: &std::path::Path| {
         let text = std::fs::read_to_string(agent_log).expect("the session log");
         let records = text.lines().count();
-        let (took, _, peak) = time_load(&release_dir().join("hotsh"), &session, &cwd, &text);
+        let (took, _, peak) =
+            time_load(&release_dir().join("hotsh"), &session, &cwd, &text, Start::Cold);
         (records, took, peak)
     };
     let (records, took, peak) = loaded(&log);

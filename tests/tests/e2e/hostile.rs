@@ -130,22 +130,26 @@ fn builds_that_crash_or_hang_at_start_up_are_rejected_and_the_rest_load() {
     let scratch = tempfile::tempdir().unwrap();
     let crashing = scratch.path().join("crashing.so");
     corrupted_copy(&tool_bash_plugin(), 0x00, &crashing);
-    // File names sort before the good plugin's: a bad file must not stop the ones after it.
-    for (file, reason) in [
+    // A name that sorts before the good plugin's (a bad file must not stop the ones after
+    // it), and one after it (checked ahead of its load, beside the good one's check).
+    let builds = [
         (crashing.clone(), "crashed with SIG"),
         (misbehaving_build("abort-in-manifest"), "crashed with SIGABRT"),
         (misbehaving_build("hang-in-tools"), "did not finish within 5 s"),
-    ] {
-        let (agent, _) = agent_beside(&file, "libaaa_bad.so");
+    ];
+    for ((file, reason), name) in
+        builds.iter().flat_map(|build| [(build, "libaaa_bad.so"), (build, "libzzz_bad.so")])
+    {
+        let (agent, _) = agent_beside(file, name);
         // The log line was written before the turn could start; the harness reads stderr on
         // a thread of its own.
         let rejection = |stderr: &str| {
             stderr
                 .lines()
-                .find(|l| l.contains("plugin build rejected") && l.contains("libaaa_bad.so"))
+                .find(|l| l.contains("plugin build rejected") && l.contains(name))
                 .map(str::to_owned)
         };
-        let stderr = agent.wait_for_stderr("libaaa_bad.so");
+        let stderr = agent.wait_for_stderr(name);
         hotsh_tests::eventually("the rejection in the log", || {
             rejection(&agent.stderr()).is_some()
         });
