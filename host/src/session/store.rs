@@ -274,7 +274,7 @@ struct Streamed {
 
 impl Streamed {
     /// How many records are folded between two parts of the thread sent.
-    const RECORDS_A_PART: usize = 512;
+    const RECORDS_A_PART: usize = 128;
 
     /// A record was folded into `folder`: every so many, what is final goes.
     fn pushed(&mut self, folder: &mut fold::Folder) {

@@ -890,6 +890,9 @@ fn release_dir() -> PathBuf {
 struct Sample {
     initialize: Duration,
     session_new: Duration,
+    /// From `initialize` answered to a first prompt answered, which waits for the initial
+    /// plugin scan.
+    plugins_ready: Duration,
     rss_after_initialize_kib: u64,
     rss_plugins_loaded_kib: u64,
 }
@@ -902,9 +905,10 @@ fn startup(runs: usize) {
     for run in 1..=runs {
         let sample = one_startup(&hotsh, &cwd);
         println!(
-            "run {run:>2}: initialize {:>6.2} ms  session/new {:>6.2} ms  RSS after initialize {:>6.1} MiB  with plugins loaded {:>6.1} MiB",
+            "run {run:>2}: initialize {:>6.2} ms  session/new {:>6.2} ms  plugins ready {:>6.2} ms  RSS after initialize {:>6.1} MiB  with plugins loaded {:>6.1} MiB",
             ms(sample.initialize),
             ms(sample.session_new),
+            ms(sample.plugins_ready),
             sample.rss_after_initialize_kib as f64 / 1024.0,
             sample.rss_plugins_loaded_kib as f64 / 1024.0,
         );
@@ -914,6 +918,10 @@ fn startup(runs: usize) {
     println!("median of {runs} runs ({}):", hotsh.display());
     println!("  spawn -> initialize answered: {:.2} ms", median(&|s| ms(s.initialize)));
     println!("  session/new:                  {:.2} ms", median(&|s| ms(s.session_new)));
+    println!(
+        "  initialize -> a first prompt answered (after the initial plugin scan): {:.2} ms",
+        median(&|s| ms(s.plugins_ready))
+    );
     println!(
         "  RSS after initialize:         {:.1} MiB",
         median(&|s| s.rss_after_initialize_kib as f64 / 1024.0)
@@ -960,6 +968,7 @@ fn one_startup(hotsh: &std::path::Path, cwd: &std::path::Path) -> Sample {
         json!({"protocolVersion": 1, "clientCapabilities": {"_meta": {"terminal_output": true}}}),
     );
     let initialize = started.elapsed();
+    let initialized = Instant::now();
     let rss_after_initialize_kib = rss_kib(pid);
     let before_new = Instant::now();
     let session = ask(2, "session/new", json!({"cwd": cwd, "mcpServers": []}));
@@ -967,10 +976,17 @@ fn one_startup(hotsh: &std::path::Path, cwd: &std::path::Path) -> Sample {
     let id = session["result"]["sessionId"].clone();
     // No model is configured: the prompt ends at once, after the plugin scan it waits for.
     ask(3, "session/prompt", json!({"sessionId": id, "prompt": [{"type": "text", "text": "hi"}]}));
+    let plugins_ready = initialized.elapsed();
     let rss_plugins_loaded_kib = rss_kib(pid);
     drop(stdin);
     let _ = child.wait();
-    Sample { initialize, session_new, rss_after_initialize_kib, rss_plugins_loaded_kib }
+    Sample {
+        initialize,
+        session_new,
+        plugins_ready,
+        rss_after_initialize_kib,
+        rss_plugins_loaded_kib,
+    }
 }
 
 /// Memory at rest and after work, in the default mode (workspace-write, the sandbox the
