@@ -16,23 +16,35 @@ pub(crate) struct HelperOutput {
     pub(crate) stderr: Vec<u8>,
 }
 
+/// What a helper reads on its stdin.
+pub(crate) enum HelperInput {
+    /// Bytes, written to it on a thread of their own; they may be shared (`Bytes`): the
+    /// caller's are not copied.
+    Bytes(Box<dyn AsRef<[u8]> + Send>),
+    /// An open file, which it reads itself: nothing is held or copied here.
+    File(std::fs::File),
+}
+
 /// Runs this executable with `args` (`input` on its stdin, stdout and stderr captured),
-/// killing it if it has not ended within `timeout`. Blocking. `input` may be shared
-/// (`Bytes`): the caller's are not copied.
+/// killing it if it has not ended within `timeout`. Blocking.
 pub(crate) fn run_helper(
     args: &[OsString],
-    input: impl AsRef<[u8]> + Send + 'static,
+    input: HelperInput,
     timeout: Duration,
 ) -> std::io::Result<HelperOutput> {
     let mut command = std::process::Command::new(super::process::own_executable());
-    command.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let (stdin, bytes) = match input {
+        HelperInput::Bytes(bytes) => (Stdio::piped(), Some(bytes)),
+        HelperInput::File(file) => (Stdio::from(file), None),
+    };
+    command.args(args).stdin(stdin).stdout(Stdio::piped()).stderr(Stdio::piped());
     #[expect(clippy::disallowed_methods, reason = "the executor is where processes start")]
     let mut child = spawn_own(|| command.spawn(), |c| Some(c.id()))?;
-    if let Some(mut stdin) = child.stdin.take() {
+    if let (Some(mut stdin), Some(bytes)) = (child.stdin.take(), bytes) {
         // A thread of its own: a helper that never reads must not block the caller.
         std::thread::spawn(move || {
             use std::io::Write as _;
-            let _ = stdin.write_all(input.as_ref());
+            let _ = stdin.write_all((*bytes).as_ref());
         });
     }
     let stdout = read_in_background(child.stdout.take());

@@ -25,7 +25,7 @@ mod task;
 
 pub(crate) use capture::CaptureLimits;
 pub(crate) use env::{EnvPolicy, take_for_commands};
-pub(crate) use helper::{run_helper, spawn_agent, spawn_tool};
+pub(crate) use helper::{HelperInput, run_helper, spawn_agent, spawn_tool};
 pub(crate) use hotsh_core::executor::{
     Drained, Killed, LiveOutput, RunError, RunOutcome, RunRequest, RunningTask, StartRequest,
     Started, TaskEnded, TaskError, TaskId, TaskRead, TaskState, TaskStatus,

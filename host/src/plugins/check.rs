@@ -93,8 +93,25 @@ pub(crate) fn bytes_in_child(
     path: &Path,
     bytes: impl AsRef<[u8]> + Send + 'static,
 ) -> Result<Description, CheckFailure> {
+    checked_in_child(path, crate::executor::HelperInput::Bytes(Box::new(bytes)))
+}
+
+/// Checks the plugin file `path` in a child process that reads the file itself (blocking, at
+/// most [`CHECK_TIMEOUT`]): nothing of it is held here. What was checked is known by the
+/// accepted description's content hash; a rejection does not say which bytes it saw.
+pub(crate) fn file_in_child(path: &Path) -> Result<Description, CheckFailure> {
+    let file = std::fs::File::open(path).map_err(|error| {
+        CheckFailure::Rejected(format!("cannot read {}: {error}", path.display()))
+    })?;
+    checked_in_child(path, crate::executor::HelperInput::File(file))
+}
+
+fn checked_in_child(
+    path: &Path,
+    input: crate::executor::HelperInput,
+) -> Result<Description, CheckFailure> {
     let args: Vec<OsString> = vec![SUBCOMMAND.into(), path.as_os_str().to_owned()];
-    let output = crate::executor::run_helper(&args, bytes, CHECK_TIMEOUT).map_err(|error| {
+    let output = crate::executor::run_helper(&args, input, CHECK_TIMEOUT).map_err(|error| {
         CheckFailure::Rejected(format!("cannot start a process to check it: {error}"))
     })?;
     let Some(status) = output.status else {

@@ -232,8 +232,8 @@ pub(crate) struct Registry {
 }
 
 /// A check in a throwaway process begun ahead of its load: the content hash of the bytes it
-/// checks, and its verdict (`None`: the file is not a complete plugin build).
-type EarlyCheck = std::thread::JoinHandle<Option<(u64, Result<(), check::CheckFailure>)>>;
+/// accepted (`None`: it did not accept them; the load checks them again and says why).
+type EarlyCheck = std::thread::JoinHandle<Option<u64>>;
 
 impl Registry {
     pub(crate) fn new(dirs: Vec<PathBuf>, context: hotsh_abi::ToolsContext) -> Self {
@@ -290,16 +290,14 @@ impl Registry {
         self.log_summary();
     }
 
-    /// The verdict of the check begun early for `path`, if it checked these bytes.
-    fn early_verdict(&self, path: &Path, hash: u64) -> Option<Result<(), check::CheckFailure>> {
-        let handle = lock(&self.early_checks).remove(path)?;
-        match handle.join() {
-            Ok(Some((checked, verdict))) if checked == hash => {
-                tracing::debug!(path = %path.display(), "plugin build checked ahead of its load");
-                Some(verdict)
-            }
-            _ => None,
+    /// Whether the check begun early for `path` accepted these very bytes.
+    fn accepted_early(&self, path: &Path, hash: u64) -> bool {
+        let Some(handle) = lock(&self.early_checks).remove(path) else { return false };
+        let accepted = handle.join().ok().flatten() == Some(hash);
+        if accepted {
+            tracing::debug!(path = %path.display(), "plugin build checked ahead of its load");
         }
+        accepted
     }
 
     /// Looks at every plugin file in `dir` (blocking); returns what changed.
@@ -400,8 +398,8 @@ impl Registry {
             tracing::debug!(path = %path.display(), "same content as a rejected build; not tried again");
             return Refresh::Unchanged;
         }
-        let early = self.early_verdict(path, hash);
-        match load_checked(path, bytes, self.context.clone(), early) {
+        let checked = self.accepted_early(path, hash);
+        match load_checked(path, bytes, self.context.clone(), checked) {
             Ok(plugin) => {
                 let plugin = Arc::new(plugin);
                 let replaced = slot.current.replace(Arc::clone(&plugin));
@@ -512,33 +510,30 @@ impl Registry {
 /// How many plugin files the initial scan checks ahead of their loads at most.
 const MAX_EARLY_CHECKS: usize = 4;
 
-/// Checks the plugin file `path` in a throwaway process, ahead of its load: the hash of the
-/// bytes checked and the verdict; `None` when it is not a complete plugin build (its load
-/// says why).
-fn check_early(path: &Path) -> Option<(u64, Result<(), CheckFailure>)> {
-    let bytes = std::fs::read(path).ok()?;
-    loader::precheck(&bytes).ok()?;
-    let hash = loader::content_hash(&bytes);
-    Some((hash, check::bytes_in_child(path, bytes).map(|_| ())))
+/// Checks the plugin file `path` in a throwaway process that reads it itself, ahead of its
+/// load: the content hash of the bytes it accepted.
+fn check_early(path: &Path) -> Option<u64> {
+    check::file_in_child(path).ok().map(|description| description.content_hash)
 }
 
 /// Loads a build only after a throwaway process loaded it without crashing or hanging (see
-/// `check.rs`; `checked`: the verdict of such a check of these very bytes, already given),
-/// then loads it here with a time limit.
+/// `check.rs`; `checked`: such a check accepted these very bytes already), then loads it
+/// here with a time limit.
 fn load_checked(
     path: &Path,
     bytes: Vec<u8>,
     context: hotsh_abi::ToolsContext,
-    checked: Option<Result<(), CheckFailure>>,
+    checked: bool,
 ) -> Result<LoadedPlugin, Rejection> {
     loader::precheck(&bytes)?;
     // One buffer for the check and the load (a debug build is some 15 MB).
     let bytes = bytes::Bytes::from(bytes);
-    let verdict = checked.unwrap_or_else(|| check::bytes_in_child(path, bytes.clone()).map(|_| ()));
-    match verdict {
-        Ok(()) => {}
-        Err(CheckFailure::NotAPlugin(_)) => return Err(Rejection::NotAPlugin),
-        Err(CheckFailure::Rejected(reason)) => return Err(Rejection::Checked(reason)),
+    if !checked {
+        match check::bytes_in_child(path, bytes.clone()) {
+            Ok(_) => {}
+            Err(CheckFailure::NotAPlugin(_)) => return Err(Rejection::NotAPlugin),
+            Err(CheckFailure::Rejected(reason)) => return Err(Rejection::Checked(reason)),
+        }
     }
     loader::load_with_timeout(path, bytes, context)
 }
