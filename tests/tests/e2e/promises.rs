@@ -108,8 +108,10 @@ fn plan_mode_caps_file_writes_at_read_only() {
 #[test]
 fn bash_kill_kills_a_task_that_ignores_sigterm() {
     let marker = "sleep 60.0917";
-    // An ignored signal stays ignored across exec: the sleep ignores SIGTERM too.
-    let task = format!("trap '' TERM; echo ready; {marker}; echo never");
+    // An ignored signal stays ignored across exec: the sleep ignores SIGTERM too. The marker
+    // is not in the shell's own command line, so the sleep found running means the trap is
+    // set (a loaded machine once sent TERM between the shell's start and its trap).
+    let task = "trap '' TERM; echo ready; t=60.0917; sleep $t; echo never";
     let script = vec![
         call_with("bash", json!({"command": task, "run_in_background": true})),
         say("started"),
