@@ -388,6 +388,33 @@ mod tests {
         }))
     }
 
+    fn prompt(text: &str) -> Record {
+        Record::Fact(Fact::Prompt(Prompt {
+            text: text.into(),
+            blocks: vec![serde_json::json!({"type": "text", "text": text})],
+            images: Vec::new(),
+        }))
+    }
+
+    fn started(call_id: &str, tool: &str, card: Card) -> Record {
+        Record::Event(SessionEvent::ToolCallStarted {
+            call_id: ToolCallId(call_id.into()),
+            tool: tool.into(),
+            card,
+            raw_input: serde_json::Value::Null,
+            arguments: "{}".into(),
+        })
+    }
+
+    fn result(call_id: &str, text: &str) -> Record {
+        Record::Fact(Fact::ToolResult {
+            call_id: call_id.into(),
+            text: text.into(),
+            is_error: false,
+            after_output: None,
+        })
+    }
+
     #[test]
     fn history_view_tasks_and_notices_fold_from_the_records() {
         let card = Card::Generic(GenericCard::new(
@@ -397,11 +424,7 @@ mod tests {
         ));
         let records = vec![
             meta(),
-            Record::Fact(Fact::Prompt(Prompt {
-                text: "go".into(),
-                blocks: vec![serde_json::json!({"type": "text", "text": "go"})],
-                images: Vec::new(),
-            })),
+            prompt("go"),
             Record::Event(SessionEvent::ToolCallFinished {
                 call_id: ToolCallId("call-7".into()),
                 card: card.clone(),
@@ -453,13 +476,6 @@ mod tests {
 
     #[test]
     fn calls_left_without_results_are_answered_where_they_belong_and_their_cards_closed() {
-        let prompt = |text: &str| {
-            Record::Fact(Fact::Prompt(Prompt {
-                text: text.into(),
-                blocks: vec![serde_json::json!({"type": "text", "text": text})],
-                images: Vec::new(),
-            }))
-        };
         let call = |id: &str| crate::model::ModelToolCall {
             id: id.into(),
             name: "bash".into(),
@@ -476,19 +492,8 @@ mod tests {
                 usage: None,
                 finish_reason: None,
             }),
-            Record::Fact(Fact::ToolResult {
-                call_id: "a".into(),
-                text: "one".into(),
-                is_error: false,
-                after_output: None,
-            }),
-            Record::Event(SessionEvent::ToolCallStarted {
-                call_id: ToolCallId("call-2".into()),
-                tool: "bash".into(),
-                card,
-                raw_input: serde_json::Value::Null,
-                arguments: "{}".into(),
-            }),
+            result("a", "one"),
+            started("call-2", "bash", card),
             Record::Event(SessionEvent::ToolOutput {
                 call_id: ToolCallId("call-2".into()),
                 text: "half way\n".into(),
@@ -543,20 +548,10 @@ mod tests {
         });
         let records = vec![
             meta(),
-            Record::Fact(Fact::Prompt(Prompt {
-                text: "go".into(),
-                blocks: vec![serde_json::json!({"type": "text", "text": "go"})],
-                images: Vec::new(),
-            })),
+            prompt("go"),
             text("one "),
             text("two"),
-            Record::Event(SessionEvent::ToolCallStarted {
-                call_id: call.clone(),
-                tool: "bash".into(),
-                card: terminal.clone(),
-                raw_input: serde_json::Value::Null,
-                arguments: "{}".into(),
-            }),
+            started("call-1", "bash", terminal.clone()),
             Record::Event(SessionEvent::ToolOutput { call_id: call.clone(), text: "1\n".into() }),
             Record::Event(SessionEvent::ToolOutput { call_id: call.clone(), text: "2\n".into() }),
             Record::Event(SessionEvent::ToolCallFinished {
@@ -569,19 +564,8 @@ mod tests {
                 output_in_result: true,
             }),
             text("between"),
-            Record::Fact(Fact::ToolResult {
-                call_id: "m1".into(),
-                text: "1\n2\n".into(),
-                is_error: false,
-                after_output: None,
-            }),
-            Record::Event(SessionEvent::ToolCallStarted {
-                call_id: sub.clone(),
-                tool: "task".into(),
-                card: subagent_card,
-                raw_input: serde_json::Value::Null,
-                arguments: "{}".into(),
-            }),
+            result("m1", "1\n2\n"),
+            started("call-2", "task", subagent_card),
             Record::Event(SessionEvent::Subagent {
                 call_id: sub,
                 child,
