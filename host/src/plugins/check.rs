@@ -81,10 +81,15 @@ pub(crate) enum CheckFailure {
     Rejected(String),
 }
 
-/// Reads the plugin file `path` and checks it in a child process (blocking).
+/// Checks the plugin file `path` in a child process that reads the file itself (blocking, at
+/// most [`CHECK_TIMEOUT`]): nothing of it is held here. What was checked is known by the
+/// accepted description's content hash; a rejection does not say which bytes it saw.
 pub(crate) fn in_child(path: &Path) -> Result<Description, CheckFailure> {
-    let bytes = loader::read(path).map_err(|r| CheckFailure::Rejected(r.to_string()))?;
-    bytes_in_child(path, bytes)
+    let file = std::fs::File::open(path).map_err(|source| {
+        let unreadable = loader::Rejection::Unreadable { path: path.to_owned(), source };
+        CheckFailure::Rejected(unreadable.to_string())
+    })?;
+    checked_in_child(path, crate::executor::HelperInput::File(file))
 }
 
 /// Checks `bytes`, the content of the plugin file `path`, in a child process (blocking, at
@@ -94,16 +99,6 @@ pub(crate) fn bytes_in_child(
     bytes: impl AsRef<[u8]> + Send + 'static,
 ) -> Result<Description, CheckFailure> {
     checked_in_child(path, crate::executor::HelperInput::Bytes(Box::new(bytes)))
-}
-
-/// Checks the plugin file `path` in a child process that reads the file itself (blocking, at
-/// most [`CHECK_TIMEOUT`]): nothing of it is held here. What was checked is known by the
-/// accepted description's content hash; a rejection does not say which bytes it saw.
-pub(crate) fn file_in_child(path: &Path) -> Result<Description, CheckFailure> {
-    let file = std::fs::File::open(path).map_err(|error| {
-        CheckFailure::Rejected(format!("cannot read {}: {error}", path.display()))
-    })?;
-    checked_in_child(path, crate::executor::HelperInput::File(file))
 }
 
 fn checked_in_child(

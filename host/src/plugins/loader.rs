@@ -120,11 +120,6 @@ fn version_number(version: &str) -> Vec<u64> {
     version.split('.').map(|part| part.parse().unwrap_or(0)).collect()
 }
 
-/// Reads a plugin file, with a rejection a user can read when it cannot be read.
-pub(crate) fn read(path: &Path) -> Result<Vec<u8>, Rejection> {
-    std::fs::read(path).map_err(|source| Rejection::Unreadable { path: path.to_owned(), source })
-}
-
 /// How long loading a build into the agent may take (after the check in a child passed).
 pub(crate) const LOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 

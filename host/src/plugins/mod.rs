@@ -513,7 +513,7 @@ const MAX_EARLY_CHECKS: usize = 4;
 /// Checks the plugin file `path` in a throwaway process that reads it itself, ahead of its
 /// load: the content hash of the bytes it accepted.
 fn check_early(path: &Path) -> Option<u64> {
-    check::file_in_child(path).ok().map(|description| description.content_hash)
+    check::in_child(path).ok().map(|description| description.content_hash)
 }
 
 /// Loads a build only after a throwaway process loaded it without crashing or hanging (see
