@@ -22,8 +22,8 @@ pub(crate) fn export(
 ) -> anyhow::Result<std::process::ExitCode> {
     let path = store.path_of(id)?;
     anyhow::ensure!(path.exists(), "no session {id} in {}", store.dir()?.display());
-    let log = crate::session::log::read(&path)?;
-    let (lines, notes) = arc_lines(&log.records)?;
+    let records = crate::session::log::read(&path)?;
+    let (lines, notes) = arc_lines(&records)?;
     let mut text = String::new();
     for line in &lines {
         text.push_str(&line.to_string());

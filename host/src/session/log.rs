@@ -240,12 +240,6 @@ pub(crate) enum ReadError {
     Damaged { path: PathBuf, line: usize, reason: String },
 }
 
-/// A log as read: its records in order (see [`parse_each`] for how far it was read).
-#[derive(Debug)]
-pub(crate) struct ReadLog {
-    pub(crate) records: Vec<Record>,
-}
-
 /// Serialises one record as a log line (without the newline). The keys come in the
 /// documented order, `type` before `data`, which lets a reader take `data` in one pass.
 pub(crate) fn line(seq: u64, record: &Record) -> serde_json::Result<Vec<u8>> {
@@ -261,8 +255,8 @@ pub(crate) fn line(seq: u64, record: &Record) -> serde_json::Result<Vec<u8>> {
     Ok(line)
 }
 
-/// Reads a whole log.
-pub(crate) fn read(path: &Path) -> Result<ReadLog, ReadError> {
+/// Reads a whole log: its records in order.
+pub(crate) fn read(path: &Path) -> Result<Vec<Record>, ReadError> {
     parse(path, &read_bytes(path)?)
 }
 
@@ -288,11 +282,12 @@ pub(crate) fn open_regular(path: &Path, append: bool) -> std::io::Result<std::fs
     })
 }
 
-/// Parses the bytes of a log (see the module documentation for the rules).
-pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<ReadLog, ReadError> {
+/// Parses the bytes of a log (see the module documentation for the rules): its records in
+/// order (see [`parse_each`] for how far it was read).
+pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<Vec<Record>, ReadError> {
     let mut records = Vec::new();
     parse_each(path, bytes, |record| records.push(record))?;
-    Ok(ReadLog { records })
+    Ok(records)
 }
 
 /// How far a log was read.
@@ -969,7 +964,7 @@ mod tests {
                 record => record,
             })
             .collect();
-        assert_eq!(read.records, restored);
+        assert_eq!(read, restored);
     }
 
     /// Writes `records` as the writer does (sharing output), returns the lines.
@@ -1017,7 +1012,7 @@ mod tests {
         assert!(lines[2].contains(r#""after_output":{"card":"call-4","bytes":"#), "{}", lines[2]);
         assert!(lines[3].starts_with("{\"v\":1,"), "{}", lines[3]);
         let read = parse(Path::new("x.jsonl"), &bytes).expect("reads");
-        assert_eq!(read.records, records);
+        assert_eq!(read, records);
 
         // A reference to output the log does not hold is damage, at its line.
         let orphan = written(vec![

@@ -6,7 +6,7 @@
 //! holder exits, however it exits.
 
 use super::fold::{self, Folded};
-use super::log::{self, ReadError, ReadLog, Record, SessionMeta};
+use super::log::{self, ReadError, Record, SessionMeta};
 use super::writer::OpenLog;
 use hotsh_core::usecase::{ThreadPart, ThreadParts};
 use std::io::{Read as _, Seek as _, Write as _};
@@ -120,28 +120,25 @@ impl SessionStore {
         let lock = lock(&dir, id)?;
         let bytes = log::read_bytes(&path)?;
         let mut streamed = Streamed { thread, records: 0 };
-        let mut folder: Result<fold::Folder, _> = Err(fold::FoldError::NoSessionRecord);
+        // `None` until the first record, which starts the fold (or is not a session record).
+        let mut folder: Option<Result<fold::Folder, fold::FoldError>> = None;
         let extent = log::parse_each(&path, &bytes, |record| match &mut folder {
-            Ok(folder) => {
+            None => {
+                let started = fold::Folder::new(Some(record));
+                if let Ok(started) = &started {
+                    streamed.send(ThreadPart::Folder(started.meta().cwd.clone()));
+                }
+                folder = Some(started);
+            }
+            Some(Ok(folder)) => {
                 folder.push(record);
                 streamed.pushed(folder);
             }
-            Err(_) if streamed.records == 0 => {
-                folder = fold::Folder::new(Some(record));
-                if let Ok(folder) = &folder {
-                    streamed.send(ThreadPart::Folder(folder.meta().cwd.clone()));
-                }
-                streamed.records = 1;
-            }
-            Err(_) => {}
+            Some(Err(_)) => {}
         })?;
         drop(bytes);
-        let folded = folder
-            .map_err(|error| StoreError::NotASession {
-                path: path.clone(),
-                reason: error.to_string(),
-            })?
-            .finish();
+        let folder = folder.unwrap_or(Err(fold::FoldError::NoSessionRecord));
+        let folded = folder.map_err(|error| not_a_session(&path, &error))?.finish();
         let file = log::open_regular(&path, true)
             .map_err(|source| ReadError::Io { path: path.clone(), source })?;
         if extent.dropped_torn_line {
@@ -166,9 +163,7 @@ impl SessionStore {
         if !path.exists() {
             return Err(StoreError::Unknown(source.to_owned()));
         }
-        let read = log::read(&path)?;
-        let records: Vec<Record> = read
-            .records
+        let records: Vec<Record> = log::read(&path)?
             .into_iter()
             .filter(|record| {
                 !matches!(
@@ -258,17 +253,19 @@ impl SessionStore {
     }
 }
 
-fn fold_of(path: &Path, read: ReadLog) -> Result<Folded, StoreError> {
-    fold::fold(read.records).map_err(|error| StoreError::NotASession {
-        path: path.to_owned(),
-        reason: error.to_string(),
-    })
+fn fold_of(path: &Path, records: Vec<Record>) -> Result<Folded, StoreError> {
+    fold::fold(records).map_err(|error| not_a_session(path, &error))
+}
+
+/// The log at `path` does not fold into a session.
+fn not_a_session(path: &Path, error: &fold::FoldError) -> StoreError {
+    StoreError::NotASession { path: path.to_owned(), reason: error.to_string() }
 }
 
 /// A thread going to a client as its log is folded.
 struct Streamed {
     thread: Option<ThreadParts>,
-    /// Records folded so far.
+    /// Records folded since the first.
     records: usize,
 }
 
@@ -307,16 +304,16 @@ fn summary_of(id: &str, path: &Path) -> Result<Summary, String> {
     let read = file.read(&mut head).map_err(|e| e.to_string())?;
     head.truncate(read);
     let complete = head.iter().rposition(|&b| b == b'\n').map_or(0, |at| at + 1);
-    let mut log = log::parse(path, &head[..complete]).map_err(|e| e.to_string())?;
-    let has_prompt = log.records.iter().any(|r| matches!(r, Record::Fact(super::Fact::Prompt(_))));
+    let mut records = log::parse(path, &head[..complete]).map_err(|e| e.to_string())?;
+    let has_prompt = records.iter().any(|r| matches!(r, Record::Fact(super::Fact::Prompt(_))));
     if !has_prompt && read == head.capacity() {
         let mut rest = Vec::new();
         file.rewind().and_then(|()| file.read_to_end(&mut rest)).map_err(|e| e.to_string())?;
-        log = log::parse(path, &rest).map_err(|e| e.to_string())?;
+        records = log::parse(path, &rest).map_err(|e| e.to_string())?;
     }
     let mut meta = None;
     let mut title = None;
-    for record in &log.records {
+    for record in &records {
         match record {
             Record::Fact(super::Fact::Session(m)) => meta = Some(m.clone()),
             Record::Fact(super::Fact::Prompt(prompt)) => {
