@@ -198,6 +198,8 @@ pub(crate) struct Sandbox {
     trusted: Vec<Trusted>,
     /// The `.git` entries beneath each writable root.
     git_dirs: std::sync::Arc<protect::GitDirs>,
+    /// The roots and trusted paths resolved for each session folder lately.
+    resolutions: std::sync::Arc<protect::Resolutions>,
 }
 
 /// Confinement asked for that this machine cannot give: the command does not run.
@@ -261,6 +263,7 @@ impl Sandbox {
             tmpdir,
             trusted,
             git_dirs: std::sync::Arc::default(),
+            resolutions: std::sync::Arc::default(),
         }
     }
 
@@ -373,16 +376,21 @@ impl Sandbox {
 
     /// What a command under `mode` (which confines) in a session rooted at `cwd`, with its
     /// private temp dir `temp` (as hotsh made it), may write.
+    /// The roots and hotsh's own files are those resolved within [`protect::RESOLVED_FRESH`].
     fn layout(&self, mode: Mode, cwd: &Path, temp: Option<&Path>) -> Layout {
-        let cwd = crate::nofollow::canonical(cwd).unwrap_or_else(|_| cwd.to_owned());
-        let roots = match mode {
-            Mode::ReadOnly | Mode::DangerFullAccess => return Layout::default(),
-            Mode::WorkspaceWrite => [cwd, self.tmpdir.clone()]
-                .into_iter()
-                .chain(temp.map(Path::to_owned))
-                .collect::<Vec<_>>(),
-        };
-        let mut protected = self.trusted_paths(&roots);
+        if matches!(mode, Mode::ReadOnly | Mode::DangerFullAccess) {
+            return Layout::default();
+        }
+        let protect::Resolved { roots, trusted: mut protected, .. } =
+            self.resolutions.of(cwd, temp, || {
+                let cwd = crate::nofollow::canonical(cwd).unwrap_or_else(|_| cwd.to_owned());
+                let roots: Vec<PathBuf> = [cwd, self.tmpdir.clone()]
+                    .into_iter()
+                    .chain(temp.map(Path::to_owned))
+                    .collect();
+                let trusted = self.trusted_paths(&roots);
+                (roots, trusted)
+            });
         let mut unwalked = Vec::new();
         for root in &roots {
             let (git, complete) = self.git_dirs.beneath(root);
@@ -573,6 +581,7 @@ mod tests {
             tmpdir: std::fs::canonicalize(tmp.path()).expect("canonical"),
             trusted: Vec::new(),
             git_dirs: Default::default(),
+            resolutions: Default::default(),
         };
         let (policy, enforcement) =
             sandbox(false).policy(Mode::WorkspaceWrite, dir.path(), None).expect("confined");
@@ -597,6 +606,7 @@ mod tests {
             tmpdir: PathBuf::from("/tmp"),
             trusted: Vec::new(),
             git_dirs: Default::default(),
+            resolutions: Default::default(),
         };
         let error = sandbox.policy(Mode::ReadOnly, Path::new("/"), None).expect_err("fails closed");
         assert!(error.to_string().contains("nothing here"), "{error}");

@@ -165,6 +165,68 @@ pub(crate) fn trusted_paths(trusted: &[Trusted], roots: &[PathBuf]) -> Vec<PathB
     paths
 }
 
+/// What [`trusted_paths`] and the session folder resolved to, per session folder and private
+/// temp dir, used again for [`RESOLVED_FRESH`]: a command resolves nothing that the one
+/// before it resolved an instant ago (a folder the user renames shows in its mount's device
+/// and inode, which every command's environment checks). Only what runs outside the sandbox
+/// can change a resolution: a confined command cannot rename what a layout pins or makes
+/// read-only, and a link it may change in a writable root it could follow itself.
+#[derive(Debug)]
+pub(crate) struct Resolutions {
+    fresh: std::time::Duration,
+    held: std::sync::Mutex<std::collections::HashMap<RootsKey, Resolved>>,
+}
+
+/// A session folder as given and its private temp dir as made.
+type RootsKey = (PathBuf, Option<PathBuf>);
+
+/// The writable roots (canonical) and the trusted paths among or above them (canonical).
+#[derive(Debug, Clone)]
+pub(crate) struct Resolved {
+    at: std::time::Instant,
+    pub(crate) roots: Vec<PathBuf>,
+    pub(crate) trusted: Vec<PathBuf>,
+}
+
+/// How long a resolution is used before a command resolves again (as long as a walk for
+/// `.git` is).
+pub(crate) const RESOLVED_FRESH: std::time::Duration = GIT_WALK_FRESH;
+
+impl Default for Resolutions {
+    fn default() -> Self {
+        Self::new(RESOLVED_FRESH)
+    }
+}
+
+impl Resolutions {
+    pub(crate) fn new(fresh: std::time::Duration) -> Self {
+        Self { fresh, held: std::sync::Mutex::default() }
+    }
+
+    /// The resolution for `cwd` and `temp`: the one held if fresh, else `resolve`'s (roots,
+    /// trusted paths), kept; resolutions gone stale are dropped meanwhile.
+    pub(crate) fn of(
+        &self,
+        cwd: &Path,
+        temp: Option<&Path>,
+        resolve: impl FnOnce() -> (Vec<PathBuf>, Vec<PathBuf>),
+    ) -> Resolved {
+        let key = (cwd.to_owned(), temp.map(Path::to_owned));
+        if let Some(held) = crate::sync::lock(&self.held).get(&key)
+            && held.at.elapsed() < self.fresh
+        {
+            return held.clone();
+        }
+        // Resolved outside the lock: it touches the file system.
+        let (roots, trusted) = resolve();
+        let resolved = Resolved { at: std::time::Instant::now(), roots, trusted };
+        let mut held = crate::sync::lock(&self.held);
+        held.retain(|_, r| r.at.elapsed() < self.fresh);
+        held.insert(key, resolved.clone());
+        resolved
+    }
+}
+
 /// Every `.git` (directory or file) beneath the writable roots, found by walking them; cached
 /// per root, walked again in the background when the last walk is older than
 /// [`GIT_WALK_FRESH`], so that a command rarely waits for a walk (only the first of a root).
@@ -324,6 +386,28 @@ mod tests {
         );
         let (_, cut_short) = walk_for_git(&root, 3);
         assert!(cut_short);
+    }
+
+    #[test]
+    fn a_resolution_is_used_again_while_fresh_and_made_again_after() {
+        let resolutions = Resolutions::new(std::time::Duration::from_millis(200));
+        let calls = std::cell::Cell::new(0);
+        let resolve = || {
+            calls.set(calls.get() + 1);
+            (paths(&["/w"]), paths(&["/w/.hotsh"]))
+        };
+        let first = resolutions.of(Path::new("/w"), None, resolve);
+        let again = resolutions.of(Path::new("/w"), None, resolve);
+        assert_eq!((first.roots, again.trusted), (paths(&["/w"]), paths(&["/w/.hotsh"])));
+        assert_eq!(calls.get(), 1);
+        // Another temp dir is another key.
+        resolutions.of(Path::new("/w"), Some(Path::new("/t")), resolve);
+        assert_eq!(calls.get(), 2);
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        resolutions.of(Path::new("/w"), None, resolve);
+        assert_eq!(calls.get(), 3);
+        // The stale one was dropped as the fresh one was kept.
+        assert_eq!(crate::sync::lock(&resolutions.held).len(), 1);
     }
 
     #[test]
