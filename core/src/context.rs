@@ -104,7 +104,7 @@ fn tools_bytes(request: &ModelRequest) -> usize {
     request
         .tools
         .iter()
-        .map(|t| t.name.len() + t.description.len() + t.input_schema.to_string().len())
+        .map(|t| t.name.len() + t.description.len() + t.input_schema.json().len())
         .sum()
 }
 

@@ -57,11 +57,60 @@ pub struct ModelToolCall {
 pub struct ToolDefinition {
     pub name: String,
     pub description: String,
-    pub input_schema: serde_json::Value,
+    pub input_schema: Schema,
     /// What its calls may do, as its provider declares it (the host's business, not the
     /// model's: never sent).
     #[serde(skip)]
     pub effects: ToolEffects,
+}
+
+/// A tool's input schema (JSON Schema), shared: a turn's tools are taken again for every
+/// request, so a clone costs a count, and its JSON text (what a request carries and what the
+/// context estimate counts) is written once.
+#[derive(Debug, Clone)]
+pub struct Schema(Arc<(serde_json::Value, String)>);
+
+impl Schema {
+    pub fn new(value: serde_json::Value) -> Self {
+        let json = value.to_string();
+        Self(Arc::new((value, json)))
+    }
+
+    /// The schema as JSON text.
+    pub fn json(&self) -> &str {
+        &self.0.1
+    }
+
+    /// Whether both are the same shared schema (not only equal ones).
+    pub fn same(&self, other: &Schema) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl From<serde_json::Value> for Schema {
+    fn from(value: serde_json::Value) -> Self {
+        Self::new(value)
+    }
+}
+
+impl std::ops::Deref for Schema {
+    type Target = serde_json::Value;
+
+    fn deref(&self) -> &serde_json::Value {
+        &self.0.0
+    }
+}
+
+impl PartialEq for Schema {
+    fn eq(&self, other: &Self) -> bool {
+        self.same(other) || self.0.0 == other.0.0
+    }
+}
+
+impl Serialize for Schema {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.0.serialize(serializer)
+    }
 }
 
 /// What a tool's calls may do, as its provider declares it.

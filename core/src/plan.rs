@@ -29,7 +29,14 @@ struct Arguments {
 pub struct PlanTool;
 
 impl PlanTool {
+    /// Made once: it is offered with every request.
     fn definition() -> ToolDefinition {
+        static DEFINITION: std::sync::LazyLock<ToolDefinition> =
+            std::sync::LazyLock::new(PlanTool::made);
+        DEFINITION.clone()
+    }
+
+    fn made() -> ToolDefinition {
         ToolDefinition {
             name: TOOL.to_owned(),
             description: "Keep a short plan of the work the user can watch: call it with the \
@@ -58,7 +65,8 @@ impl PlanTool {
                 },
                 "required": ["plan"],
                 "additionalProperties": false
-            }),
+            })
+            .into(),
             effects: ToolEffects::default(),
         }
     }

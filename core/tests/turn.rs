@@ -110,7 +110,7 @@ impl ToolProvider for Tools {
         let tool = |name: &str, runs_commands| ToolDefinition {
             name: name.to_owned(),
             description: String::new(),
-            input_schema: serde_json::json!({"type": "object"}),
+            input_schema: serde_json::json!({"type": "object"}).into(),
             effects: ToolEffects { runs_commands, writes_files: false, concurrent: false },
         };
         Box::pin(async move { vec![tool("echo", false), tool("shell", true)] })
@@ -725,7 +725,7 @@ impl ToolProvider for ShellTools {
             vec![ToolDefinition {
                 name: "shell".to_owned(),
                 description: String::new(),
-                input_schema: serde_json::json!({"type": "object"}),
+                input_schema: serde_json::json!({"type": "object"}).into(),
                 effects: ToolEffects {
                     runs_commands: true,
                     writes_files: false,

@@ -98,7 +98,8 @@ impl SubagentTool {
                 },
                 "required": ["description", "prompt"],
                 "additionalProperties": false,
-            }),
+            })
+            .into(),
             effects: ToolEffects { runs_commands: true, writes_files: true, concurrent: true },
         }
     }

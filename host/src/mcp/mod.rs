@@ -668,7 +668,8 @@ async fn list_tools(
                     definition: ToolDefinition {
                         name: tool_name(prefix, &tool.name),
                         description: tool.description.as_deref().unwrap_or_default().to_owned(),
-                        input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
+                        input_schema: serde_json::Value::Object((*tool.input_schema).clone())
+                            .into(),
                         effects: server_tool_effects(read_only),
                     },
                     remote: tool.name.to_string(),

@@ -98,7 +98,7 @@ fn from_json(prefix: &str, tool: &Value) -> Tool {
         definition: ToolDefinition {
             name: super::tool_name(prefix, &remote),
             description: tool["description"].as_str().unwrap_or_default().to_owned(),
-            input_schema: tool["input_schema"].clone(),
+            input_schema: tool["input_schema"].clone().into(),
             effects: super::server_tool_effects(read_only),
         },
         title: tool["title"].as_str().map_or_else(|| remote.clone(), str::to_owned),

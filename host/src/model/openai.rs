@@ -18,7 +18,8 @@
 //! not (the answer would repeat).
 
 use super::{
-    Message, Model, ModelError, ModelEvent, ModelRequest, ModelToolCall, PromptImage, Usage,
+    Message, Model, ModelError, ModelEvent, ModelRequest, ModelToolCall, PromptImage,
+    ToolDefinition, Usage,
 };
 use futures::StreamExt as _;
 use futures::future::BoxFuture;
@@ -131,6 +132,30 @@ pub(crate) struct OpenAiModel {
     client: reqwest::Client,
     /// The messages sessions sent lately, encoded.
     encoded: std::sync::Mutex<Encoded>,
+    /// What framed the last request's messages, encoded.
+    framing: std::sync::Mutex<Framing>,
+}
+
+/// The encodings of the last request's system message and of what follows its messages (the
+/// tools, the settings), used again while they are the same: a turn sends the same ones with
+/// every request.
+#[derive(Debug, Default)]
+struct Framing {
+    /// The system prompt and `{"messages":[` with its message.
+    system: Option<(String, bytes::Bytes)>,
+    /// The tools (by name, description and shared schema), the effort, and `],` with the
+    /// body's other members.
+    rest: Option<(Vec<ToolDefinition>, Option<String>, bytes::Bytes)>,
+}
+
+/// Whether `a` and `b` are the same tools: their schemas shared, not only equal.
+fn same_tools(a: &[ToolDefinition], b: &[ToolDefinition]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(a, b)| {
+            a.name == b.name
+                && a.description == b.description
+                && a.input_schema.same(&b.input_schema)
+        })
 }
 
 /// The sessions kept encoded at most (the least recently asked for goes first).
@@ -224,7 +249,12 @@ impl OpenAiModel {
                 // Between two chunks of a stream: a provider that goes silent this long is gone.
                 .read_timeout(Duration::from_secs(300))
         })?;
-        Ok(Self { spec, client, encoded: std::sync::Mutex::default() })
+        Ok(Self {
+            spec,
+            client,
+            encoded: std::sync::Mutex::default(),
+            framing: std::sync::Mutex::default(),
+        })
     }
 
     /// A user message: text, and the images as `image_url` parts when the model takes
@@ -289,6 +319,61 @@ impl OpenAiModel {
     /// and shared with the body, so a request costs the encoding of what is new, however long
     /// the conversation is.
     pub(crate) fn body(&self, session: &str, request: &ModelRequest) -> RequestBody {
+        let (system, rest) = self.framing(request);
+        let mut encoded = crate::sync::lock(&self.encoded);
+        let conversation = encoded.of(session);
+        let same = conversation
+            .messages
+            .iter()
+            .zip(&request.messages)
+            .take_while(|((held, _), message)| Arc::ptr_eq(held, message))
+            .count();
+        conversation.messages.truncate(same);
+        for message in &request.messages[same..] {
+            // Kept for the session's life, so in a buffer of its exact size: the encoder grows
+            // its buffer by doubling, and `Bytes` keeps a vector's spare capacity (up to as
+            // much again as the message, an image's base64 included).
+            let json = format!(",{}", self.message(message)).into_bytes().into_boxed_slice();
+            conversation.messages.push((Arc::clone(message), bytes::Bytes::from(json)));
+        }
+        let mut pieces = Vec::with_capacity(conversation.messages.len() + 2);
+        pieces.push(system);
+        pieces.extend(conversation.messages.iter().map(|(_, json)| json.clone()));
+        pieces.push(rest);
+        RequestBody::new(pieces)
+    }
+
+    /// The encodings that open the body (with the system message) and close it (the tools and
+    /// settings after the messages), made anew only when they differ from the last request's.
+    fn framing(&self, request: &ModelRequest) -> (bytes::Bytes, bytes::Bytes) {
+        let mut framing = crate::sync::lock(&self.framing);
+        let system = match &framing.system {
+            Some((text, json)) if *text == request.system => json.clone(),
+            _ => {
+                let message = json!({"role": "system", "content": request.system});
+                let json = bytes::Bytes::from(format!("{{\"messages\":[{message}"));
+                framing.system = Some((request.system.clone(), json.clone()));
+                json
+            }
+        };
+        let rest = match &framing.rest {
+            Some((tools, effort, json))
+                if *effort == request.effort && same_tools(tools, &request.tools) =>
+            {
+                json.clone()
+            }
+            _ => {
+                let json = bytes::Bytes::from(self.rest(request));
+                framing.rest = Some((request.tools.clone(), request.effort.clone(), json.clone()));
+                json
+            }
+        };
+        (system, rest)
+    }
+
+    /// `],` and the body's members after `messages`: the model, streaming, the tools as
+    /// functions, the profile's extra fields and those of the effort.
+    fn rest(&self, request: &ModelRequest) -> String {
         let mut rest = json!({
             "model": self.spec.model,
             "stream": true,
@@ -318,30 +403,8 @@ impl OpenAiModel {
                 rest.insert(key.clone(), value.clone());
             }
         }
-        let rest = rest.to_string();
-        let system = json!({"role": "system", "content": request.system}).to_string();
-        let mut encoded = crate::sync::lock(&self.encoded);
-        let conversation = encoded.of(session);
-        let same = conversation
-            .messages
-            .iter()
-            .zip(&request.messages)
-            .take_while(|((held, _), message)| Arc::ptr_eq(held, message))
-            .count();
-        conversation.messages.truncate(same);
-        for message in &request.messages[same..] {
-            // Kept for the session's life, so in a buffer of its exact size: the encoder grows
-            // its buffer by doubling, and `Bytes` keeps a vector's spare capacity (up to as
-            // much again as the message, an image's base64 included).
-            let json = format!(",{}", self.message(message)).into_bytes().into_boxed_slice();
-            conversation.messages.push((Arc::clone(message), bytes::Bytes::from(json)));
-        }
-        let mut pieces = Vec::with_capacity(conversation.messages.len() + 2);
-        pieces.push(bytes::Bytes::from(format!("{{\"messages\":[{system}")));
-        pieces.extend(conversation.messages.iter().map(|(_, json)| json.clone()));
         // `rest` is an object with at least `model`: its members follow the messages.
-        pieces.push(bytes::Bytes::from(format!("],{}", &rest[1..])));
-        RequestBody::new(pieces)
+        format!("],{}", &rest.to_string()[1..])
     }
 
     async fn attempt(
@@ -672,5 +735,53 @@ mod tests {
         let other = parsed(&model.body("t", &request(vec![user("x")])));
         assert_eq!(other["messages"][1]["content"], "x");
         assert_eq!(crate::sync::lock(&model.encoded).sessions.len(), 2);
+    }
+
+    #[test]
+    fn a_body_is_framed_by_the_requests_own_system_prompt_tools_and_effort() {
+        let model = model();
+        let tool = |name: &str, schema: Value| ToolDefinition {
+            name: name.into(),
+            description: format!("{name} it"),
+            input_schema: schema.into(),
+            effects: crate::model::ToolEffects::default(),
+        };
+        let read = tool("read", json!({"type": "object"}));
+        let request =
+            |system: &str, tools: Vec<ToolDefinition>, effort: Option<&str>| ModelRequest {
+                system: system.into(),
+                messages: vec![user("a")],
+                tools,
+                effort: effort.map(str::to_owned),
+            };
+        let names = |body: &Value| -> Vec<String> {
+            let tools = body["tools"].as_array().cloned().unwrap_or_default();
+            tools.iter().map(|t| t["function"]["name"].as_str().unwrap_or("").to_owned()).collect()
+        };
+        let requests = [
+            request("one", vec![read.clone()], None),
+            request("one", vec![read.clone()], None),
+            request("two", vec![read.clone()], None),
+            // Equal schemas made apart are told apart only by their content: still `read`'s.
+            request("two", vec![tool("read", json!({"type": "object"}))], None),
+            request("two", vec![read.clone(), tool("write", json!({"required": ["path"]}))], None),
+            request("two", Vec::new(), None),
+            request("two", vec![tool("read", json!({"type": "string"}))], None),
+        ];
+        for request in &requests {
+            let framed = model.body("s", request).to_vec();
+            // What a model that never sent a request encodes.
+            let fresh = self::model().body("s", request).to_vec();
+            assert_eq!(String::from_utf8_lossy(&framed), String::from_utf8_lossy(&fresh));
+            let body = parsed(&model.body("s", request));
+            assert_eq!(body["messages"][0]["content"], request.system);
+            assert_eq!(
+                names(&body),
+                request.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>()
+            );
+            for (sent, tool) in body["tools"].as_array().into_iter().flatten().zip(&request.tools) {
+                assert_eq!(sent["function"]["parameters"], *tool.input_schema);
+            }
+        }
     }
 }

@@ -62,13 +62,14 @@ impl PluginV1 {
         result((self.module.tools())(context))?
             .into_iter()
             .map(|tool| {
-                let input_schema = serde_json::from_str(&tool.input_schema).map_err(|e| {
-                    format!("the input schema of tool `{}` is not JSON: {e}", tool.name)
-                })?;
+                let input_schema: serde_json::Value = serde_json::from_str(&tool.input_schema)
+                    .map_err(|e| {
+                        format!("the input schema of tool `{}` is not JSON: {e}", tool.name)
+                    })?;
                 Ok(ToolDefinition {
                     name: text(tool.name, MAX_NAME),
                     description: text(tool.description, MAX_CARD_TEXT),
-                    input_schema,
+                    input_schema: input_schema.into(),
                     effects: crate::model::ToolEffects {
                         runs_commands: tool.effects.runs_commands(),
                         writes_files: tool.effects.writes_files(),
