@@ -80,11 +80,6 @@ impl Schema {
     pub fn json(&self) -> &str {
         &self.0.1
     }
-
-    /// Whether both are the same shared schema (not only equal ones).
-    pub fn same(&self, other: &Schema) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
 }
 
 impl From<serde_json::Value> for Schema {
@@ -103,7 +98,7 @@ impl std::ops::Deref for Schema {
 
 impl PartialEq for Schema {
     fn eq(&self, other: &Self) -> bool {
-        self.same(other) || self.0.0 == other.0.0
+        Arc::ptr_eq(&self.0, &other.0) || self.0.0 == other.0.0
     }
 }
 

@@ -143,19 +143,9 @@ pub(crate) struct OpenAiModel {
 struct Framing {
     /// The system prompt and `{"messages":[` with its message.
     system: Option<(String, bytes::Bytes)>,
-    /// The tools (by name, description and shared schema), the effort, and `],` with the
+    /// The tools, the effort, and `],` with the
     /// body's other members.
     rest: Option<(Vec<ToolDefinition>, Option<String>, bytes::Bytes)>,
-}
-
-/// Whether `a` and `b` are the same tools: their schemas shared, not only equal.
-fn same_tools(a: &[ToolDefinition], b: &[ToolDefinition]) -> bool {
-    a.len() == b.len()
-        && a.iter().zip(b).all(|(a, b)| {
-            a.name == b.name
-                && a.description == b.description
-                && a.input_schema.same(&b.input_schema)
-        })
 }
 
 /// The sessions kept encoded at most (the least recently asked for goes first).
@@ -358,7 +348,9 @@ impl OpenAiModel {
         };
         let rest = match &framing.rest {
             Some((tools, effort, json))
-                if *effort == request.effort && same_tools(tools, &request.tools) =>
+                // A shared schema is equal at once; one made for each request (the `task`
+                // tool's) is compared.
+                if *effort == request.effort && *tools == request.tools =>
             {
                 json.clone()
             }
@@ -762,7 +754,7 @@ mod tests {
             request("one", vec![read.clone()], None),
             request("one", vec![read.clone()], None),
             request("two", vec![read.clone()], None),
-            // Equal schemas made apart are told apart only by their content: still `read`'s.
+            // An equal schema made apart is the same schema.
             request("two", vec![tool("read", json!({"type": "object"}))], None),
             request("two", vec![read.clone(), tool("write", json!({"required": ["path"]}))], None),
             request("two", Vec::new(), None),
