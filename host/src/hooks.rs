@@ -664,11 +664,15 @@ impl TurnHooks {
         &self,
         session: &Session,
     ) -> Vec<(hotsh_core::permissions::Rule, String)> {
-        let consent = self.consent(session);
-        self.rules
-            .iter()
-            .filter(|rule| rule.kind == Kind::Allow)
-            .filter(|rule| !rule.source.is_project() || consent.allows(&rule.fingerprint()))
+        let allows = self.rules.iter().filter(|rule| rule.kind == Kind::Allow);
+        // The project's consent is a file read (asked at every call): only when it matters.
+        let consent =
+            allows.clone().any(|rule| rule.source.is_project()).then(|| self.consent(session));
+        allows
+            .filter(|rule| {
+                !rule.source.is_project()
+                    || consent.as_ref().is_some_and(|consent| consent.allows(&rule.fingerprint()))
+            })
             .filter_map(|rule| Some((rule.as_rule()?, rule.describe())))
             .collect()
     }
