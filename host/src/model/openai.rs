@@ -141,10 +141,9 @@ pub(crate) struct OpenAiModel {
 /// every request.
 #[derive(Debug, Default)]
 struct Framing {
-    /// The system prompt and `{"messages":[` with its message.
+    /// The system prompt, and `{"messages":[` with its message.
     system: Option<(String, bytes::Bytes)>,
-    /// The tools, the effort, and `],` with the
-    /// body's other members.
+    /// The tools, the effort, and `],` with the body's other members.
     rest: Option<(Vec<ToolDefinition>, Option<String>, bytes::Bytes)>,
 }
 
@@ -684,7 +683,10 @@ mod tests {
             key: None,
             extra: serde_json::Map::from_iter([("temperature".to_owned(), json!(0.5))]),
             images: false,
-            efforts: Vec::new(),
+            efforts: vec![(
+                "high".to_owned(),
+                serde_json::Map::from_iter([("reasoning_effort".to_owned(), json!("high"))]),
+            )],
             default_effort: None,
             answer_limit: 1 << 20,
         };
@@ -754,6 +756,8 @@ mod tests {
             request("one", vec![read.clone()], None),
             request("one", vec![read.clone()], None),
             request("two", vec![read.clone()], None),
+            request("two", vec![read.clone()], Some("high")),
+            request("two", vec![read.clone()], None),
             // An equal schema made apart is the same schema.
             request("two", vec![tool("read", json!({"type": "object"}))], None),
             request("two", vec![read.clone(), tool("write", json!({"required": ["path"]}))], None),
@@ -767,6 +771,8 @@ mod tests {
             assert_eq!(String::from_utf8_lossy(&framed), String::from_utf8_lossy(&fresh));
             let body = parsed(&model.body("s", request));
             assert_eq!(body["messages"][0]["content"], request.system);
+            let effort = request.effort.as_ref().map(|_| json!("high"));
+            assert_eq!(body.get("reasoning_effort"), effort.as_ref());
             assert_eq!(
                 names(&body),
                 request.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>()
