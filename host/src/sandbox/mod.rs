@@ -294,7 +294,7 @@ impl Sandbox {
         if mode == Mode::DangerFullAccess || matches!(self.backend, Backend::Off) {
             return Ok((None, Enforcement::None));
         }
-        let layout = self.layout(mode, cwd, temp);
+        let (layout, trusted) = self.layout(mode, cwd, temp);
         let network = self.network && mode == Mode::WorkspaceWrite;
         let Layout { mut writable, mut pinned, mut read_only, given_up, unwalked } = layout;
         // The shared temp dir's sockets (tmux, ssh-agent) are not the session's; its own temp
@@ -339,7 +339,6 @@ impl Sandbox {
                 if !read_only.is_empty() && !mount_namespaces {
                     // The shim could not mount anything. `.git` stays writable, and says so;
                     // a root holding hotsh's own files is given up whole.
-                    let trusted = self.trusted_paths(&writable);
                     let holds_trusted =
                         |root: &PathBuf| trusted.iter().any(|t| t.starts_with(root) && t != root);
                     let (kept, lost): (Vec<_>, Vec<_>) =
@@ -375,22 +374,21 @@ impl Sandbox {
     }
 
     /// What a command under `mode` (which confines) in a session rooted at `cwd`, with its
-    /// private temp dir `temp` (as hotsh made it), may write.
-    /// The roots and hotsh's own files are those resolved within [`protect::RESOLVED_FRESH`].
-    fn layout(&self, mode: Mode, cwd: &Path, temp: Option<&Path>) -> Layout {
+    /// private temp dir `temp` (as hotsh made it), may write; and hotsh's own files among
+    /// and above its roots. The roots and hotsh's own files are those resolved within
+    /// [`protect::RESOLVED_FRESH`].
+    fn layout(&self, mode: Mode, cwd: &Path, temp: Option<&Path>) -> (Layout, Vec<PathBuf>) {
         if matches!(mode, Mode::ReadOnly | Mode::DangerFullAccess) {
-            return Layout::default();
+            return (Layout::default(), Vec::new());
         }
-        let protect::Resolved { roots, trusted: mut protected, .. } =
-            self.resolutions.of(cwd, temp, || {
-                let cwd = crate::nofollow::canonical(cwd).unwrap_or_else(|_| cwd.to_owned());
-                let roots: Vec<PathBuf> = [cwd, self.tmpdir.clone()]
-                    .into_iter()
-                    .chain(temp.map(Path::to_owned))
-                    .collect();
-                let trusted = self.trusted_paths(&roots);
-                (roots, trusted)
-            });
+        let protect::Resolved { roots, trusted, .. } = self.resolutions.of(cwd, temp, || {
+            let cwd = crate::nofollow::canonical(cwd).unwrap_or_else(|_| cwd.to_owned());
+            let roots: Vec<PathBuf> =
+                [cwd, self.tmpdir.clone()].into_iter().chain(temp.map(Path::to_owned)).collect();
+            let trusted = protect::trusted_paths(&self.trusted, &roots);
+            (roots, trusted)
+        });
+        let mut protected = trusted.clone();
         let mut unwalked = Vec::new();
         for root in &roots {
             let (git, complete) = self.git_dirs.beneath(root);
@@ -399,11 +397,7 @@ impl Sandbox {
                 unwalked.push(root.clone());
             }
         }
-        Layout { unwalked, ..Layout::new(&roots, &protected) }
-    }
-
-    fn trusted_paths(&self, roots: &[PathBuf]) -> Vec<PathBuf> {
-        protect::trusted_paths(&self.trusted, roots)
+        (Layout { unwalked, ..Layout::new(&roots, &protected) }, trusted)
     }
 
     /// Whether the host may write the file at `path` (absolute, symlinks resolved) for a
@@ -413,7 +407,7 @@ impl Sandbox {
         if !self.offered() || mode == Mode::DangerFullAccess {
             return true;
         }
-        self.layout(mode, cwd, None).allows(path)
+        self.layout(mode, cwd, None).0.allows(path)
     }
 
     /// One line for the log at start.
