@@ -26,4 +26,49 @@ fn main() {
         .filter(|commit| !commit.is_empty())
         .unwrap_or_else(|| "unknown commit".to_owned());
     println!("cargo:rustc-env=HOTSH_COMMIT={commit}");
+    lay_out_code();
+}
+
+/// Lays out the functions start-up and a command run together, at the start of the code, in
+/// the order of `symbol-order.txt` (written by `docs/symbol-order.py`): the kernel maps the
+/// executable in page-cache folios of up to 128 KiB, so code a resting agent ran, spread over
+/// the whole executable, kept most of it resident (ARCHITECTURE.md, "Memory at rest: the
+/// code laid out"). Only for a release build linked by rustc's own LLD (the default for
+/// x86_64 Linux since Rust 1.90); `HOTSH_SYMBOL_ORDER=0` turns it off. A name the build no
+/// longer has is passed over: a stale list costs memory, never the build.
+fn lay_out_code() {
+    println!("cargo:rerun-if-changed=symbol-order.txt");
+    println!("cargo:rerun-if-env-changed=HOTSH_SYMBOL_ORDER");
+    println!("cargo:rerun-if-env-changed=HOTSH_LINK_MAP");
+    let env = |name: &str| std::env::var(name).unwrap_or_default();
+    // The link map `docs/symbol-order.py` reads to find each function's place.
+    let map = env("HOTSH_LINK_MAP");
+    if !map.is_empty() {
+        println!("cargo:rustc-link-arg-bin=hotsh=-Wl,-Map={map}");
+    }
+    if env("PROFILE") != "release" || env("HOTSH_SYMBOL_ORDER") == "0" {
+        return;
+    }
+    // rustc's own LLD links for this target unless the build names another linker.
+    let by_lld = env("TARGET") == "x86_64-unknown-linux-gnu"
+        && !env("CARGO_ENCODED_RUSTFLAGS").contains("linker")
+        && rustc_minor().is_some_and(|minor| minor >= 90);
+    if !by_lld {
+        return;
+    }
+    let order = Path::new(env!("CARGO_MANIFEST_DIR")).join("symbol-order.txt");
+    println!("cargo:rustc-link-arg-bin=hotsh=-Wl,--symbol-ordering-file={}", order.display());
+    println!("cargo:rustc-link-arg-bin=hotsh=-Wl,--no-warn-symbol-ordering");
+}
+
+/// The minor version of the compiler building hotsh (`rustc 1.95.0 (...)` -> 95).
+fn rustc_minor() -> Option<u32> {
+    let rustc = std::env::var_os("RUSTC")?;
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "a build script asking the compiler its version, not a command of the model"
+    )]
+    let output = std::process::Command::new(rustc).arg("--version").output().ok()?;
+    let version = String::from_utf8(output.stdout).ok()?;
+    version.split_whitespace().nth(1)?.split('.').nth(1)?.parse().ok()
 }
