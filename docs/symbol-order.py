@@ -162,7 +162,11 @@ def main():
             print(f"{name}: {len(new)} more functions, {size:.2f} MiB of code", file=sys.stderr)
         if not order:
             sys.exit("no probe fired: host/symbol-order.txt is left as it was")
+        rustc = subprocess.run(["rustc", "--version"], cwd=ROOT, capture_output=True,
+                               text=True, check=True).stdout.strip()
         with open(os.path.join(ROOT, "host", "symbol-order.txt"), "w") as f:
+            # The linker skips lines starting with `#`; host/build.rs reads this one.
+            f.write(f"# made by docs/symbol-order.py with {rustc}\n")
             f.writelines(sections[i][2] + "\n" for i in order)
     finally:
         print("removing the probes (minutes)", file=sys.stderr)

@@ -50,25 +50,43 @@ fn lay_out_code() {
         return;
     }
     // rustc's own LLD links for this target unless the build names another linker.
+    let rustc = rustc_version().unwrap_or_default();
     let by_lld = env("TARGET") == "x86_64-unknown-linux-gnu"
         && !env("CARGO_ENCODED_RUSTFLAGS").contains("linker")
-        && rustc_minor().is_some_and(|minor| minor >= 90);
+        && minor(&rustc).is_some_and(|minor| minor >= 90);
     if !by_lld {
         return;
     }
     let order = Path::new(env!("CARGO_MANIFEST_DIR")).join("symbol-order.txt");
+    // Its first line says which compiler named its functions (their hashes change with it).
+    let made_with = std::fs::read_to_string(&order).ok().and_then(|list| {
+        let first = list.lines().next()?;
+        Some(first.split_once(" with ")?.1.trim().to_owned())
+    });
+    if made_with.as_deref().is_some_and(|made_with| made_with != rustc) {
+        println!(
+            "cargo:warning=host/symbol-order.txt was made with {}, this build uses {rustc}: \
+             the names differ, so the agent's code is not laid out for memory at rest (about \
+             6 MiB more); `python3 docs/symbol-order.py` makes the list again",
+            made_with.unwrap_or_default()
+        );
+    }
     println!("cargo:rustc-link-arg-bin=hotsh=-Wl,--symbol-ordering-file={}", order.display());
     println!("cargo:rustc-link-arg-bin=hotsh=-Wl,--no-warn-symbol-ordering");
 }
 
-/// The minor version of the compiler building hotsh (`rustc 1.95.0 (...)` -> 95).
-fn rustc_minor() -> Option<u32> {
+/// The version line of the compiler building hotsh (`rustc 1.95.0 (59807616e 2026-04-14)`).
+fn rustc_version() -> Option<String> {
     let rustc = std::env::var_os("RUSTC")?;
     #[allow(
         clippy::disallowed_methods,
         reason = "a build script asking the compiler its version, not a command of the model"
     )]
     let output = std::process::Command::new(rustc).arg("--version").output().ok()?;
-    let version = String::from_utf8(output.stdout).ok()?;
+    Some(String::from_utf8(output.stdout).ok()?.trim().to_owned())
+}
+
+/// The minor version in a compiler's version line (`rustc 1.95.0 (...)` -> 95).
+fn minor(version: &str) -> Option<u32> {
     version.split_whitespace().nth(1)?.split('.').nth(1)?.parse().ok()
 }
