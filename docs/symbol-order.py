@@ -12,10 +12,10 @@ It builds the release binaries with a link map, copies them to a temporary direc
 a uprobe at the entry of each function the map lists (their hit counts say which ran, in
 every process that runs that copy: the agent, its supervisor, its plugin checks), and runs,
 one phase after the other:
-  1. at rest: `initialize` and `session/new`, a second idle;
+  1. at rest: `initialize` and `session/new`, a second idle (the log at its default level);
   2. a turn of 20 commands (`hotsh-bench memory 1`);
   3. the rest of a working session (`hotsh-bench` toolcall, sessions, edit, models, mcp,
-     card).
+     card) and a start before logging in.
 The list names each phase's new functions in their place in the executable. Run it again
 after a dependency or hotsh's version changes (either renames most functions, and a name
 the build no longer has only goes back to its default place).
@@ -75,12 +75,18 @@ def add_probes(sections, binary):
 
 
 def remove_probes():
-    """Removes this script's probes (slow: the kernel takes minutes for 17,000 of them)."""
+    """Removes this script's probes (disabling 17,000 of them takes the kernel minutes)."""
     if os.path.exists(f"{TRACE}/events/{GROUP}"):
         with open(f"{TRACE}/events/{GROUP}/enable", "w") as f:
             f.write("0")
-    ours = [line.split()[0][2:] for line in open(f"{TRACE}/uprobe_events")
-            if line.startswith(f"p:{GROUP}/")]
+    events = open(f"{TRACE}/uprobe_events").read().splitlines()
+    ours = [line.split()[0][2:] for line in events if line.startswith(f"p:{GROUP}/")]
+    if ours and len(ours) == len(events):
+        # Only ours: emptying the file removes them at once (one by one takes the kernel
+        # half an hour, a reset of the trace buffers each).
+        with open(f"{TRACE}/uprobe_events", "w"):
+            pass
+        return
     for at in range(0, len(ours), 100):
         write_probes("".join(f"-:{name}\n" for name in ours[at:at + 100]))
 
@@ -95,16 +101,21 @@ def hits(binary):
     return counts
 
 
-def at_rest(directory):
-    """`initialize`, `session/new`, a second idle, as a client with no model would."""
+def at_rest(directory, model=True):
+    """`initialize`, `session/new`, a second idle, as Zed starts the agent (its log at the
+    default level, to stderr); with `model=False`, as a user who has not logged in yet."""
     work = tempfile.mkdtemp(prefix="hotsh-order-")
     script = os.path.join(work, "script.json")
     with open(script, "w") as f:
         json.dump({"responses": []}, f)
-    env = dict(os.environ, HOTSH_LOG="warn", HOTSH_DATA_DIR=os.path.join(work, "data"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOTSH_")}
+    env.update(HOTSH_DATA_DIR=os.path.join(work, "data"))
+    env = {k: v for k, v in env.items() if not k.endswith("_API_KEY")}
+    args = ["acp", "--model", f"script:{script}"] if model else []
     agent = subprocess.Popen(
-        [os.path.join(directory, "hotsh"), "acp", "--model", f"script:{script}"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=work)
+        [os.path.join(directory, "hotsh"), *args],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+        cwd=work)
     for n, (method, params) in enumerate([
             ("initialize", {"protocolVersion": 1, "clientCapabilities": {}}),
             ("session/new", {"cwd": work, "mcpServers": []})]):
@@ -152,6 +163,7 @@ def main():
         for args in [["toolcall", "5"], ["sessions", "1000", "1"], ["edit", "3", "1"],
                      ["models", "5", "1"], ["mcp", "5", "1"], ["card", "3"]]:
             bench(directory, *args)
+        at_rest(directory, model=False)
         phases.append(("the rest of a session", hits(binary)))
         order, seen = [], set()
         for name, counts in phases:
