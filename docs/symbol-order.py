@@ -12,13 +12,15 @@ It builds the release binaries with a link map, copies them to a temporary direc
 a uprobe at the entry of each function the map lists (their hit counts say which ran, in
 every process that runs that copy: the agent, its supervisor, its plugin checks), and runs,
 one phase after the other:
-  1. at rest: `initialize` and `session/new`, a second idle (the log at its default level);
+  1. at rest: `initialize` and `session/new`, a second idle (the log at its default level),
+     and the same before logging in with `HOTSH_LOG` naming a target (as `hotsh-bench
+     startup` runs it);
   2. a turn of 20 commands (`hotsh-bench memory 1`);
   3. the rest of a working session (`hotsh-bench` toolcall, sessions, edit, models, mcp,
-     card) and a start before logging in.
+     card).
 The list names each phase's new functions in their place in the executable. Run it again
-after a dependency or hotsh's version changes (either renames most functions, and a name
-the build no longer has only goes back to its default place).
+after the compiler, a dependency or hotsh's version changes (each renames most functions,
+and a name the build no longer has only goes back to its default place).
 """
 import json, os, re, shutil, subprocess, sys, tempfile, time
 
@@ -101,15 +103,16 @@ def hits(binary):
     return counts
 
 
-def at_rest(directory, model=True):
+def at_rest(directory, model=True, log=None):
     """`initialize`, `session/new`, a second idle, as Zed starts the agent (its log at the
-    default level, to stderr); with `model=False`, as a user who has not logged in yet."""
+    default level, to stderr); with `model=False`, as a user who has not logged in yet; with
+    `log`, that `HOTSH_LOG` (a directive naming a target is parsed by other code)."""
     work = tempfile.mkdtemp(prefix="hotsh-order-")
     script = os.path.join(work, "script.json")
     with open(script, "w") as f:
         json.dump({"responses": []}, f)
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOTSH_")}
-    env.update(HOTSH_DATA_DIR=os.path.join(work, "data"))
+    env.update(HOTSH_DATA_DIR=os.path.join(work, "data"), **({"HOTSH_LOG": log} if log else {}))
     env = {k: v for k, v in env.items() if not k.endswith("_API_KEY")}
     args = ["acp", "--model", f"script:{script}"] if model else []
     agent = subprocess.Popen(
@@ -157,13 +160,13 @@ def main():
     try:
         add_probes(sections, binary)
         at_rest(directory)
+        at_rest(directory, model=False, log="warn,hotsh_host::plugins=info")
         phases.append(("at rest", hits(binary)))
         bench(directory, "memory", "1")
         phases.append(("a turn of 20 commands", hits(binary)))
         for args in [["toolcall", "5"], ["sessions", "1000", "1"], ["edit", "3", "1"],
                      ["models", "5", "1"], ["mcp", "5", "1"], ["card", "3"]]:
             bench(directory, *args)
-        at_rest(directory, model=False)
         phases.append(("the rest of a session", hits(binary)))
         order, seen = [], set()
         for name, counts in phases:
