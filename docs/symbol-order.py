@@ -111,9 +111,10 @@ def at_rest(directory, model=True, log=None):
     script = os.path.join(work, "script.json")
     with open(script, "w") as f:
         json.dump({"responses": []}, f)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HOTSH_")}
+    # No key and no hotsh setting of this shell's reaches it.
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("HOTSH_") and not k.endswith("_API_KEY")}
     env.update(HOTSH_DATA_DIR=os.path.join(work, "data"), **({"HOTSH_LOG": log} if log else {}))
-    env = {k: v for k, v in env.items() if not k.endswith("_API_KEY")}
     args = ["acp", "--model", f"script:{script}"] if model else []
     agent = subprocess.Popen(
         [os.path.join(directory, "hotsh"), *args],
