@@ -889,7 +889,7 @@ struct AcpSink {
     /// A replay port's batch (see [`EventSink::replay_port`]): its updates as lines, written
     /// past the SDK when it reaches [`REPLAY_BATCH`] bytes or the replay ends. Shared with
     /// the ports of the session's subagents, so that their threads keep their place.
-    replay: Option<Arc<Mutex<String>>>,
+    replay: Option<Arc<Mutex<Vec<u8>>>>,
 }
 
 /// The bytes of `session/update` lines a replay hands over at once.
@@ -947,7 +947,14 @@ impl EventSink for AcpSink {
         };
         let lines = std::mem::take(&mut *lock(batch));
         Box::pin(async move {
-            if !lines.is_empty() && !outflow.pass(lines).await {
+            if lines.is_empty() {
+                return;
+            }
+            // Lines serde_json wrote: UTF-8.
+            let Ok(lines) = String::from_utf8(lines) else {
+                return tracing::warn!("a replay's lines are not UTF-8; not sent");
+            };
+            if !outflow.pass(lines).await {
                 tracing::debug!("cannot send a replay (client gone?)");
             }
         })
@@ -1059,7 +1066,7 @@ fn reply_of(
 impl AcpSink {
     /// Another port to the same client, for `session_id`, with cards of its own: a
     /// subagent's thread, or a replay (`replay`: its batch).
-    fn port(&self, session_id: SessionId, replay: Option<Arc<Mutex<String>>>) -> AcpSink {
+    fn port(&self, session_id: SessionId, replay: Option<Arc<Mutex<Vec<u8>>>>) -> AcpSink {
         AcpSink {
             cx: self.cx.clone(),
             session_id,
@@ -1176,15 +1183,15 @@ impl AcpSink {
         let Some(batch) = &self.replay else {
             return send_update(&self.cx, self.outflow.as_deref(), notification);
         };
-        let line = match transport::update_line(&notification) {
-            Ok(line) => line,
-            Err(error) => return tracing::warn!(%error, "cannot serialise a replayed update"),
-        };
         let mut batch = lock(batch);
-        if !batch.is_empty() {
-            batch.push('\n');
+        let length = batch.len();
+        if length > 0 {
+            batch.push(b'\n');
         }
-        batch.push_str(&line);
+        if let Err(error) = transport::write_update_line(&mut batch, &notification) {
+            batch.truncate(length);
+            tracing::warn!(%error, "cannot serialise a replayed update");
+        }
     }
 }
 

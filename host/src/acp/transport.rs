@@ -39,18 +39,23 @@ pub(crate) const IN_FLIGHT: usize = 32;
 /// `method`, then `params`; `a_notification_line_starts_as_the_outflow_expects` checks it).
 const UPDATE_LINE: &str = r#"{"jsonrpc":"2.0","method":"session/update""#;
 
-/// A `session/update` line as the SDK writes it, serialised straight from `notification`
-/// (the SDK goes through a `serde_json::Value`); for lines that pass the SDK by.
-pub(crate) fn update_line(
+/// Appends the `session/update` line of `notification` (without a newline) to `out`, as the
+/// SDK writes it, serialised straight from its type (the SDK goes through a
+/// `serde_json::Value`); for lines that pass the SDK by. On an error `out` may hold part of it.
+pub(crate) fn write_update_line(
+    out: &mut Vec<u8>,
     notification: &agent_client_protocol::v1::schema::SessionNotification,
-) -> serde_json::Result<String> {
+) -> serde_json::Result<()> {
     #[derive(serde::Serialize)]
     struct Line<'a> {
         jsonrpc: &'static str,
         method: &'static str,
         params: &'a agent_client_protocol::v1::schema::SessionNotification,
     }
-    serde_json::to_string(&Line { jsonrpc: "2.0", method: "session/update", params: notification })
+    serde_json::to_writer(
+        out,
+        &Line { jsonrpc: "2.0", method: "session/update", params: notification },
+    )
 }
 
 /// The `session/update`s on their way to the client: counted when handed over (to the SDK or
@@ -65,6 +70,9 @@ pub(crate) struct Outflow {
     /// The client's stdout is closed: nothing waits any more.
     gone: AtomicBool,
     written: tokio::sync::Notify,
+    /// `handed_total` right after the last [`Outflow::pass`]: equal to it while nothing was
+    /// handed to the SDK since.
+    after_pass: AtomicU64,
     /// The writer's queue, for lines that pass the SDK by (see [`Outflow::pass`]); weak, so
     /// that the writer still ends when the SDK drops its end.
     lines: std::sync::OnceLock<tokio::sync::mpsc::WeakSender<String>>,
@@ -95,14 +103,20 @@ impl Outflow {
             return false;
         };
         let before = self.handed_total.load(Ordering::Acquire);
+        // Only passes since the last one: they are in the writer's queue in order already,
+        // so this one need not wait for them (at most `PASSES_AHEAD` of them, though).
+        let only_passes = before == self.after_pass.load(Ordering::Acquire);
         let earlier_written = async {
             loop {
                 let written = self.written.notified();
                 tokio::pin!(written);
                 written.as_mut().enable();
-                if self.written_total.load(Ordering::Acquire) >= before
-                    || self.gone.load(Ordering::Acquire)
-                {
+                let ready = if only_passes {
+                    self.in_flight() < PASSES_AHEAD
+                } else {
+                    self.written_total.load(Ordering::Acquire) >= before
+                };
+                if ready || self.gone.load(Ordering::Acquire) {
                     return;
                 }
                 written.await;
@@ -112,7 +126,10 @@ impl Outflow {
             // An update the SDK never wrote would hold every later replay: go on.
             tracing::warn!(before, "updates handed over before a replay are not written yet");
         }
-        self.sent();
+        // Anything handed to the SDK meanwhile makes the next pass wait for it.
+        if self.handed_total.fetch_add(1, Ordering::AcqRel) == before {
+            self.after_pass.store(before + 1, Ordering::Release);
+        }
         queue.send(lines).await.is_ok()
     }
 
@@ -147,6 +164,10 @@ impl Outflow {
         self.written.notify_waiters();
     }
 }
+
+/// The most replay batches handed to the writer and not yet written (each at most
+/// `REPLAY_BATCH`, 64 KiB, and whatever its last update brought past it).
+const PASSES_AHEAD: u64 = 4;
 
 /// How long a replay's batch waits at most for the updates handed over before it
 /// ([`Outflow::pass`]).
@@ -454,7 +475,9 @@ mod tests {
                 ),
             });
             let expected = serde_json::to_string(&through_sdk).expect("serialises");
-            assert_eq!(update_line(&notification).expect("serialises"), expected);
+            let mut line = b"already here".to_vec();
+            write_update_line(&mut line, &notification).expect("serialises");
+            assert_eq!(line.strip_prefix(b"already here"), Some(expected.as_bytes()));
             assert!(expected.starts_with(UPDATE_LINE), "{expected}");
         }
     }

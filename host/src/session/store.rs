@@ -119,7 +119,7 @@ impl SessionStore {
         let dir = self.dir()?;
         let lock = lock(&dir, id)?;
         let bytes = log::read_bytes(&path)?;
-        let mut streamed = Streamed { thread, records: 0 };
+        let mut streamed = Streamed::new(thread);
         // `None` until the first record, which starts the fold (or is not a session record).
         let mut folder: Option<Result<fold::Folder, fold::FoldError>> = None;
         let extent = log::parse_each(&path, &bytes, |record| match &mut folder {
@@ -265,22 +265,36 @@ fn not_a_session(path: &Path, error: &fold::FoldError) -> StoreError {
 /// A thread going to a client as its log is folded.
 struct Streamed {
     thread: Option<ThreadParts>,
-    /// Records folded since the first.
+    /// Records folded since the last part was sent.
     records: usize,
+    /// How many records the next part takes.
+    part: usize,
 }
 
 impl Streamed {
-    /// How many records are folded between two parts of the thread sent.
-    const RECORDS_A_PART: usize = 128;
+    /// How many records are folded before the first part of the thread is sent: the client
+    /// sees the thread begin after a fraction of a millisecond.
+    const FIRST_PART: usize = 128;
+    /// The most records a part takes: each part after the first takes twice as many as the
+    /// one before, up to this, so a long thread crosses from the reading thread to the one
+    /// that sends it a few times, not once every 128 records (each crossing a wake-up of the
+    /// other thread, which on two cores often preempts the reading itself).
+    const LARGEST_PART: usize = 1024;
+
+    fn new(thread: Option<ThreadParts>) -> Self {
+        Self { thread, records: 0, part: Self::FIRST_PART }
+    }
 
     /// A record was folded into `folder`: every so many, what is final goes.
     fn pushed(&mut self, folder: &mut fold::Folder) {
         self.records += 1;
-        if self.thread.is_some() && self.records.is_multiple_of(Self::RECORDS_A_PART) {
+        if self.thread.is_some() && self.records >= self.part {
             let events = folder.take_final();
             if !events.is_empty() {
                 self.send(ThreadPart::Events(events));
             }
+            self.records = 0;
+            self.part = (self.part * 2).min(Self::LARGEST_PART);
         }
     }
 
