@@ -52,7 +52,8 @@
 //! written beside the agent, then `session/load` timed from request to the last byte of the
 //! answer (updates counted, not parsed), and the host's peak RSS after it; two logs: one with
 //! a card every 10 records (many updates), one as a streaming model leaves it (mostly chunks,
-//! joined on load).
+//! joined on load). For the load in a settled agent, also the CPU time the agent's threads
+//! spent on it (less noisy than the time on a shared machine).
 //!
 //! `models`: a model server on loopback streaming server-sent events. Turn overhead: TURNS
 //! (default 50) turns with a one-chunk answer, prompt to answer, through the OpenAI-compatible
@@ -1094,6 +1095,7 @@ fn sessions(events: usize, runs: usize) {
     let mut load_rss = Vec::new();
     let mut streamed_ms = Vec::new();
     let mut settled_ms = Vec::new();
+    let mut settled_cpu = Vec::new();
     for run in 1..=runs {
         // Append throughput: one answer of `events` chunks.
         let chunks: Vec<String> = (0..events).map(|i| format!("chunk {i} ")).collect();
@@ -1122,13 +1124,14 @@ fn sessions(events: usize, runs: usize) {
         let turn = median(each);
 
         // Load: a log of `events` records written beside a fresh agent.
-        let (loaded, peak) = load_session_of(&hotsh, events, Mix::Cards, Start::Cold);
-        let (streamed, _) = load_session_of(&hotsh, events, Mix::Streamed, Start::Cold);
-        let (settled, _) = load_session_of(&hotsh, events, Mix::Cards, Start::Settled);
+        let (loaded, peak, _) = load_session_of(&hotsh, events, Mix::Cards, Start::Cold);
+        let (streamed, _, _) = load_session_of(&hotsh, events, Mix::Streamed, Start::Cold);
+        let (settled, _, cpu) = load_session_of(&hotsh, events, Mix::Cards, Start::Settled);
         println!(
-            "run {run}: {per_second:.0} events/s appended, turn {turn:.2} ms, load of {events} events {loaded:.1} ms (cards) / {streamed:.1} ms (streamed) / {settled:.1} ms (cards, agent settled), peak RSS {:.1} MiB",
+            "run {run}: {per_second:.0} events/s appended, turn {turn:.2} ms, load of {events} events {loaded:.1} ms (cards) / {streamed:.1} ms (streamed) / {settled:.1} ms (cards, agent settled; {cpu:.1} ms of the agent's CPU), peak RSS {:.1} MiB",
             peak as f64 / 1024.0
         );
+        settled_cpu.push(cpu);
         streamed_ms.push(streamed);
         settled_ms.push(settled);
         throughput.push(per_second);
@@ -1149,9 +1152,10 @@ fn sessions(events: usize, runs: usize) {
         median(streamed_ms)
     );
     println!(
-        "  session/load of {events} events with cards in an agent started {} ms before (its plugins loaded): {:.1} ms",
+        "  session/load of {events} events with cards in an agent started {} ms before (its plugins loaded): {:.1} ms, {:.1} ms of the agent's CPU (all its threads)",
         SETTLE.as_millis(),
-        median(settled_ms)
+        median(settled_ms),
+        median(settled_cpu)
     );
 }
 
@@ -1181,7 +1185,14 @@ enum Mix {
     Streamed,
 }
 
-fn load_session_of(hotsh: &std::path::Path, events: usize, mix: Mix, start: Start) -> (f64, u64) {
+/// Writes a session log of `events` records of `mix` and times `session/load` of it: (ms,
+/// the host's peak RSS in KiB, its CPU time meanwhile in ms).
+fn load_session_of(
+    hotsh: &std::path::Path,
+    events: usize,
+    mix: Mix,
+    start: Start,
+) -> (f64, u64, f64) {
     let agent = Agent::start(hotsh, vec![], "");
     let dir = agent._dir.path().to_owned();
     let id = "6f0e2b4c-0b7d-4c61-9a35-3c2ea7f0b001";
@@ -1222,25 +1233,26 @@ fn load_session_of(hotsh: &std::path::Path, events: usize, mix: Mix, start: Star
         log.push("agent_text", json!({"text": "Done."}));
     }
     drop(agent);
-    let (took, updates, peak) = time_load(hotsh, id, &dir, &log.text, start);
+    let (took, updates, peak, cpu) = time_load(hotsh, id, &dir, &log.text, start);
     // Chunks of one stream are joined on load: a streamed log makes far fewer updates.
     let least = match mix {
         Mix::Cards => events / 2,
         Mix::Streamed => events / 40,
     };
     assert!(updates >= least, "only {updates} updates");
-    (took, peak)
+    (took, peak, cpu)
 }
 
 /// `session/load` of a session whose log is `log` (its cwd `cwd`) in a new `hotsh`, timed
-/// from the request to the last byte of the answer: (ms, updates, the host's peak RSS in KiB).
+/// from the request to the last byte of the answer: (ms, updates, the host's peak RSS in KiB,
+/// the CPU time its threads spent meanwhile in ms; see [`cpu_ms`]).
 fn time_load(
     hotsh: &std::path::Path,
     id: &str,
     cwd: &std::path::Path,
     log: &str,
     start: Start,
-) -> (f64, usize, u64) {
+) -> (f64, usize, u64, f64) {
     let data = tempfile::tempdir().expect("data dir");
     let sessions = data.path().join("sessions");
     std::fs::create_dir_all(&sessions).expect("sessions dir");
@@ -1271,6 +1283,7 @@ fn time_load(
     // own parsing is not the agent's latency).
     let line = json!({"jsonrpc": "2.0", "id": 99, "method": "session/load",
         "params": {"sessionId": id, "cwd": cwd, "mcpServers": []}});
+    let cpu_before = cpu_ms(pid);
     let started = Instant::now();
     writeln!(client.stdin, "{line}").expect("write");
     client.stdin.flush().expect("flush");
@@ -1284,12 +1297,25 @@ fn time_load(
         updates += 1;
     };
     let took = ms(started.elapsed());
+    let cpu = cpu_ms(pid) - cpu_before;
     let answer: Value = serde_json::from_str(&answer).expect("JSON");
     assert_eq!(answer["id"], 99, "{answer}");
     assert!(answer.get("result").is_some(), "{answer}");
     let peak = proc_status_kib(pid, "VmHWM:");
     client.finish();
-    (took, updates, peak)
+    (took, updates, peak, cpu)
+}
+
+/// The CPU time the threads of process `pid` have run, in ms (`/proc/PID/task/*/schedstat`;
+/// a thread that has ended is not counted).
+fn cpu_ms(pid: u32) -> f64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the agent's threads");
+    let nanoseconds: u64 = tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    nanoseconds as f64 / 1e6
 }
 
 /// A session log being written by the benchmark, in the documented format.
@@ -1481,7 +1507,7 @@ fn long(turns: usize) {
     let loaded = |agent_log: &std::path::Path| {
         let text = std::fs::read_to_string(agent_log).expect("the session log");
         let records = text.lines().count();
-        let (took, _, peak) =
+        let (took, _, peak, _) =
             time_load(&release_dir().join("hotsh"), &session, &cwd, &text, Start::Cold);
         (records, took, peak)
     };
