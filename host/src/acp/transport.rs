@@ -96,7 +96,9 @@ impl Outflow {
     /// SDK, counted as one update: a replay serialises each update once, straight from its
     /// type, and thousands go out in a few hand-overs. Waits, first, until every update
     /// handed over before is written (nothing of this client's goes out of order; at most
-    /// [`PASS_WAIT`]), then for room in the writer's queue. False when this transport has no
+    /// [`PASS_WAIT`]), or, when only passes were handed over since the last pass (they are
+    /// ahead of this one in the writer's queue already), until fewer than [`PASSES_AHEAD`]
+    /// are unwritten; then for room in the writer's queue. False when this transport has no
     /// writer queue (or it is gone).
     pub(crate) async fn pass(&self, lines: String) -> bool {
         let Some(queue) = self.lines.get().and_then(tokio::sync::mpsc::WeakSender::upgrade) else {
