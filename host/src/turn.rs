@@ -404,13 +404,13 @@ pub(crate) struct Presenter {
     session_id: String,
     cwd: String,
     /// The calls whose first card was drawn, for their final card.
-    calls: HashMap<ToolCallId, (Arc<LoadedPlugin>, PluginCall)>,
+    calls: HashMap<ToolCallId, (Arc<LoadedPlugin>, Arc<PluginCall>)>,
     /// A part took too long or failed: the logged cards are shown from there on.
     gave_up: bool,
 }
 
 /// A card to draw: its place in the part, the plugin, the call, the output for a final card.
-type Drawing = (usize, Arc<LoadedPlugin>, PluginCall, Option<PluginOutput>);
+type Drawing = (usize, Arc<LoadedPlugin>, Arc<PluginCall>, Option<PluginOutput>);
 
 impl Presenter {
     pub(crate) fn new(
@@ -498,14 +498,14 @@ impl Presenter {
             match event {
                 SessionEvent::ToolCallStarted { call_id, tool, arguments, .. } => {
                     let Some(plugin) = snapshot.find_tool(tool) else { continue };
-                    let call = PluginCall {
+                    let call = Arc::new(PluginCall {
                         call_id: call_id.0.clone(),
                         session_id: self.session_id.clone(),
                         tool: tool.clone(),
                         arguments: arguments.clone(),
                         cwd: self.cwd.clone(),
-                    };
-                    jobs.push((index, Arc::clone(&plugin), call.clone(), None));
+                    });
+                    jobs.push((index, Arc::clone(&plugin), Arc::clone(&call), None));
                     self.calls.insert(call_id.clone(), (plugin, call));
                 }
                 SessionEvent::ToolCallFinished {
@@ -517,7 +517,7 @@ impl Presenter {
                     let Some((plugin, call)) = self.calls.get(call_id) else { continue };
                     let output =
                         PluginOutput { text: text.clone(), raw_output: raw_output.to_string() };
-                    jobs.push((index, Arc::clone(plugin), call.clone(), Some(output)));
+                    jobs.push((index, Arc::clone(plugin), Arc::clone(call), Some(output)));
                 }
                 _ => {}
             }

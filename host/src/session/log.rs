@@ -157,7 +157,12 @@ impl SharedOutput {
     fn note(&mut self, record: &Record) {
         match record {
             Record::Event(SessionEvent::ToolOutput { call_id, text }) => {
-                self.by_card.entry(call_id.clone()).or_default().push_str(text);
+                match self.by_card.get_mut(call_id) {
+                    Some(output) => output.push_str(text),
+                    None => {
+                        self.by_card.insert(call_id.clone(), text.clone());
+                    }
+                }
             }
             // Calls run one after the other: a result ends what came before it.
             Record::Fact(Fact::ToolResult { .. }) => self.by_card.clear(),
