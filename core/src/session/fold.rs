@@ -177,10 +177,7 @@ impl Folder {
                     self.title = Some(super::title_of(&prompt.text));
                 }
                 self.view.extend(
-                    prompt
-                        .blocks
-                        .iter()
-                        .map(|block| SessionEvent::UserMessage { block: block.clone() }),
+                    prompt.blocks.into_iter().map(|block| SessionEvent::UserMessage { block }),
                 );
             }
             Record::Fact(Fact::Command { blocks, .. }) => {
