@@ -484,6 +484,42 @@ mod tests {
         }
     }
 
+    /// A replay's batches queue up to a bound while the client reads nothing, and a batch
+    /// after an update handed to the SDK waits until everything before it is written.
+    #[tokio::test]
+    async fn replay_batches_queue_up_to_a_bound_and_never_pass_an_update_of_the_sdk() {
+        use std::time::Duration;
+        let pending = Duration::from_millis(50);
+        let outflow = Outflow::default();
+        let (queue, mut writer) = tokio::sync::mpsc::channel::<String>(256);
+        let _ = outflow.lines.set(queue.downgrade());
+        for batch in 0..PASSES_AHEAD {
+            assert!(outflow.pass(format!("batch {batch}")).await, "batch {batch}");
+        }
+        // Nothing written: the next batch waits, until one is.
+        let next = outflow.pass(format!("batch {PASSES_AHEAD}"));
+        tokio::pin!(next);
+        assert!(tokio::time::timeout(pending, next.as_mut()).await.is_err(), "it waits");
+        assert_eq!(writer.recv().await.as_deref(), Some("batch 0"));
+        outflow.written(1);
+        assert!(next.await);
+        // An update handed to the SDK: the batch after it waits for it to be written too.
+        outflow.sent();
+        let after = outflow.pass("after the SDK's update".to_owned());
+        tokio::pin!(after);
+        outflow.written(PASSES_AHEAD as usize);
+        assert!(tokio::time::timeout(pending, after.as_mut()).await.is_err(), "it waits");
+        outflow.written(1);
+        assert!(after.await);
+        let queued: Vec<String> = std::iter::from_fn(|| writer.try_recv().ok()).collect();
+        let expected: Vec<String> = (1..=PASSES_AHEAD)
+            .map(|batch| format!("batch {batch}"))
+            .chain(["after the SDK's update".to_owned()])
+            .collect();
+        assert_eq!(queued, expected, "in the order handed over");
+        drop(queue);
+    }
+
     fn lines_of(input: &[u8], limit: usize) -> Vec<RawLine> {
         let mut reader = std::io::BufReader::with_capacity(4, input);
         std::iter::from_fn(|| read_line(&mut reader, limit).expect("reads")).collect()
