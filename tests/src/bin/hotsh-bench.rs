@@ -1124,9 +1124,11 @@ fn sessions(events: usize, runs: usize) {
         let turn = median(each);
 
         // Load: a log of `events` records written beside a fresh agent.
-        let (loaded, peak, _) = load_session_of(&hotsh, events, Mix::Cards, Start::Cold);
-        let (streamed, _, _) = load_session_of(&hotsh, events, Mix::Streamed, Start::Cold);
-        let (settled, _, cpu) = load_session_of(&hotsh, events, Mix::Cards, Start::Settled);
+        let cold = load_session_of(&hotsh, events, Mix::Cards, Start::Cold);
+        let (loaded, peak) = (cold.ms, cold.peak_kib);
+        let streamed = load_session_of(&hotsh, events, Mix::Streamed, Start::Cold).ms;
+        let settled = load_session_of(&hotsh, events, Mix::Cards, Start::Settled);
+        let (settled, cpu) = (settled.ms, settled.cpu_ms);
         println!(
             "run {run}: {per_second:.0} events/s appended, turn {turn:.2} ms, load of {events} events {loaded:.1} ms (cards) / {streamed:.1} ms (streamed) / {settled:.1} ms (cards, agent settled; {cpu:.1} ms of the agent's CPU), peak RSS {:.1} MiB",
             peak as f64 / 1024.0
@@ -1185,14 +1187,8 @@ enum Mix {
     Streamed,
 }
 
-/// Writes a session log of `events` records of `mix` and times `session/load` of it: (ms,
-/// the host's peak RSS in KiB, its CPU time meanwhile in ms).
-fn load_session_of(
-    hotsh: &std::path::Path,
-    events: usize,
-    mix: Mix,
-    start: Start,
-) -> (f64, u64, f64) {
+/// Writes a session log of `events` records of `mix` and times `session/load` of it.
+fn load_session_of(hotsh: &std::path::Path, events: usize, mix: Mix, start: Start) -> Load {
     let agent = Agent::start(hotsh, vec![], "");
     let dir = agent._dir.path().to_owned();
     let id = "6f0e2b4c-0b7d-4c61-9a35-3c2ea7f0b001";
@@ -1233,26 +1229,37 @@ fn load_session_of(
         log.push("agent_text", json!({"text": "Done."}));
     }
     drop(agent);
-    let (took, updates, peak, cpu) = time_load(hotsh, id, &dir, &log.text, start);
+    let load = time_load(hotsh, id, &dir, &log.text, start);
     // Chunks of one stream are joined on load: a streamed log makes far fewer updates.
     let least = match mix {
         Mix::Cards => events / 2,
         Mix::Streamed => events / 40,
     };
-    assert!(updates >= least, "only {updates} updates");
-    (took, peak, cpu)
+    assert!(load.updates >= least, "only {} updates", load.updates);
+    load
+}
+
+/// A timed `session/load`.
+struct Load {
+    /// From the request to the last byte of the answer.
+    ms: f64,
+    /// The updates before the answer.
+    updates: usize,
+    /// The host's peak RSS after it.
+    peak_kib: u64,
+    /// The CPU time the host's threads spent meanwhile (see [`cpu_ms`]).
+    cpu_ms: f64,
 }
 
 /// `session/load` of a session whose log is `log` (its cwd `cwd`) in a new `hotsh`, timed
-/// from the request to the last byte of the answer: (ms, updates, the host's peak RSS in KiB,
-/// the CPU time its threads spent meanwhile in ms; see [`cpu_ms`]).
+/// from the request to the last byte of the answer.
 fn time_load(
     hotsh: &std::path::Path,
     id: &str,
     cwd: &std::path::Path,
     log: &str,
     start: Start,
-) -> (f64, usize, u64, f64) {
+) -> Load {
     let data = tempfile::tempdir().expect("data dir");
     let sessions = data.path().join("sessions");
     std::fs::create_dir_all(&sessions).expect("sessions dir");
@@ -1303,7 +1310,7 @@ fn time_load(
     assert!(answer.get("result").is_some(), "{answer}");
     let peak = proc_status_kib(pid, "VmHWM:");
     client.finish();
-    (took, updates, peak, cpu)
+    Load { ms: took, updates, peak_kib: peak, cpu_ms: cpu }
 }
 
 /// The CPU time the threads of process `pid` have run, in ms (`/proc/PID/task/*/schedstat`;
@@ -1507,9 +1514,8 @@ fn long(turns: usize) {
     let loaded = |agent_log: &std::path::Path| {
         let text = std::fs::read_to_string(agent_log).expect("the session log");
         let records = text.lines().count();
-        let (took, _, peak, _) =
-            time_load(&release_dir().join("hotsh"), &session, &cwd, &text, Start::Cold);
-        (records, took, peak)
+        let load = time_load(&release_dir().join("hotsh"), &session, &cwd, &text, Start::Cold);
+        (records, load.ms, load.peak_kib)
     };
     let (records, took, peak) = loaded(&log);
     println!(

@@ -72,9 +72,9 @@ fn a_client_that_stops_reading_costs_bounded_memory_and_loses_no_update() {
 }
 
 /// `session/load` of a long thread to a client that stops reading: the replay waits for it
-/// (its updates go out in batches past the SDK, at most a few of them handed over and
-/// not yet written), and once it reads again it gets the whole thread in order, the answer after it,
-/// and the session goes on.
+/// (its updates go out in batches past the SDK, at most a few of them handed over and not
+/// yet written), and once it reads again it gets the whole thread in order, the answer
+/// after it, and the session goes on.
 #[test]
 fn a_client_that_stops_reading_during_a_load_gets_the_whole_thread_in_order() {
     use crate::sessions::sharing;
