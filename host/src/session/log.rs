@@ -262,16 +262,17 @@ pub(crate) fn line(seq: u64, record: &Record) -> serde_json::Result<Vec<u8>> {
 
 /// Reads a whole log: its records in order.
 pub(crate) fn read(path: &Path) -> Result<Vec<Record>, ReadError> {
-    parse(path, &read_bytes(path)?)
+    let mut records = Vec::new();
+    read_each(path, |record| records.push(record))?;
+    Ok(records)
 }
 
-/// The bytes of a log, to parse.
-pub(crate) fn read_bytes(path: &Path) -> Result<Vec<u8>, ReadError> {
-    let io = |source| ReadError::Io { path: path.to_owned(), source };
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut open_regular(path, false).map_err(io)?, &mut bytes)
-        .map_err(io)?;
-    Ok(bytes)
+/// Reads the log at `path` a piece at a time, handing each record to `each` as it is read
+/// (see [`parse_from`]).
+pub(crate) fn read_each(path: &Path, each: impl FnMut(Record)) -> Result<Extent, ReadError> {
+    let file = open_regular(path, false)
+        .map_err(|source| ReadError::Io { path: path.to_owned(), source })?;
+    parse_from(path, file, each)
 }
 
 /// Opens a log (to read, or to append): only a regular file, never through a symbolic link
@@ -296,7 +297,7 @@ pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<Vec<Record>, ReadError>
 }
 
 /// How far a log was read.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Extent {
     /// The `seq` of the last record kept.
     pub(crate) last_seq: u64,
@@ -311,62 +312,116 @@ pub(crate) struct Extent {
 pub(crate) fn parse_each(
     path: &Path,
     bytes: &[u8],
+    each: impl FnMut(Record),
+) -> Result<Extent, ReadError> {
+    parse_from(path, bytes, each)
+}
+
+/// How much of a log is read at a time: the records of a piece are handed on before the next
+/// is read, and a long log is never held whole (a fresh buffer of its size would cost a page
+/// fault per 4 KiB before the first record is read).
+const READ_PIECE: usize = 128 << 10;
+
+/// Parses a log read from `reader` a piece at a time, handing each record to `each` as it
+/// is read: on an error, `each` has had the records before the line at fault. A line is
+/// taken once it is known whether it is the last (a byte follows it, or the end of the log
+/// was reached): a crash tears at most the last line, which is then dropped.
+pub(crate) fn parse_from(
+    path: &Path,
+    reader: impl std::io::Read,
     mut each: impl FnMut(Record),
 ) -> Result<Extent, ReadError> {
-    let mut shared = SharedOutput::default();
-    let mut last_seq = 0;
-    let mut good_length = 0u64;
-    let mut dropped_torn_line = false;
-    let mut offset = 0usize;
-    let mut number = 0usize;
-    while offset < bytes.len() {
-        number += 1;
-        let (line, complete) = match bytes[offset..].iter().position(|&b| b == b'\n') {
-            Some(end) => (&bytes[offset..offset + end], true),
-            None => (&bytes[offset..], false),
+    use std::io::BufRead as _;
+    let io = |source| ReadError::Io { path: path.to_owned(), source };
+    let mut reader = std::io::BufReader::with_capacity(READ_PIECE, reader);
+    let mut lines = Lines::default();
+    let mut line = Vec::new();
+    let mut next = 0u64;
+    loop {
+        line.clear();
+        let read = reader.read_until(b'\n', &mut line).map_err(io)?;
+        if read == 0 {
+            return Ok(lines.extent);
+        }
+        next += read as u64;
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        let last = loop {
+            match reader.fill_buf() {
+                Ok(ahead) => break ahead.is_empty(),
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(source) => return Err(io(source)),
+            }
         };
-        let next = offset + line.len() + usize::from(complete);
-        let is_last = next >= bytes.len();
+        lines.take(path, &line, Place { next, last }, &mut each)?;
+    }
+}
+
+/// Where a line of a log ends.
+#[derive(Clone, Copy)]
+struct Place {
+    /// The offset just past it (its newline included).
+    next: u64,
+    /// Nothing follows it.
+    last: bool,
+}
+
+/// The lines of a log taken so far.
+#[derive(Default)]
+struct Lines {
+    shared: SharedOutput,
+    /// The number of the last line taken (1 for the first).
+    number: usize,
+    extent: Extent,
+}
+
+impl Lines {
+    /// Takes the next line (without its newline), handing its record to `each`.
+    fn take(
+        &mut self,
+        path: &Path,
+        line: &[u8],
+        at: Place,
+        each: &mut impl FnMut(Record),
+    ) -> Result<(), ReadError> {
+        self.number += 1;
+        let damaged = |line, reason| ReadError::Damaged { path: path.to_owned(), line, reason };
         if line.iter().all(u8::is_ascii_whitespace) {
-            offset = next;
-            good_length = offset as u64;
-            continue;
+            self.extent.good_length = at.next;
+            return Ok(());
         }
         match parse_line(line) {
             Ok(Parsed::Record { version, seq, record }) => {
                 if version > FORMAT_VERSION {
                     return Err(ReadError::Newer { path: path.to_owned(), found: version });
                 }
-                if seq != last_seq + 1 {
+                let due = self.extent.last_seq + 1;
+                if seq != due {
                     // hotsh writes one more per record, so a record out of sequence was put
                     // there by something else (or by a hand that edited the file): nothing of
                     // the log is believed.
-                    let reason = format!("`seq` {seq} where {} was due", last_seq + 1);
-                    return Err(ReadError::Damaged { path: path.to_owned(), line: number, reason });
+                    return Err(damaged(self.number, format!("`seq` {seq} where {due} was due")));
                 }
                 if let Some(record) = record {
-                    let record = shared.restore(record).map_err(|reason| ReadError::Damaged {
-                        path: path.to_owned(),
-                        line: number,
-                        reason,
-                    })?;
+                    let record = self
+                        .shared
+                        .restore(record)
+                        .map_err(|reason| damaged(self.number, reason))?;
                     each(record);
                 }
-                last_seq = seq;
-                good_length = next as u64;
+                self.extent.last_seq = seq;
+                self.extent.good_length = at.next;
             }
-            Err(reason) if is_last => {
+            Err(reason) if at.last => {
                 // A crash tears at most the last line: keep everything before it.
-                tracing::warn!(path = %path.display(), line = number, %reason, "dropped a torn last line of a session log");
-                dropped_torn_line = true;
+                tracing::warn!(path = %path.display(), line = self.number, %reason, "dropped a torn last line of a session log");
+                self.extent.dropped_torn_line = true;
             }
-            Err(reason) => {
-                return Err(ReadError::Damaged { path: path.to_owned(), line: number, reason });
-            }
+            Err(reason) => return Err(damaged(self.number, reason)),
         }
-        offset = next;
+        Ok(())
     }
-    Ok(Extent { last_seq, good_length, dropped_torn_line })
 }
 
 enum Parsed {
@@ -595,6 +650,53 @@ mod tests {
         assert_eq!(records.len(), 1);
         assert!(extent.dropped_torn_line);
         assert_eq!(extent.good_length, good);
+    }
+
+    /// A reader that hands out at most `step` bytes per read.
+    struct Trickle<'a> {
+        bytes: &'a [u8],
+        step: usize,
+    }
+
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, into: &mut [u8]) -> std::io::Result<usize> {
+            let step = self.step.min(into.len()).min(self.bytes.len());
+            into[..step].copy_from_slice(&self.bytes[..step]);
+            self.bytes = &self.bytes[step..];
+            Ok(step)
+        }
+    }
+
+    /// What `bytes` parse to read `step` bytes at a time (each outcome as text to compare).
+    fn trickled(bytes: &[u8], step: usize) -> (Vec<Record>, String) {
+        let mut records = Vec::new();
+        let outcome =
+            parse_from(Path::new("x.jsonl"), Trickle { bytes, step }, |r| records.push(r));
+        (records, format!("{outcome:?}"))
+    }
+
+    #[test]
+    fn a_log_read_in_pieces_reads_as_it_does_whole() {
+        let text = |n: usize| Record::Event(SessionEvent::AgentText { text: "x".repeat(n) });
+        // A line longer than a piece, lines around the pieces' edges, and a blank line.
+        let lines =
+            written(vec![text(10), text(READ_PIECE + 1000), text(READ_PIECE - 80), text(1)]);
+        let lines: Vec<&[u8]> = lines.split_inclusive(|&b| b == b'\n').collect();
+        let bytes = String::from_utf8([&lines[..3], &[b"\n"], &lines[3..]].concat().concat())
+            .expect("text");
+        let whole = parsed(bytes.as_bytes());
+        assert_eq!(whole.0.len(), 4, "{:?}", whole.1);
+        assert_eq!(whole.1.good_length, bytes.len() as u64);
+        let torn = format!("{bytes}{{\"v\":1,\"seq\":5,\"ty");
+        let damaged = format!("{bytes}{{\"v\":1,\"seq\":5,\"ty\n\n");
+        for log in [&bytes, &torn, &damaged] {
+            let expected = trickled(log.as_bytes(), usize::MAX);
+            for step in [1, 7, 4096, READ_PIECE - 1, READ_PIECE, READ_PIECE + 1] {
+                assert_eq!(trickled(log.as_bytes(), step), expected, "read {step} bytes at a time");
+            }
+        }
+        assert!(trickled(torn.as_bytes(), 7).1.contains("dropped_torn_line: true"));
+        assert!(trickled(damaged.as_bytes(), 7).1.contains("Damaged"));
     }
 
     #[test]

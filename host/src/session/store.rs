@@ -118,11 +118,10 @@ impl SessionStore {
         }
         let dir = self.dir()?;
         let lock = lock(&dir, id)?;
-        let bytes = log::read_bytes(&path)?;
         let mut streamed = Streamed::new(thread);
         // `None` until the first record, which starts the fold (or is not a session record).
         let mut folder: Option<Result<fold::Folder, fold::FoldError>> = None;
-        let extent = log::parse_each(&path, &bytes, |record| match &mut folder {
+        let extent = log::read_each(&path, |record| match &mut folder {
             None => {
                 let started = fold::Folder::new(Some(record));
                 if let Ok(started) = &started {
@@ -136,7 +135,6 @@ impl SessionStore {
             }
             Some(Err(_)) => {}
         })?;
-        drop(bytes);
         let folder = folder.unwrap_or(Err(fold::FoldError::NoSessionRecord));
         let folded = folder.map_err(|error| not_a_session(&path, &error))?.finish();
         let file = log::open_regular(&path, true)
