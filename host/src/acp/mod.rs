@@ -81,6 +81,7 @@ impl Shared {
         Arc::new(AcpSink {
             cx,
             session_id: SessionId(session_id.to_owned()),
+            wire_id: agent_client_protocol::v1::schema::SessionId::new(session_id),
             terminal_output: self.features.terminal_output.load(Ordering::Relaxed),
             fs: ClientFs {
                 read: self.features.read_text_file.load(Ordering::Relaxed),
@@ -873,6 +874,8 @@ fn invalid_params(message: String) -> Error {
 struct AcpSink {
     cx: ConnectionTo<Client>,
     session_id: SessionId,
+    /// `session_id` as every update names it (shared, not copied per update).
+    wire_id: agent_client_protocol::v1::schema::SessionId,
     terminal_output: bool,
     fs: ClientFs,
     /// It renders ACP's compaction updates (`session.compaction`).
@@ -1015,7 +1018,7 @@ impl EventSink for AcpSink {
     ) -> futures::future::BoxFuture<'static, EscalationAnswer> {
         let asked = self.request(to_acp::escalation_request(&self.session_id.0, &ask));
         let drawn = lock(&self.open_cards).get(&ask.call_id).cloned().unwrap_or_default();
-        let (cx, session_id) = (self.cx.clone(), self.session_id.0.clone());
+        let (cx, session_id) = (self.cx.clone(), self.wire_id.clone());
         let outflow = self.outflow.clone();
         Box::pin(async move {
             use agent_client_protocol::v1::schema::{ToolCallStatus, ToolCallUpdate};
@@ -1069,6 +1072,7 @@ impl AcpSink {
     fn port(&self, session_id: SessionId, replay: Option<Arc<Mutex<Vec<u8>>>>) -> AcpSink {
         AcpSink {
             cx: self.cx.clone(),
+            wire_id: agent_client_protocol::v1::schema::SessionId::new(session_id.0.as_str()),
             session_id,
             terminal_output: self.terminal_output,
             fs: self.fs,
@@ -1094,7 +1098,7 @@ impl AcpSink {
         .status(ToolCallStatus::Pending);
         self.send(SessionUpdate::ToolCall(card));
         let asked = self.request(request);
-        let (cx, session_id) = (self.cx.clone(), self.session_id.0.clone());
+        let (cx, session_id) = (self.cx.clone(), self.wire_id.clone());
         let outflow = self.outflow.clone();
         Box::pin(async move {
             let reply = reply_of(asked.await);
@@ -1179,7 +1183,7 @@ impl AcpSink {
     }
 
     fn send(&self, update: agent_client_protocol::v1::schema::SessionUpdate) {
-        let notification = SessionNotification::new(self.session_id.0.clone(), update);
+        let notification = SessionNotification::new(self.wire_id.clone(), update);
         let Some(batch) = &self.replay else {
             return send_update(&self.cx, self.outflow.as_deref(), notification);
         };
