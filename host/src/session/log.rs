@@ -243,6 +243,9 @@ pub(crate) enum ReadError {
     Newer { path: PathBuf, found: u32 },
     #[error("the session log {path} is damaged at line {line}: {reason}")]
     Damaged { path: PathBuf, line: usize, reason: String },
+    /// The reading was given up by the one it was for (never reaches anyone else).
+    #[error("the reading of a session log was given up")]
+    Gone,
 }
 
 /// Serialises one record as a log line (without the newline). The keys come in the
@@ -268,11 +271,68 @@ pub(crate) fn read(path: &Path) -> Result<Vec<Record>, ReadError> {
 }
 
 /// Reads the log at `path` a piece at a time, handing each record to `each` as it is read
-/// (see [`parse_from`]).
-pub(crate) fn read_each(path: &Path, each: impl FnMut(Record)) -> Result<Extent, ReadError> {
-    let file = open_regular(path, false)
-        .map_err(|source| ReadError::Io { path: path.to_owned(), source })?;
-    parse_from(path, file, each)
+/// (see [`parse_from`]). A long log is parsed on a thread of its own, ahead of `each` (the
+/// fold of a session) on the caller's, when there are cores for both.
+pub(crate) fn read_each(path: &Path, mut each: impl FnMut(Record)) -> Result<Extent, ReadError> {
+    let io = |source| ReadError::Io { path: path.to_owned(), source };
+    let file = open_regular(path, false).map_err(io)?;
+    let long = file.metadata().is_ok_and(|meta| meta.len() >= PARSE_APART);
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    if !long || cores < 2 {
+        return parse_from(path, file, each);
+    }
+    std::thread::scope(|scope| {
+        let (parsed, taken) = std::sync::mpsc::sync_channel(PARSED_AHEAD);
+        let parser = std::thread::Builder::new()
+            .name("log-parse".into())
+            .spawn_scoped(scope, move || parse_ahead(path, file, &parsed));
+        if let Err(error) = parser {
+            tracing::debug!(%error, "cannot parse a log on a thread of its own");
+            return parse_from(path, open_regular(path, false).map_err(io)?, each);
+        }
+        let mut lines = Lines::default();
+        for batch in taken {
+            for (line, at) in batch? {
+                lines.take(path, line, at, &mut each)?;
+            }
+        }
+        Ok(lines.extent)
+    })
+}
+
+/// Logs at least this long are parsed on a thread of their own (see [`read_each`]).
+const PARSE_APART: u64 = 256 << 10;
+
+/// How many lines are parsed and handed over at once (see [`parse_ahead`]).
+const PARSED_BATCH: usize = 256;
+
+/// How many batches of parsed lines may wait for the fold.
+const PARSED_AHEAD: usize = 4;
+
+/// A line of a log, parsed (`None`: a blank line), and where it ends.
+type ParsedLine = (Option<Result<Parsed, String>>, Place);
+
+/// Parses the log `reader` reads, handing its lines over in batches until the log ends, an
+/// error (sent after the lines before it), or the taker is gone.
+fn parse_ahead(
+    path: &Path,
+    reader: impl std::io::Read,
+    taker: &std::sync::mpsc::SyncSender<Result<Vec<ParsedLine>, ReadError>>,
+) {
+    let mut batch = Vec::with_capacity(PARSED_BATCH);
+    let outcome = split_lines(path, reader, |line, at| {
+        batch.push((parse_any(line), at));
+        if batch.len() == PARSED_BATCH {
+            let full = std::mem::replace(&mut batch, Vec::with_capacity(PARSED_BATCH));
+            // The taker is gone (it met an error): no more is read.
+            return taker.send(Ok(full)).map_err(|_| ReadError::Gone);
+        }
+        Ok(())
+    });
+    let _ = taker.send(Ok(batch));
+    if let Err(error) = outcome {
+        let _ = taker.send(Err(error));
+    }
 }
 
 /// Opens a log (to read, or to append): only a regular file, never through a symbolic link
@@ -323,25 +383,35 @@ pub(crate) fn parse_each(
 const READ_PIECE: usize = 128 << 10;
 
 /// Parses a log read from `reader` a piece at a time, handing each record to `each` as it
-/// is read: on an error, `each` has had the records before the line at fault. A line is
-/// taken once it is known whether it is the last (a byte follows it, or the end of the log
-/// was reached): a crash tears at most the last line, which is then dropped.
+/// is read: on an error, `each` has had the records before the line at fault.
 pub(crate) fn parse_from(
     path: &Path,
     reader: impl std::io::Read,
     mut each: impl FnMut(Record),
 ) -> Result<Extent, ReadError> {
+    let mut lines = Lines::default();
+    split_lines(path, reader, |line, at| lines.take(path, parse_any(line), at, &mut each))?;
+    Ok(lines.extent)
+}
+
+/// Reads a log a piece at a time, handing `each` its lines (without their newlines) in order.
+/// A line is handed on once it is known whether it is the last (a byte follows it, or the
+/// end of the log was reached): a crash tears at most the last line, which is then dropped.
+fn split_lines(
+    path: &Path,
+    reader: impl std::io::Read,
+    mut each: impl FnMut(&[u8], Place) -> Result<(), ReadError>,
+) -> Result<(), ReadError> {
     use std::io::BufRead as _;
     let io = |source| ReadError::Io { path: path.to_owned(), source };
     let mut reader = std::io::BufReader::with_capacity(READ_PIECE, reader);
-    let mut lines = Lines::default();
     let mut line = Vec::new();
     let mut next = 0u64;
     loop {
         line.clear();
         let read = reader.read_until(b'\n', &mut line).map_err(io)?;
         if read == 0 {
-            return Ok(lines.extent);
+            return Ok(());
         }
         next += read as u64;
         if line.last() == Some(&b'\n') {
@@ -354,12 +424,17 @@ pub(crate) fn parse_from(
                 Err(source) => return Err(io(source)),
             }
         };
-        lines.take(path, &line, Place { next, last }, &mut each)?;
+        each(&line, Place { next, last })?;
     }
 }
 
+/// A line of a log parsed: `None` for a blank line.
+fn parse_any(line: &[u8]) -> Option<Result<Parsed, String>> {
+    (!line.iter().all(u8::is_ascii_whitespace)).then(|| parse_line(line))
+}
+
 /// Where a line of a log ends.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 struct Place {
     /// The offset just past it (its newline included).
     next: u64,
@@ -377,21 +452,21 @@ struct Lines {
 }
 
 impl Lines {
-    /// Takes the next line (without its newline), handing its record to `each`.
+    /// Takes the next line, parsed (`None`: a blank line), handing its record to `each`.
     fn take(
         &mut self,
         path: &Path,
-        line: &[u8],
+        line: Option<Result<Parsed, String>>,
         at: Place,
         each: &mut impl FnMut(Record),
     ) -> Result<(), ReadError> {
         self.number += 1;
         let damaged = |line, reason| ReadError::Damaged { path: path.to_owned(), line, reason };
-        if line.iter().all(u8::is_ascii_whitespace) {
+        let Some(line) = line else {
             self.extent.good_length = at.next;
             return Ok(());
-        }
-        match parse_line(line) {
+        };
+        match line {
             Ok(Parsed::Record { version, seq, record }) => {
                 if version > FORMAT_VERSION {
                     return Err(ReadError::Newer { path: path.to_owned(), found: version });
@@ -676,27 +751,54 @@ mod tests {
     }
 
     #[test]
-    fn a_log_read_in_pieces_reads_as_it_does_whole() {
+    fn a_log_read_in_pieces_or_parsed_apart_reads_as_it_does_whole() {
         let text = |n: usize| Record::Event(SessionEvent::AgentText { text: "x".repeat(n) });
-        // A line longer than a piece, lines around the pieces' edges, and a blank line.
-        let lines =
-            written(vec![text(10), text(READ_PIECE + 1000), text(READ_PIECE - 80), text(1)]);
+        // A line longer than a piece, lines around the pieces' edges, a blank line, and more
+        // lines than the parser hands over at once.
+        let mut records = vec![text(10), text(READ_PIECE + 1000), text(READ_PIECE - 80)];
+        records.extend((0..3 * PARSED_BATCH).map(|n| text(n % 50)));
+        let lines = written(records);
         let lines: Vec<&[u8]> = lines.split_inclusive(|&b| b == b'\n').collect();
-        let bytes = String::from_utf8([&lines[..3], &[b"\n"], &lines[3..]].concat().concat())
-            .expect("text");
-        let whole = parsed(bytes.as_bytes());
-        assert_eq!(whole.0.len(), 4, "{:?}", whole.1);
-        assert_eq!(whole.1.good_length, bytes.len() as u64);
-        let torn = format!("{bytes}{{\"v\":1,\"seq\":5,\"ty");
-        let damaged = format!("{bytes}{{\"v\":1,\"seq\":5,\"ty\n\n");
-        for log in [&bytes, &torn, &damaged] {
+        let log = |tail: &[&[u8]]| -> String {
+            let log = [&lines[..3], &[b"\n"], &lines[3..], tail].concat().concat();
+            String::from_utf8(log).expect("text")
+        };
+        let whole = log(&[]);
+        assert!(whole.len() as u64 >= PARSE_APART, "long enough to be parsed apart");
+        let (records, extent) = parsed(whole.as_bytes());
+        assert_eq!(records.len(), 3 + 3 * PARSED_BATCH);
+        assert_eq!(extent.good_length, whole.len() as u64);
+        let seq = lines.len() + 1;
+        let torn = log(&[format!("{{\"v\":1,\"seq\":{seq},\"ty").as_bytes()]);
+        let damaged = log(&[format!("{{\"v\":1,\"seq\":{seq},\"ty\n\n").as_bytes()]);
+        let mut middle = lines.clone();
+        middle.insert(400, b"{\"v\":1,\"seq\":\n");
+        let middle = String::from_utf8(middle.concat()).expect("text");
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        for (name, log) in
+            [("whole", &whole), ("torn", &torn), ("damaged", &damaged), ("middle", &middle)]
+        {
             let expected = trickled(log.as_bytes(), usize::MAX);
+            // Compared without printing them: the records are long.
+            let same = |(records, outcome): (Vec<Record>, String), how: &str| {
+                assert_eq!(outcome, expected.1, "{name}, {how}");
+                assert!(records == expected.0, "{name}, {how}: other records");
+            };
             for step in [1, 7, 4096, READ_PIECE - 1, READ_PIECE, READ_PIECE + 1] {
-                assert_eq!(trickled(log.as_bytes(), step), expected, "read {step} bytes at a time");
+                same(trickled(log.as_bytes(), step), &format!("{step} bytes at a time"));
             }
+            let path = dir.path().join(format!("{name}.jsonl"));
+            std::fs::write(&path, log).expect("the log");
+            let mut records = Vec::new();
+            let outcome = read_each(&path, |r| records.push(r));
+            let outcome = format!("{outcome:?}").replace(&*path.to_string_lossy(), "x.jsonl");
+            same((records, outcome), "parsed apart");
         }
         assert!(trickled(torn.as_bytes(), 7).1.contains("dropped_torn_line: true"));
         assert!(trickled(damaged.as_bytes(), 7).1.contains("Damaged"));
+        let (records, outcome) = trickled(middle.as_bytes(), 7);
+        assert!(outcome.contains("line: 401"), "{outcome}");
+        assert_eq!(records.len(), 400, "the records before the damaged line were handed on");
     }
 
     #[test]

@@ -53,7 +53,9 @@
 //! answer (updates counted, not parsed), and the host's peak RSS after it; two logs: one with
 //! a card every 10 records (many updates), one as a streaming model leaves it (mostly chunks,
 //! joined on load). For the load in a settled agent, also the CPU time the agent's threads
-//! spent on it (less noisy than the time on a shared machine).
+//! spent on it (less noisy than the time on a shared machine), counted in one more load of
+//! the same log whose time is not reported: its threads are sampled every half millisecond
+//! meanwhile, so that a thread that ends during the load (the one parsing a long log) counts.
 //!
 //! `models`: a model server on loopback streaming server-sent events. Turn overhead: TURNS
 //! (default 50) turns with a one-chunk answer, prompt to answer, through the OpenAI-compatible
@@ -109,10 +111,12 @@
 #![allow(clippy::print_stdout, reason = "the benchmark reports on stdout")]
 
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn main() {
@@ -1127,8 +1131,9 @@ fn sessions(events: usize, runs: usize) {
         let cold = load_session_of(&hotsh, events, Mix::Cards, Start::Cold);
         let (loaded, peak) = (cold.ms, cold.peak_kib);
         let streamed = load_session_of(&hotsh, events, Mix::Streamed, Start::Cold).ms;
-        let settled = load_session_of(&hotsh, events, Mix::Cards, Start::Settled);
-        let (settled, cpu) = (settled.ms, settled.cpu_ms);
+        let settled = load_session_of(&hotsh, events, Mix::Cards, Start::Settled).ms;
+        let sampled = load_session_of(&hotsh, events, Mix::Cards, Start::Sampled);
+        let cpu = sampled.cpu_ms.expect("a sampled load counts the CPU time");
         println!(
             "run {run}: {per_second:.0} events/s appended, turn {turn:.2} ms, load of {events} events {loaded:.1} ms (cards) / {streamed:.1} ms (streamed) / {settled:.1} ms (cards, agent settled; {cpu:.1} ms of the agent's CPU), peak RSS {:.1} MiB",
             peak as f64 / 1024.0
@@ -1169,6 +1174,9 @@ enum Start {
     Cold,
     /// [`SETTLE`] after `initialize`, as in an agent that has been running.
     Settled,
+    /// As [`Start::Settled`], with the CPU time of the agent's threads counted by sampling
+    /// them while it loads (see [`Sampler`]), which costs the machine some of its time.
+    Sampled,
 }
 
 /// How long a settled agent runs before the timed load.
@@ -1247,8 +1255,8 @@ struct Load {
     updates: usize,
     /// The host's peak RSS after it.
     peak_kib: u64,
-    /// The CPU time the host's threads spent meanwhile (see [`cpu_ms`]).
-    cpu_ms: f64,
+    /// With [`Start::Sampled`], the CPU time the host's threads spent meanwhile.
+    cpu_ms: Option<f64>,
 }
 
 /// `session/load` of a session whose log is `log` (its cwd `cwd`) in a new `hotsh`, timed
@@ -1283,14 +1291,14 @@ fn time_load(
         "initialize",
         json!({"protocolVersion": 1, "clientCapabilities": {"_meta": {"terminal_output": true}}}),
     );
-    if let Start::Settled = start {
+    if let Start::Settled | Start::Sampled = start {
         std::thread::sleep(SETTLE);
     }
     // Timed to the last byte of the answer; the updates are counted, not parsed (a client's
     // own parsing is not the agent's latency).
     let line = json!({"jsonrpc": "2.0", "id": 99, "method": "session/load",
         "params": {"sessionId": id, "cwd": cwd, "mcpServers": []}});
-    let cpu_before = cpu_ms(pid);
+    let sampler = matches!(start, Start::Sampled).then(|| Sampler::start(pid));
     let started = Instant::now();
     writeln!(client.stdin, "{line}").expect("write");
     client.stdin.flush().expect("flush");
@@ -1304,7 +1312,7 @@ fn time_load(
         updates += 1;
     };
     let took = ms(started.elapsed());
-    let cpu = cpu_ms(pid) - cpu_before;
+    let cpu = sampler.map(Sampler::cpu_ms);
     let answer: Value = serde_json::from_str(&answer).expect("JSON");
     assert_eq!(answer["id"], 99, "{answer}");
     assert!(answer.get("result").is_some(), "{answer}");
@@ -1313,16 +1321,55 @@ fn time_load(
     Load { ms: took, updates, peak_kib: peak, cpu_ms: cpu }
 }
 
-/// The CPU time the threads of process `pid` have run, in ms (`/proc/PID/task/*/schedstat`;
-/// a thread that has ended is not counted).
-fn cpu_ms(pid: u32) -> f64 {
+/// The CPU time each thread of process `pid` has run so far, in ns, by thread id
+/// (`/proc/PID/task/*/schedstat`).
+fn thread_times(pid: u32) -> HashMap<String, u64> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the agent's threads");
-    let nanoseconds: u64 = tasks
+    tasks
         .flatten()
-        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
-        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
-        .sum();
-    nanoseconds as f64 / 1e6
+        .filter_map(|task| {
+            let stat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
+            let ran = stat.split_whitespace().next()?.parse::<u64>().ok()?;
+            Some((task.file_name().to_string_lossy().into_owned(), ran))
+        })
+        .collect()
+}
+
+/// Samples the CPU time of a process's threads every half millisecond until asked for the
+/// total: a thread that ends meanwhile counts with what it had run at its last sample.
+struct Sampler {
+    before: HashMap<String, u64>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    sampling: std::thread::JoinHandle<HashMap<String, u64>>,
+}
+
+impl Sampler {
+    fn start(pid: u32) -> Self {
+        let before = thread_times(pid);
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let sampling = std::thread::spawn(move || {
+            let mut latest = HashMap::new();
+            loop {
+                let last = stopped.load(std::sync::atomic::Ordering::Relaxed);
+                latest.extend(thread_times(pid));
+                if last {
+                    return latest;
+                }
+                std::thread::sleep(Duration::from_micros(500));
+            }
+        });
+        Self { before, stop, sampling }
+    }
+
+    /// The CPU time the threads ran since the start, in ms.
+    fn cpu_ms(self) -> f64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let latest = self.sampling.join().expect("the sampler");
+        let ran: u64 =
+            latest.iter().map(|(tid, ran)| ran - self.before.get(tid).copied().unwrap_or(0)).sum();
+        ran as f64 / 1e6
+    }
 }
 
 /// A session log being written by the benchmark, in the documented format.
