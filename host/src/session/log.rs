@@ -271,8 +271,9 @@ pub(crate) fn read(path: &Path) -> Result<Vec<Record>, ReadError> {
 }
 
 /// Reads the log at `path` a piece at a time, handing each record to `each` as it is read
-/// (see [`parse_from`]). A long log is parsed on a thread of its own, ahead of `each` (the
-/// fold of a session) on the caller's, when there are cores for both.
+/// (see [`parse_from`]). A long log is read on a thread of its own when there are cores for
+/// it, which parses every other batch of its lines and leaves the others for the caller to
+/// parse before it folds them (`each`): the parse is most of a load's work, the fold less.
 pub(crate) fn read_each(path: &Path, mut each: impl FnMut(Record)) -> Result<Extent, ReadError> {
     let io = |source| ReadError::Io { path: path.to_owned(), source };
     let file = open_regular(path, false).map_err(io)?;
@@ -282,50 +283,99 @@ pub(crate) fn read_each(path: &Path, mut each: impl FnMut(Record)) -> Result<Ext
         return parse_from(path, file, each);
     }
     std::thread::scope(|scope| {
-        let (parsed, taken) = std::sync::mpsc::sync_channel(PARSED_AHEAD);
-        let parser = std::thread::Builder::new()
-            .name("log-parse".into())
-            .spawn_scoped(scope, move || parse_ahead(path, file, &parsed));
-        if let Err(error) = parser {
-            tracing::debug!(%error, "cannot parse a log on a thread of its own");
+        let (handing, taken) = std::sync::mpsc::sync_channel(BATCHES_AHEAD);
+        let reader = std::thread::Builder::new()
+            .name("log-read".into())
+            .spawn_scoped(scope, move || read_ahead(path, file, &handing));
+        if let Err(error) = reader {
+            tracing::debug!(%error, "cannot read a log on a thread of its own");
             return parse_from(path, open_regular(path, false).map_err(io)?, each);
         }
         let mut lines = Lines::default();
         for batch in taken {
-            for (line, at) in batch? {
-                lines.take(path, line, at, &mut each)?;
+            match batch? {
+                Batch::Parsed(parsed) => {
+                    for (line, at) in parsed {
+                        lines.take(path, line, at, &mut each)?;
+                    }
+                }
+                Batch::Raw { bytes, ends } => {
+                    let mut start = 0;
+                    for (end, at) in ends {
+                        lines.take(path, parse_any(&bytes[start..end]), at, &mut each)?;
+                        start = end;
+                    }
+                }
             }
         }
         Ok(lines.extent)
     })
 }
 
-/// Logs at least this long are parsed on a thread of their own (see [`read_each`]).
+/// Logs at least this long are read on a thread of their own (see [`read_each`]).
 const PARSE_APART: u64 = 256 << 10;
 
-/// How many lines are parsed and handed over at once (see [`parse_ahead`]).
-const PARSED_BATCH: usize = 256;
+/// How many lines are handed over at once (see [`read_ahead`]).
+const BATCH_LINES: usize = 256;
 
-/// How many batches of parsed lines may wait for the fold.
-const PARSED_AHEAD: usize = 4;
+/// How many batches of lines may wait for the fold.
+const BATCHES_AHEAD: usize = 4;
 
 /// A line of a log, parsed (`None`: a blank line), and where it ends.
 type ParsedLine = (Option<Result<Parsed, String>>, Place);
 
-/// Parses the log `reader` reads, handing its lines over in batches until the log ends, an
-/// error (sent after the lines before it), or the taker is gone.
-fn parse_ahead(
+/// Lines of a log handed from the thread reading it to the one folding it.
+enum Batch {
+    /// Parsed by the reading thread.
+    Parsed(Vec<ParsedLine>),
+    /// For the folding thread to parse: the lines' bytes one after the other, and each
+    /// line's end in them and in the log.
+    Raw { bytes: Vec<u8>, ends: Vec<(usize, Place)> },
+}
+
+impl Batch {
+    fn raw() -> Self {
+        Batch::Raw { bytes: Vec::new(), ends: Vec::with_capacity(BATCH_LINES) }
+    }
+
+    fn parsed() -> Self {
+        Batch::Parsed(Vec::with_capacity(BATCH_LINES))
+    }
+
+    fn lines(&self) -> usize {
+        match self {
+            Batch::Parsed(parsed) => parsed.len(),
+            Batch::Raw { ends, .. } => ends.len(),
+        }
+    }
+}
+
+/// Reads the log `reader` reads, handing its lines over in batches, every other one parsed
+/// (the first not, so that the fold begins at once), until the log ends, an error (sent
+/// after the lines before it), or the taker is gone.
+fn read_ahead(
     path: &Path,
     reader: impl std::io::Read,
-    taker: &std::sync::mpsc::SyncSender<Result<Vec<ParsedLine>, ReadError>>,
+    taker: &std::sync::mpsc::SyncSender<Result<Batch, ReadError>>,
 ) {
-    let mut batch = Vec::with_capacity(PARSED_BATCH);
+    let mut batch = Batch::raw();
     let outcome = split_lines(path, reader, |line, at| {
-        batch.push((parse_any(line), at));
-        if batch.len() == PARSED_BATCH {
-            let full = std::mem::replace(&mut batch, Vec::with_capacity(PARSED_BATCH));
+        match &mut batch {
+            Batch::Parsed(parsed) => parsed.push((parse_any(line), at)),
+            Batch::Raw { bytes, ends } => {
+                bytes.extend_from_slice(line);
+                ends.push((bytes.len(), at));
+            }
+        }
+        if batch.lines() == BATCH_LINES {
+            let next = match batch {
+                Batch::Parsed(_) => Batch::raw(),
+                Batch::Raw { .. } => Batch::parsed(),
+            };
             // The taker is gone (it met an error): no more is read.
-            return taker.send(Ok(full)).map_err(|_| ReadError::Gone);
+            return taker
+                .send(Ok(std::mem::replace(&mut batch, next)))
+                .map_err(|_| ReadError::Gone);
         }
         Ok(())
     });
@@ -756,7 +806,7 @@ mod tests {
         // A line longer than a piece, lines around the pieces' edges, a blank line, and more
         // lines than the parser hands over at once.
         let mut records = vec![text(10), text(READ_PIECE + 1000), text(READ_PIECE - 80)];
-        records.extend((0..3 * PARSED_BATCH).map(|n| text(n % 50)));
+        records.extend((0..3 * BATCH_LINES).map(|n| text(n % 50)));
         let lines = written(records);
         let lines: Vec<&[u8]> = lines.split_inclusive(|&b| b == b'\n').collect();
         let log = |tail: &[&[u8]]| -> String {
@@ -766,18 +816,27 @@ mod tests {
         let whole = log(&[]);
         assert!(whole.len() as u64 >= PARSE_APART, "long enough to be parsed apart");
         let (records, extent) = parsed(whole.as_bytes());
-        assert_eq!(records.len(), 3 + 3 * PARSED_BATCH);
+        assert_eq!(records.len(), 3 + 3 * BATCH_LINES);
         assert_eq!(extent.good_length, whole.len() as u64);
         let seq = lines.len() + 1;
         let torn = log(&[format!("{{\"v\":1,\"seq\":{seq},\"ty").as_bytes()]);
         let damaged = log(&[format!("{{\"v\":1,\"seq\":{seq},\"ty\n\n").as_bytes()]);
-        let mut middle = lines.clone();
-        middle.insert(400, b"{\"v\":1,\"seq\":\n");
-        let middle = String::from_utf8(middle.concat()).expect("text");
+        // Damaged in a batch the reading thread parses, and in one it leaves to the fold.
+        let damaged_at = |at: usize| {
+            let mut lines = lines.clone();
+            lines.insert(at, b"{\"v\":1,\"seq\":\n");
+            String::from_utf8(lines.concat()).expect("text")
+        };
+        let (middle, early) = (damaged_at(400), damaged_at(100));
         let dir = tempfile::tempdir().expect("a temporary directory");
-        for (name, log) in
-            [("whole", &whole), ("torn", &torn), ("damaged", &damaged), ("middle", &middle)]
-        {
+        let logs = [
+            ("whole", &whole),
+            ("torn", &torn),
+            ("damaged", &damaged),
+            ("middle", &middle),
+            ("early", &early),
+        ];
+        for (name, log) in logs {
             let expected = trickled(log.as_bytes(), usize::MAX);
             // Compared without printing them: the records are long.
             let same = |(records, outcome): (Vec<Record>, String), how: &str| {
@@ -799,6 +858,7 @@ mod tests {
         let (records, outcome) = trickled(middle.as_bytes(), 7);
         assert!(outcome.contains("line: 401"), "{outcome}");
         assert_eq!(records.len(), 400, "the records before the damaged line were handed on");
+        assert!(trickled(early.as_bytes(), 7).1.contains("line: 101"));
     }
 
     #[test]
