@@ -149,7 +149,7 @@ fn a_client_that_leaves_during_a_load_leaves_a_session_that_loads_and_goes_on() 
 }
 
 /// The commands of [`long_thread`]: enough for several batches of a replay, more than a pipe
-/// holds (about 300 KiB of updates), and a log parsed apart from its fold.
+/// holds (about 300 KiB of updates), and a log read apart from its fold.
 const CALLS: usize = 120;
 
 /// A session in `data` whose one turn ran [`CALLS`] commands of 150 lines each (the i-th
@@ -165,8 +165,8 @@ fn long_thread(data: &std::path::Path) -> (String, std::path::PathBuf) {
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     let cwd = first.workdir.clone();
     first.finish();
-    // Long enough for the agent to parse it on a thread of its own (from 256 KiB), so that
-    // a client that stops reading holds that thread too.
+    // Long enough for the agent to read it on a thread of its own (from 256 KiB), so that a
+    // client that stops reading holds that thread too.
     let log = data.join("sessions").join(format!("{session}.jsonl"));
     let length = std::fs::metadata(&log).expect("the session's log").len();
     assert!(length >= 256 << 10, "the log is {length} bytes");
