@@ -396,15 +396,46 @@ pub async fn load(
     let own_id = SessionId(id.to_owned());
     let opening = backend.open(id, sink, Some(parts));
     let replaying = async {
-        let mut presenter = None;
-        while let Some(part) = read.recv().await {
+        let mut presenter: Option<Box<dyn Presenter>> = None;
+        // A part drawn and not sent yet: it goes while the next part is drawn, when the
+        // next part is there already (the drawing runs on a thread of its own), else before
+        // waiting for the next part.
+        let mut drawn: Option<Vec<SessionEvent>> = None;
+        loop {
+            let part = match read.try_recv() {
+                Ok(part) => part,
+                Err(tokio::sync::mpsc::error::TryRecvError::Empty) => {
+                    if let Some(drawn) = drawn.take() {
+                        thread.send(drawn).await;
+                    }
+                    match read.recv().await {
+                        Some(part) => part,
+                        None => break,
+                    }
+                }
+                Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => break,
+            };
             match part {
                 ThreadPart::Folder(cwd) => presenter = Some(backend.presenter(&own_id, &cwd)),
-                ThreadPart::Events(events) => match &mut presenter {
-                    Some(presenter) => thread.send(presenter.present(events).await).await,
-                    None => thread.send(events).await,
-                },
+                ThreadPart::Events(events) => {
+                    let before = drawn.take();
+                    let sending = async {
+                        if let Some(before) = before {
+                            thread.send(before).await;
+                        }
+                    };
+                    drawn = Some(match &mut presenter {
+                        Some(presenter) => tokio::join!(presenter.present(events), sending).0,
+                        None => {
+                            sending.await;
+                            events
+                        }
+                    });
+                }
             }
+        }
+        if let Some(drawn) = drawn {
+            thread.send(drawn).await;
         }
         presenter
     };
