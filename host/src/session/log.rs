@@ -399,10 +399,10 @@ pub(crate) fn open_regular(path: &Path, append: bool) -> std::io::Result<std::fs
 }
 
 /// Parses the bytes of a log (see the module documentation for the rules): its records in
-/// order (see [`parse_each`] for how far it was read).
+/// order (see [`parse_from`] for how far it was read).
 pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<Vec<Record>, ReadError> {
     let mut records = Vec::new();
-    parse_each(path, bytes, |record| records.push(record))?;
+    parse_from(path, bytes, |record| records.push(record))?;
     Ok(records)
 }
 
@@ -415,16 +415,6 @@ pub(crate) struct Extent {
     pub(crate) good_length: u64,
     /// A torn last line was dropped.
     pub(crate) dropped_torn_line: bool,
-}
-
-/// Parses the bytes of a log, handing each record to `each` as it is read: on an error,
-/// `each` has had the records before the line at fault.
-pub(crate) fn parse_each(
-    path: &Path,
-    bytes: &[u8],
-    each: impl FnMut(Record),
-) -> Result<Extent, ReadError> {
-    parse_from(path, bytes, each)
 }
 
 /// How much of a log is read at a time: the records of a piece are handed on before the next
@@ -719,7 +709,7 @@ mod tests {
     /// The records of `bytes`, and how far they were read.
     fn parsed(bytes: &[u8]) -> (Vec<Record>, Extent) {
         let mut records = Vec::new();
-        let extent = parse_each(Path::new("x.jsonl"), bytes, |r| records.push(r)).expect("parses");
+        let extent = parse_from(Path::new("x.jsonl"), bytes, |r| records.push(r)).expect("parses");
         (records, extent)
     }
 
