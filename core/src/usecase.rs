@@ -458,8 +458,8 @@ pub async fn load(
 /// How many parts of a thread being read may wait to be drawn and sent: enough for the
 /// reading to go on while a load right after start waits for the plugins to draw with (the
 /// host's parts grow to 1,024 records: about 6,000 records ahead); a client that stops
-/// reading holds the reading of the log too, at a bounded cost in memory (the parts are of
-/// the log's size, whose bytes are held while it is read anyway).
+/// reading holds the reading of the log too, at a bounded cost in memory (the parts waiting,
+/// at most 8 × 1,024 records; the log itself is read a piece at a time, never held whole).
 const THREAD_PARTS_AHEAD: usize = 8;
 
 /// How deep [`send_thread`] follows subagents' threads (past any depth hotsh lets them nest).

@@ -55,7 +55,7 @@
 //! joined on load). For the load in a settled agent, also the CPU time the agent's threads
 //! spent on it (less noisy than the time on a shared machine), counted in one more load of
 //! the same log whose time is not reported: its threads are sampled every half millisecond
-//! meanwhile, so that a thread that ends during the load (the one parsing a long log) counts.
+//! meanwhile, so that a thread that ends during the load (the one reading a long log) counts.
 //!
 //! `models`: a model server on loopback streaming server-sent events. Turn overhead: TURNS
 //! (default 50) turns with a one-chunk answer, prompt to answer, through the OpenAI-compatible
