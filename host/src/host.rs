@@ -334,7 +334,11 @@ impl Host {
         let executor_config = ExecutorConfig { bwrap: sandbox.backend.bwrap(), ..config.executor };
         let (executor, mut completions) = Executor::new(executor_config, command_env)?;
         let context = hotsh_abi::ToolsContext::new(sandbox.offered());
-        let registry = Arc::new(Registry::new(config.plugin_dirs.clone(), context));
+        let registry = Arc::new(Registry::new(
+            config.plugin_dirs.clone(),
+            context,
+            config.data_dir.as_deref(),
+        ));
         let runtime = tokio::runtime::Handle::current();
         // Watch first, then scan: a build that lands during the scan is not missed.
         let (changes, mut changed) = tokio::sync::mpsc::unbounded_channel();

@@ -32,7 +32,9 @@ pub(crate) use hotsh_core::executor::{
 };
 pub(crate) use output_root::{OutputRoot, SessionTemp, TempUse};
 pub(crate) use process::ProcessHandle;
-pub(crate) use process::{anonymous_file, descriptor_path, die_with_parent, free_range};
+pub(crate) use process::{
+    anonymous_file, descriptor_path, die_with_parent, free_range, own_executable,
+};
 pub(crate) use service::{ServiceControl, ServiceRequest};
 pub(crate) use shim::PROGRAM as SHIM_PROGRAM;
 

@@ -500,9 +500,38 @@ pub(crate) fn content_hash(bytes: &[u8]) -> u64 {
     hasher.finish()
 }
 
+/// [`content_hash`] of the file `path`, read a piece at a time (nothing of its size held).
+pub(crate) fn file_content_hash(path: &Path) -> std::io::Result<u64> {
+    use std::hash::{DefaultHasher, Hasher};
+    use std::io::Read as _;
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = DefaultHasher::new();
+    let mut piece = vec![0; 64 * 1024];
+    loop {
+        match file.read(&mut piece) {
+            Ok(0) => return Ok(hasher.finish()),
+            // The hasher takes its input as one stream, whatever the pieces.
+            Ok(read) => hasher.write(&piece[..read]),
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_hashed_a_piece_at_a_time_hashes_as_its_bytes_do() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("lib.so");
+        for size in [0, 1, 7, 64 * 1024, 64 * 1024 + 3, 200_003] {
+            let bytes: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();
+            std::fs::write(&path, &bytes).expect("written");
+            assert_eq!(file_content_hash(&path).expect("read"), content_hash(&bytes), "{size}");
+        }
+    }
 
     #[test]
     fn truncated_elf_is_incomplete() {

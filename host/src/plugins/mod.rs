@@ -5,6 +5,7 @@
 //! generation it started on, whatever is loaded meanwhile.
 
 mod check;
+mod checked;
 mod files;
 pub(crate) mod gate;
 mod loader;
@@ -229,6 +230,8 @@ pub(crate) struct Registry {
     context: hotsh_abi::ToolsContext,
     /// The initial scan's checks begun ahead of their loads (see [`Registry::load_all`]).
     early_checks: Mutex<HashMap<PathBuf, EarlyCheck>>,
+    /// The builds this hotsh checked before, which it loads without checking again.
+    checked: checked::CheckedBuilds,
 }
 
 /// A check in a throwaway process begun ahead of its load: the content hash of the bytes it
@@ -236,7 +239,13 @@ pub(crate) struct Registry {
 type EarlyCheck = std::thread::JoinHandle<Option<u64>>;
 
 impl Registry {
-    pub(crate) fn new(dirs: Vec<PathBuf>, context: hotsh_abi::ToolsContext) -> Self {
+    /// A registry of the plugins in `dirs`; the builds it checked are kept in `data_dir`
+    /// (see `checked.rs`; `None`: every build is checked at every start).
+    pub(crate) fn new(
+        dirs: Vec<PathBuf>,
+        context: hotsh_abi::ToolsContext,
+        data_dir: Option<&Path>,
+    ) -> Self {
         Self {
             snapshot: RwLock::default(),
             slots: Mutex::default(),
@@ -244,6 +253,7 @@ impl Registry {
             ready: watch::Sender::new(false),
             context,
             early_checks: Mutex::default(),
+            checked: checked::CheckedBuilds::new(data_dir),
         }
     }
 
@@ -268,13 +278,15 @@ impl Registry {
     /// come before them (most of a load's time) run side by side: while the first file is
     /// checked and loaded, the next ones (as many as there are other cores) are checked.
     pub(crate) fn load_all(&self) {
+        self.checked.read();
         let files: Vec<PathBuf> = self.dirs.iter().flat_map(|dir| candidate_files(dir)).collect();
         let others = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
         for path in files.into_iter().skip(1).take(others.min(MAX_EARLY_CHECKS)) {
-            let checked = path.clone();
+            let file = path.clone();
+            let known = self.checked.known();
             let spawned = std::thread::Builder::new()
                 .name("plugin-check".into())
-                .spawn(move || check_early(&checked));
+                .spawn(move || check_early(&file, &known));
             match spawned {
                 Ok(handle) => {
                     lock(&self.early_checks).insert(path, handle);
@@ -288,6 +300,7 @@ impl Registry {
         lock(&self.early_checks).clear();
         self.ready.send_replace(true);
         self.log_summary();
+        self.checked.write();
     }
 
     /// Whether the check begun early for `path` accepted these very bytes.
@@ -398,9 +411,20 @@ impl Registry {
             tracing::debug!(path = %path.display(), "same content as a rejected build; not tried again");
             return Refresh::Unchanged;
         }
-        let checked = self.accepted_early(path, hash);
+        let before = self.checked.knows(hash);
+        if before {
+            tracing::debug!(path = %path.display(), "plugin build checked before by this hotsh; not checked again");
+        }
+        let checked = before || self.accepted_early(path, hash);
         match load_checked(path, bytes, self.context.clone(), checked) {
             Ok(plugin) => {
+                if !before {
+                    self.checked.checked(hash);
+                    // Past the initial scan (which writes its own once done): a reload.
+                    if *self.ready.borrow() {
+                        self.checked.write();
+                    }
+                }
                 let plugin = Arc::new(plugin);
                 let replaced = slot.current.replace(Arc::clone(&plugin));
                 slot.rejected_hash = None;
@@ -512,7 +536,15 @@ const MAX_EARLY_CHECKS: usize = 4;
 
 /// Checks the plugin file `path` in a throwaway process that reads it itself, ahead of its
 /// load: the content hash of the bytes it accepted.
-fn check_early(path: &Path) -> Option<u64> {
+fn check_early(path: &Path, known: &HashSet<u64>) -> Option<u64> {
+    // A build this hotsh checked before needs no process; the load reads it again (from the
+    // page cache) and compares.
+    if !known.is_empty()
+        && let Ok(hash) = loader::file_content_hash(path)
+        && known.contains(&hash)
+    {
+        return Some(hash);
+    }
     check::in_child(path).ok().map(|description| description.content_hash)
 }
 

@@ -52,7 +52,10 @@
 //! written beside the agent, then `session/load` timed from request to the last byte of the
 //! answer (updates counted, not parsed), and the host's peak RSS after it; two logs: one with
 //! a card every 10 records (many updates), one as a streaming model leaves it (mostly chunks,
-//! joined on load). For the load in a settled agent, also the CPU time the agent's threads
+//! joined on load). The loads right after start find the record of the plugin builds this
+//! hotsh checked in their data directory (as after any earlier start); one more is timed
+//! without it, as at a user's very first start (each plugin checked in a process first).
+//! For the load in a settled agent, also the CPU time the agent's threads
 //! spent on it (less noisy than the time on a shared machine), counted in one more load of
 //! the same log whose time is not reported: its threads are sampled every half millisecond
 //! meanwhile, so that a thread that ends during the load (the one reading a long log) counts.
@@ -1097,6 +1100,7 @@ fn sessions(events: usize, runs: usize) {
     let mut overhead = Vec::new();
     let mut load_ms = Vec::new();
     let mut load_rss = Vec::new();
+    let mut first_ms = Vec::new();
     let mut streamed_ms = Vec::new();
     let mut settled_ms = Vec::new();
     let mut settled_cpu = Vec::new();
@@ -1130,12 +1134,13 @@ fn sessions(events: usize, runs: usize) {
         // Load: a log of `events` records written beside a fresh agent.
         let cold = load_session_of(&hotsh, events, Mix::Cards, Start::Cold);
         let (loaded, peak) = (cold.ms, cold.peak_kib);
+        let first = load_session_of(&hotsh, events, Mix::Cards, Start::FirstEver).ms;
         let streamed = load_session_of(&hotsh, events, Mix::Streamed, Start::Cold).ms;
         let settled = load_session_of(&hotsh, events, Mix::Cards, Start::Settled).ms;
         let sampled = load_session_of(&hotsh, events, Mix::Cards, Start::Sampled);
         let cpu = sampled.cpu_ms.expect("a sampled load counts the CPU time");
         println!(
-            "run {run}: {per_second:.0} events/s appended, turn {turn:.2} ms, load of {events} events {loaded:.1} ms (cards) / {streamed:.1} ms (streamed) / {settled:.1} ms (cards, agent settled; {cpu:.1} ms of the agent's CPU), peak RSS {:.1} MiB",
+            "run {run}: {per_second:.0} events/s appended, turn {turn:.2} ms, load of {events} events {loaded:.1} ms (cards) / {first:.1} ms (cards, first start ever) / {streamed:.1} ms (streamed) / {settled:.1} ms (cards, agent settled; {cpu:.1} ms of the agent's CPU), peak RSS {:.1} MiB",
             peak as f64 / 1024.0
         );
         settled_cpu.push(cpu);
@@ -1144,15 +1149,20 @@ fn sessions(events: usize, runs: usize) {
         throughput.push(per_second);
         overhead.push(turn);
         load_ms.push(loaded);
+        first_ms.push(first);
         load_rss.push(peak as f64 / 1024.0);
     }
     println!("median of {runs} runs:");
     println!("  append: {:.0} events/s (each logged and sent to the client)", median(throughput));
     println!("  a turn with one short answer: {:.2} ms prompt to answer", median(overhead));
     println!(
-        "  session/load of {events} events, a card every 10 records: {:.1} ms, peak RSS {:.1} MiB",
+        "  session/load of {events} events, a card every 10 records, right after start: {:.1} ms, peak RSS {:.1} MiB",
         median(load_ms),
         median(load_rss)
+    );
+    println!(
+        "  the same at hotsh's first start ever with these plugins (each checked in a process first): {:.1} ms",
+        median(first_ms)
     );
     println!(
         "  session/load of {events} events as a streaming model leaves them: {:.1} ms",
@@ -1170,8 +1180,13 @@ fn sessions(events: usize, runs: usize) {
 #[derive(Clone, Copy, Debug)]
 enum Start {
     /// Right after `initialize`, as Zed loads a thread in a new agent: the initial plugin
-    /// scan runs meanwhile, and the cards wait for it.
+    /// scan runs meanwhile, and the cards wait for it. The data directory has the record of
+    /// the plugin builds this hotsh checked (as after any earlier start: see
+    /// [`checked_builds`]), so they load without a check each.
     Cold,
+    /// As [`Start::Cold`] in a data directory no hotsh ran in: every plugin is checked in a
+    /// throwaway process first, as at a user's very first start.
+    FirstEver,
     /// [`SETTLE`] after `initialize`, as in an agent that has been running.
     Settled,
     /// As [`Start::Settled`], with the CPU time of the agent's threads counted by sampling
@@ -1247,6 +1262,31 @@ fn load_session_of(hotsh: &std::path::Path, events: usize, mix: Mix, start: Star
     load
 }
 
+/// The record of plugin builds a hotsh checked, in its data directory.
+const CHECKED_BUILDS: &str = "plugins-checked.json";
+
+/// The record of plugin builds `hotsh` (this very file) leaves in its data directory once
+/// its initial plugin scan is done: taken from one agent started for it, once per run.
+/// `None` from a hotsh that keeps none (an older build, compared through `HOTSH_BENCH_DIR`).
+fn checked_builds(hotsh: &std::path::Path) -> Option<Vec<u8>> {
+    static RECORD: std::sync::OnceLock<Option<Vec<u8>>> = std::sync::OnceLock::new();
+    RECORD
+        .get_or_init(|| {
+            let agent = Agent::start(hotsh, vec![], "");
+            let path = agent._dir.path().join("data").join(CHECKED_BUILDS);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(record) = std::fs::read(&path) {
+                    return Some(record);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            eprintln!("this hotsh keeps no record of the plugin builds it checked");
+            None
+        })
+        .clone()
+}
+
 /// A timed `session/load`.
 struct Load {
     /// From the request to the last byte of the answer.
@@ -1272,6 +1312,9 @@ fn time_load(
     let sessions = data.path().join("sessions");
     std::fs::create_dir_all(&sessions).expect("sessions dir");
     std::fs::write(sessions.join(format!("{id}.jsonl")), log).expect("the log");
+    if let (Some(record), false) = (checked_builds(hotsh), matches!(start, Start::FirstEver)) {
+        std::fs::write(data.path().join(CHECKED_BUILDS), record).expect("the checked builds");
+    }
     let mut command = Command::new(hotsh);
     let mut child = command
         .arg("acp")

@@ -554,3 +554,68 @@ fn plugin_check_into_a_closed_pipe_exits_quietly() {
     assert_eq!(stdout, "status=0\n", "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// A build this very hotsh checked in a throwaway process and loaded is loaded without a
+/// check at its next start with the same data directory (`plugins-checked.json`); a build it
+/// did not check, a build that was rejected, and any build under another hotsh executable are
+/// checked as before.
+#[test]
+fn a_build_checked_once_is_not_checked_again_but_any_other_is() {
+    const CHECKED_BEFORE: &str = "plugin build checked before by this hotsh; not checked again";
+    let data = tempfile::tempdir().unwrap();
+    let record = data.path().join("plugins-checked.json");
+    let start = |plugins: Vec<std::path::PathBuf>, responses, without_shim| {
+        let mut options = AgentOptions::script(responses);
+        options.plugins = plugins;
+        options.without_shim = without_shim;
+        options.env = vec![("HOTSH_DATA_DIR".into(), data.path().display().to_string())];
+        let mut agent = Agent::start(options);
+        agent.initialize(true);
+        let log = agent.wait_for_stderr("initial plugin scan done");
+        (agent, log)
+    };
+    let recorded = || -> usize {
+        let text = std::fs::read_to_string(&record).expect("the record of checked builds");
+        let file: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        file["builds"].as_array().map_or(0, Vec::len)
+    };
+    let (a, bad) = (reloadable_build("A", Interface::Same), fixture_plugin("bad-constructor"));
+    let rejected = "its module constructor panicked";
+
+    // The first start checks both; only the good one is kept.
+    let (first, log) = start(vec![a.clone(), bad.clone()], vec![], false);
+    assert!(!log.contains(CHECKED_BEFORE), "{log}");
+    assert!(log.contains(rejected), "{log}");
+    first.finish();
+    assert_eq!(recorded(), 1);
+
+    // The next start loads A unchecked, and it serves; the bad build is checked (and
+    // rejected) again.
+    let responses = vec![tool_call("reloadable_build"), say("done")];
+    let (mut second, log) = start(vec![a.clone(), bad.clone()], responses, false);
+    assert_eq!(log.matches(CHECKED_BEFORE).count(), 1, "{log}");
+    assert!(log.contains(rejected), "{log}");
+    let session = second.new_session();
+    second.prompt(&session, "which build?");
+    assert_eq!(second.last_tool_result(), ("build A".to_owned(), false));
+    second.finish();
+    assert_eq!(recorded(), 1);
+
+    // Another build is checked, and kept beside the first.
+    let (third, log) = start(vec![reloadable_build("B", Interface::Same)], vec![], false);
+    assert!(!log.contains(CHECKED_BEFORE), "{log}");
+    third.finish();
+    assert_eq!(recorded(), 2);
+
+    // Alone (its load not begun ahead of the others'), B is not checked again either.
+    let (fourth, log) = start(vec![reloadable_build("B", Interface::Same)], vec![], false);
+    assert_eq!(log.matches(CHECKED_BEFORE).count(), 1, "{log}");
+    fourth.finish();
+
+    // Another hotsh executable (a copy: another file) checks A again.
+    let (fifth, log) = start(vec![a], vec![], true);
+    assert!(!log.contains(CHECKED_BEFORE), "{log}");
+    assert!(log.contains("plugin loaded"), "{log}");
+    fifth.finish();
+    assert_eq!(recorded(), 3);
+}
