@@ -56,8 +56,12 @@ pub(crate) struct CheckedBuilds {
 struct Known {
     /// Content hashes this hotsh checked (before or since).
     hashes: HashSet<u64>,
-    /// Those checked since the record was last written.
+    /// Those to put into the record at the next write: loaded since it was last written
+    /// (checked now, or taken out by [`CheckedBuilds::read`] and loaded).
     new: Vec<u64>,
+    /// Those [`CheckedBuilds::read`] took out of the record that no load has tried since: the
+    /// next write puts them back (a start without that plugin does not forget it).
+    taken: Vec<u64>,
 }
 
 impl CheckedBuilds {
@@ -68,16 +72,32 @@ impl CheckedBuilds {
         Self { path, hotsh: hotsh.unwrap_or_default(), known: Mutex::default() }
     }
 
-    /// Reads what this hotsh checked before. A record that cannot be read is warned about and
-    /// counts as empty (the next write replaces it).
+    /// Reads what this hotsh checked before, and takes it out of the record (written at once)
+    /// until [`CheckedBuilds::write`] puts back what loaded or was not tried: so a build whose
+    /// unchecked load takes the agent down (a constructor that crashes only now and then) is
+    /// checked again at the next start instead of taking every later start down too. A record
+    /// that cannot be read is warned about and counts as empty (the next write replaces it).
     pub(crate) fn read(&self) {
-        let Some(file) = self.path.as_deref().and_then(read_file) else { return };
-        let hashes = file
-            .builds
-            .iter()
-            .filter(|checked| checked.hotsh == self.hotsh)
-            .filter_map(|checked| u64::from_str_radix(&checked.plugin, 16).ok());
-        crate::sync::lock(&self.known).hashes.extend(hashes);
+        let Some(path) = &self.path else { return };
+        let Some(mut file) = read_file(path) else { return };
+        let mut known = crate::sync::lock(&self.known);
+        file.builds.retain(|checked| {
+            let ours = checked.hotsh == self.hotsh;
+            if let Some(hash) =
+                ours.then(|| u64::from_str_radix(&checked.plugin, 16).ok()).flatten()
+            {
+                known.hashes.insert(hash);
+                known.taken.push(hash);
+            }
+            !ours
+        });
+        if known.taken.is_empty() {
+            return;
+        }
+        drop(known);
+        if let Err(error) = write_file(path, &file) {
+            tracing::warn!(path = %path.display(), "cannot keep the plugin builds checked: {error:#}");
+        }
     }
 
     /// Whether this hotsh checked the build of content hash `hash` before.
@@ -90,28 +110,61 @@ impl CheckedBuilds {
         crate::sync::lock(&self.known).hashes.clone()
     }
 
+    /// Notes that the build of `hash`, known, is about to be loaded unchecked: it stays out of
+    /// the record until it loaded ([`CheckedBuilds::checked`], then the next write). One the
+    /// initial scan took out already is out; any other (a reload back to a build checked
+    /// before) is taken out of the file at once.
+    pub(crate) fn loading_unchecked(&self, hash: u64) {
+        let Some(path) = &self.path else { return };
+        {
+            let mut known = crate::sync::lock(&self.known);
+            known.hashes.remove(&hash);
+            known.new.retain(|new| *new != hash);
+            let taken = known.taken.len();
+            known.taken.retain(|taken| *taken != hash);
+            if known.taken.len() != taken {
+                return;
+            }
+        }
+        let Some(mut file) = read_file(path) else { return };
+        let plugin = format!("{hash:016x}");
+        let before = file.builds.len();
+        file.builds.retain(|kept| kept.hotsh != self.hotsh || kept.plugin != plugin);
+        if file.builds.len() != before
+            && let Err(error) = write_file(path, &file)
+        {
+            tracing::warn!(path = %path.display(), "cannot keep the plugin builds checked: {error:#}");
+        }
+    }
+
     /// Notes that a check accepted the build of `hash` and it loaded here.
     pub(crate) fn checked(&self, hash: u64) {
         if self.path.is_none() {
             return;
         }
         let mut known = crate::sync::lock(&self.known);
-        if known.hashes.insert(hash) {
+        known.hashes.insert(hash);
+        if !known.new.contains(&hash) {
             known.new.push(hash);
         }
     }
 
-    /// Writes the builds checked since the last write into the record (merged with what
-    /// another hotsh wrote meanwhile; beside it, then renamed over it). A record that cannot
-    /// be written is logged: the builds are checked again at the next start.
+    /// Writes the builds loaded since the last write (and those taken out and not tried) into
+    /// the record (merged with what another hotsh wrote meanwhile; beside it, then renamed
+    /// over it). A record that cannot be written is logged: the builds are checked again at
+    /// the next start.
     pub(crate) fn write(&self) {
         let Some(path) = &self.path else { return };
-        let new = std::mem::take(&mut crate::sync::lock(&self.known).new);
-        if new.is_empty() {
+        let back: Vec<u64> = {
+            let mut known = crate::sync::lock(&self.known);
+            let taken = std::mem::take(&mut known.taken);
+            taken.into_iter().chain(std::mem::take(&mut known.new)).collect()
+        };
+        if back.is_empty() {
             return;
         }
         let mut file = read_file(path).unwrap_or_default();
-        for hash in new {
+        for hash in back {
             let checked = Checked { hotsh: self.hotsh.clone(), plugin: format!("{hash:016x}") };
             file.builds.retain(|kept| *kept != checked);
             file.builds.push(checked);
@@ -186,6 +239,8 @@ mod tests {
         let again = CheckedBuilds::new(Some(data.path()));
         again.read();
         assert!(again.knows(7) && !again.knows(8));
+        again.checked(7);
+        again.write();
         // Another hotsh (another identity) knows nothing of it.
         let other =
             CheckedBuilds { hotsh: "another".into(), ..CheckedBuilds::new(Some(data.path())) };
@@ -196,11 +251,56 @@ mod tests {
             again.checked(hash);
         }
         again.write();
+        let kept = read_file(&data.path().join(FILE_NAME)).expect("a record").builds.len();
+        assert_eq!(kept, MAX_KEPT);
         let last = CheckedBuilds::new(Some(data.path()));
         last.read();
         assert!(!last.knows(7) && last.knows(100) && last.knows(99 + MAX_KEPT as u64));
-        let kept = read_file(&data.path().join(FILE_NAME)).expect("a record").builds.len();
-        assert_eq!(kept, MAX_KEPT);
+    }
+
+    #[test]
+    fn a_build_loading_unchecked_is_out_of_the_record_until_it_loaded() {
+        let data = tempfile::tempdir().expect("temp dir");
+        let first = CheckedBuilds::new(Some(data.path()));
+        first.checked(7);
+        first.checked(8);
+        first.write();
+        // A start takes what it knows out of the record...
+        let loading = CheckedBuilds::new(Some(data.path()));
+        loading.read();
+        assert!(loading.knows(7) && loading.knows(8));
+        // ...so an agent killed while loading them unchecked checks them at the next start.
+        let after_a_crash = CheckedBuilds::new(Some(data.path()));
+        after_a_crash.read();
+        assert!(!after_a_crash.knows(7) && !after_a_crash.knows(8));
+        // What loaded goes back, and what was not tried; what was tried and did not load
+        // stays out.
+        loading.loading_unchecked(7);
+        loading.loading_unchecked(8);
+        loading.checked(7);
+        loading.write();
+        let next = CheckedBuilds::new(Some(data.path()));
+        next.read();
+        assert!(next.knows(7) && !next.knows(8));
+        let untried = CheckedBuilds::new(Some(data.path()));
+        next.write();
+        untried.read();
+        assert!(untried.knows(7));
+        untried.write();
+        next.read();
+        next.checked(7);
+        next.write();
+        // A reload of a known build takes it out while it loads, the same way.
+        next.loading_unchecked(7);
+        assert!(!next.knows(7));
+        let meanwhile = CheckedBuilds::new(Some(data.path()));
+        meanwhile.read();
+        assert!(!meanwhile.knows(7));
+        next.checked(7);
+        next.write();
+        let last = CheckedBuilds::new(Some(data.path()));
+        last.read();
+        assert!(last.knows(7));
     }
 
     #[test]

@@ -414,16 +414,15 @@ impl Registry {
         let before = self.checked.knows(hash);
         if before {
             tracing::debug!(path = %path.display(), "plugin build checked before by this hotsh; not checked again");
+            self.checked.loading_unchecked(hash);
         }
         let checked = before || self.accepted_early(path, hash);
         match load_checked(path, bytes, self.context.clone(), checked) {
             Ok(plugin) => {
-                if !before {
-                    self.checked.checked(hash);
-                    // Past the initial scan (which writes its own once done): a reload.
-                    if *self.ready.borrow() {
-                        self.checked.write();
-                    }
+                self.checked.checked(hash);
+                // Past the initial scan (which writes its own once done): a reload.
+                if *self.ready.borrow() {
+                    self.checked.write();
                 }
                 let plugin = Arc::new(plugin);
                 let replaced = slot.current.replace(Arc::clone(&plugin));
