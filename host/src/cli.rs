@@ -562,5 +562,9 @@ fn init_logging(default: &str) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(crate::term::color_stderr())
+        // A write that fails (a client that closed its end of our stderr) loses that line and
+        // nothing else: tracing's own report of it would go through `eprintln!`, which panics
+        // on a broken pipe and would take the agent down.
+        .log_internal_errors(false)
         .init();
 }

@@ -654,6 +654,9 @@ pub struct AgentOptions {
     /// Start hotsh with this file open for writing on descriptor 7, not close-on-exec, as a
     /// careless client would leave one.
     pub inherited_file: Option<PathBuf>,
+    /// Close the read end of hotsh's stderr pipe at once (a client that keeps no log: every
+    /// write hotsh makes to stderr then fails with a broken pipe).
+    pub stderr_closed: bool,
 }
 
 impl AgentOptions {
@@ -697,6 +700,7 @@ impl AgentOptions {
             home_is_workdir: false,
             flags_outside_home: false,
             inherited_file: None,
+            stderr_closed: false,
         }
     }
 
@@ -885,14 +889,18 @@ impl Agent {
         let stderr = std::sync::Arc::new(Mutex::new(String::new()));
         let stderr_pipe = child.stderr.take().expect("stderr");
         let log = std::sync::Arc::clone(&stderr);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr_pipe).lines() {
-                let Ok(line) = line else { break };
-                let mut log = log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
+        if options.stderr_closed {
+            drop(stderr_pipe);
+        } else {
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr_pipe).lines() {
+                    let Ok(line) = line else { break };
+                    let mut log = log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    log.push_str(&line);
+                    log.push('\n');
+                }
+            });
+        }
         let stdin = child.stdin.take();
         let home_is_workdir = options.home_is_workdir;
         Self {

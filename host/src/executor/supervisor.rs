@@ -134,13 +134,23 @@ impl Fields<'_> {
 // ---------------------------------------------------------------------------------------------
 // The supervisor process.
 
+/// A line on the supervisor's stderr (the agent's): lost, not a panic, when nobody reads it
+/// any more (`eprintln!` panics on a broken pipe, which here would skip what follows it: a
+/// kill, an answer to the host).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 /// Entry point of `__supervisor`; never returns.
 pub(crate) fn main(args: &[OsString]) -> ! {
     let (build, lifeline, control, environment) = match args {
         [build, lifeline, control] => (build, lifeline, control, None),
         [build, lifeline, control, policy] => (build, lifeline, control, Some(policy)),
         _ => {
-            eprintln!(
+            say!(
                 "hotsh __supervisor: usage: hotsh __supervisor BUILD LIFELINE_FD CONTROL_FD [POLICY]"
             );
             std::process::exit(2);
@@ -306,7 +316,7 @@ fn host_closed(control: &OwnedFd) -> bool {
 }
 
 fn fail(message: &str) -> ! {
-    eprintln!("hotsh __supervisor: {message}");
+    say!("hotsh __supervisor: {message}");
     std::process::exit(125);
 }
 
@@ -324,7 +334,7 @@ fn reap_and_sweep(shims: &mut BTreeSet<libc::pid_t>) {
     }
     for child in shim::children() {
         if !shims.contains(&child) {
-            eprintln!(
+            say!(
                 "hotsh supervisor: a process was re-parented to the supervisor (its shim was \
                  killed); killing it"
             );
@@ -402,7 +412,7 @@ fn greet_host(control: BorrowedFd<'_>, in_bwrap: bool) {
 
 /// Takes the waiting job off the socket and answers that no shim could be forked for it.
 fn refuse_job(control: BorrowedFd<'_>, errno: i32) {
-    eprintln!("hotsh supervisor: cannot fork a shim: {}", std::io::Error::from_raw_os_error(errno));
+    say!("hotsh supervisor: cannot fork a shim: {}", std::io::Error::from_raw_os_error(errno));
     if let Ok(Some(_)) = receive(control) {
         answer_host(control, Err(errno));
     }
@@ -462,7 +472,7 @@ fn fork_spare(
         Ok(None) => std::process::exit(0),
         Err(error) => {
             // A job that cannot be read is answered, so the host does not wait for it.
-            eprintln!("hotsh supervisor: a job could not be read: {error}");
+            say!("hotsh supervisor: a job could not be read: {error}");
             answer_host(control.as_fd(), Err(libc::EINVAL));
             let _ = std::io::Write::write_all(&mut (&theirs), b"!");
             std::process::exit(0);

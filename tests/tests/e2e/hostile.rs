@@ -241,3 +241,32 @@ fn a_command_runs_in_a_session_of_its_own() {
     agent.prompt(&session, "go");
     assert_eq!(agent.last_tool_result(), ("own-session".to_owned(), false));
 }
+
+/// A client that keeps no log and closed its end of hotsh's stderr: every line hotsh (or its
+/// command supervisor) writes there fails with a broken pipe, and is lost, and nothing else
+/// is: the agent and its commands serve on, and it exits cleanly at the end of stdin.
+#[test]
+fn a_client_that_closed_hotshs_stderr_is_served_as_any_other() {
+    let mut options = AgentOptions::script(vec![
+        hotsh_tests::bash_call("echo through"),
+        say("done"),
+        hotsh_tests::bash_call("echo again"),
+        say("done again"),
+    ]);
+    options.stderr_closed = true;
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let cwd = agent.workdir.to_string_lossy().into_owned();
+    let session = agent.call("session/new", json!({"cwd": cwd, "mcpServers": []}));
+    let session = session["result"]["sessionId"].as_str().expect("a session").to_owned();
+    assert_eq!(agent.prompt(&session, "run it")["result"]["stopReason"], "end_turn");
+    assert_eq!(agent.last_tool_result(), ("through".to_owned(), false));
+    // Requests that log warnings (a malformed line, an unknown method) are answered too.
+    agent.send_bytes(b"{not json\n");
+    agent.wait_for(|m| m["error"]["code"] == -32700);
+    let unknown = agent.call("no/such_method", json!({}));
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+    assert_eq!(agent.prompt(&session, "again")["result"]["stopReason"], "end_turn");
+    assert_eq!(agent.last_tool_result(), ("again".to_owned(), false));
+    assert!(agent.finish().success());
+}
