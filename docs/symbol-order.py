@@ -141,6 +141,9 @@ def bench(directory, *args):
 
 
 def main():
+    if not os.path.exists(f"{TRACE}/uprobe_events"):
+        # A fresh machine may not have it mounted.
+        subprocess.run(["mount", "-t", "tracefs", "nodev", TRACE], check=True)
     work = tempfile.mkdtemp(prefix="hotsh-order-")
     link_map = os.path.join(work, "hotsh.map")
     # The build README's first command makes (the workspace's default members): another set

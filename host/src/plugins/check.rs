@@ -8,7 +8,8 @@
 //! plugin for its manifest, tools and prompt sections, and reports them as one JSON line.
 //! Only a build the child survived, within a time limit, is accepted: by the registry before
 //! it loads a build into the agent, and by `hotsh plugin check`, `hotsh dev` and
-//! `hotsh install`.
+//! `hotsh install`. The registry spares the check only for the very bytes this same hotsh
+//! executable checked and loaded before (`checked.rs`).
 
 use super::loader;
 use serde::{Deserialize, Serialize};
