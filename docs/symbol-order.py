@@ -13,7 +13,8 @@ a uprobe at the entry of each function the map lists (their hit counts say which
 every process that runs that copy: the agent, its supervisor, its plugin checks), and runs,
 one phase after the other:
   1. at rest: `initialize` and `session/new`, a second idle (the log at its default level),
-     and the same before logging in with `HOTSH_LOG` naming a target (as `hotsh-bench
+     at a first start and at a next one (the plugins checked before), and the same before
+     logging in with `HOTSH_LOG` naming a target (as `hotsh-bench
      startup` runs it);
   2. a turn of 20 commands (`hotsh-bench memory 1`);
   3. the rest of a working session (`hotsh-bench` toolcall, sessions, edit, models, mcp,
@@ -103,10 +104,12 @@ def hits(binary):
     return counts
 
 
-def at_rest(directory, model=True, log=None):
+def at_rest(directory, model=True, log=None, starts=1):
     """`initialize`, `session/new`, a second idle, as Zed starts the agent (its log at the
     default level, to stderr); with `model=False`, as a user who has not logged in yet; with
-    `log`, that `HOTSH_LOG` (a directive naming a target is parsed by other code)."""
+    `log`, that `HOTSH_LOG` (a directive naming a target is parsed by other code); `starts`
+    times with the same data directory (the first start checks the plugins in a process
+    each, the next ones load the builds checked before, as most starts do)."""
     work = tempfile.mkdtemp(prefix="hotsh-order-")
     script = os.path.join(work, "script.json")
     with open(script, "w") as f:
@@ -116,21 +119,22 @@ def at_rest(directory, model=True, log=None):
            if not k.startswith("HOTSH_") and not k.endswith("_API_KEY")}
     env.update(HOTSH_DATA_DIR=os.path.join(work, "data"), **({"HOTSH_LOG": log} if log else {}))
     args = ["acp", "--model", f"script:{script}"] if model else []
-    agent = subprocess.Popen(
-        [os.path.join(directory, "hotsh"), *args],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-        cwd=work)
-    for n, (method, params) in enumerate([
-            ("initialize", {"protocolVersion": 1, "clientCapabilities": {}}),
-            ("session/new", {"cwd": work, "mcpServers": []})]):
-        agent.stdin.write((json.dumps(
-            {"jsonrpc": "2.0", "id": n, "method": method, "params": params}) + "\n").encode())
-        agent.stdin.flush()
-        while json.loads(agent.stdout.readline()).get("id") != n:
-            pass
-    time.sleep(1)
-    agent.stdin.close()
-    agent.wait()
+    for _ in range(starts):
+        agent = subprocess.Popen(
+            [os.path.join(directory, "hotsh"), *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+            cwd=work)
+        for n, (method, params) in enumerate([
+                ("initialize", {"protocolVersion": 1, "clientCapabilities": {}}),
+                ("session/new", {"cwd": work, "mcpServers": []})]):
+            agent.stdin.write((json.dumps(
+                {"jsonrpc": "2.0", "id": n, "method": method, "params": params}) + "\n").encode())
+            agent.stdin.flush()
+            while json.loads(agent.stdout.readline()).get("id") != n:
+                pass
+        time.sleep(1)
+        agent.stdin.close()
+        agent.wait()
     shutil.rmtree(work, ignore_errors=True)
 
 
@@ -163,8 +167,8 @@ def main():
     phases = []
     try:
         add_probes(sections, binary)
-        at_rest(directory)
-        at_rest(directory, model=False, log="warn,hotsh_host::plugins=info")
+        at_rest(directory, starts=2)
+        at_rest(directory, model=False, log="warn,hotsh_host::plugins=info", starts=2)
         phases.append(("at rest", hits(binary)))
         bench(directory, "memory", "1")
         phases.append(("a turn of 20 commands", hits(binary)))

@@ -228,16 +228,21 @@ fn executable_identity() -> Option<String> {
 mod tests {
     use super::*;
 
+    /// An agent's start with the data directory `data`: the record read (and taken).
+    fn start(data: &Path) -> CheckedBuilds {
+        let record = CheckedBuilds::new(Some(data));
+        record.read();
+        record
+    }
+
     #[test]
     fn builds_checked_are_known_to_the_same_hotsh_only_and_the_newest_are_kept() {
         let data = tempfile::tempdir().expect("temp dir");
-        let record = CheckedBuilds::new(Some(data.path()));
-        record.read();
+        let record = start(data.path());
         assert!(!record.knows(7));
         record.checked(7);
         record.write();
-        let again = CheckedBuilds::new(Some(data.path()));
-        again.read();
+        let again = start(data.path());
         assert!(again.knows(7) && !again.knows(8));
         again.checked(7);
         again.write();
@@ -253,68 +258,53 @@ mod tests {
         again.write();
         let kept = read_file(&data.path().join(FILE_NAME)).expect("a record").builds.len();
         assert_eq!(kept, MAX_KEPT);
-        let last = CheckedBuilds::new(Some(data.path()));
-        last.read();
+        let last = start(data.path());
         assert!(!last.knows(7) && last.knows(100) && last.knows(99 + MAX_KEPT as u64));
     }
 
     #[test]
     fn a_build_loading_unchecked_is_out_of_the_record_until_it_loaded() {
         let data = tempfile::tempdir().expect("temp dir");
-        let first = CheckedBuilds::new(Some(data.path()));
+        let first = start(data.path());
         first.checked(7);
         first.checked(8);
         first.write();
         // A start takes what it knows out of the record...
-        let loading = CheckedBuilds::new(Some(data.path()));
-        loading.read();
+        let loading = start(data.path());
         assert!(loading.knows(7) && loading.knows(8));
         // ...so an agent killed while loading them unchecked checks them at the next start.
-        let after_a_crash = CheckedBuilds::new(Some(data.path()));
-        after_a_crash.read();
+        let after_a_crash = start(data.path());
         assert!(!after_a_crash.knows(7) && !after_a_crash.knows(8));
-        // What loaded goes back, and what was not tried; what was tried and did not load
-        // stays out.
+        // What loaded goes back; what was tried and did not load stays out.
         loading.loading_unchecked(7);
         loading.loading_unchecked(8);
         loading.checked(7);
         loading.write();
-        let next = CheckedBuilds::new(Some(data.path()));
-        next.read();
+        let next = start(data.path());
         assert!(next.knows(7) && !next.knows(8));
-        let untried = CheckedBuilds::new(Some(data.path()));
+        // A start that does not try a build it knows puts it back as it was.
         next.write();
-        untried.read();
+        let untried = start(data.path());
         assert!(untried.knows(7));
+        untried.checked(7);
         untried.write();
-        next.read();
-        next.checked(7);
-        next.write();
-        // A reload of a known build takes it out while it loads, the same way.
-        next.loading_unchecked(7);
-        assert!(!next.knows(7));
-        let meanwhile = CheckedBuilds::new(Some(data.path()));
-        meanwhile.read();
-        assert!(!meanwhile.knows(7));
-        next.checked(7);
-        next.write();
-        let last = CheckedBuilds::new(Some(data.path()));
-        last.read();
-        assert!(last.knows(7));
+        // A reload of a known build takes it out of the file while it loads.
+        untried.loading_unchecked(7);
+        assert!(!untried.knows(7) && !start(data.path()).knows(7));
+        untried.checked(7);
+        untried.write();
+        assert!(start(data.path()).knows(7));
     }
 
     #[test]
     fn a_broken_record_counts_as_empty_and_is_replaced() {
         let data = tempfile::tempdir().expect("temp dir");
         std::fs::write(data.path().join(FILE_NAME), b"{\"builds\": [tor").expect("written");
-        let record = CheckedBuilds::new(Some(data.path()));
-        record.read();
+        let record = start(data.path());
         assert!(!record.knows(7));
         record.checked(7);
         record.write();
-        let again = CheckedBuilds::new(Some(data.path()));
-        again.read();
-        assert!(again.knows(7));
+        assert!(start(data.path()).knows(7));
     }
 
     #[test]
