@@ -169,6 +169,10 @@ fn where_a_later_hotsh_reads_from_is_read_only_whatever_flags_this_one_has() {
             bash_call(
                 "mkdir -p .local/share/hotsh/plugins && cp /bin/true .local/share/hotsh/plugins/libevil.so; echo rc=$?",
             ),
+            // The record of plugin builds checked before (which spares a check) too.
+            bash_call(
+                "mkdir -p .local/share/hotsh && printf '{\"builds\":[]}' > .local/share/hotsh/plugins-checked.json; echo rc=$?",
+            ),
             bash_call("mv .config .config-old; mv .local/share .local/share-old; echo rc=$?"),
             say("ok"),
         ];
@@ -185,6 +189,7 @@ fn where_a_later_hotsh_reads_from_is_read_only_whatever_flags_this_one_has() {
         }
         assert!(!home.join(".config/hotsh/config.toml").exists(), "{backend}: config written");
         assert!(!home.join(".local/share/hotsh/plugins/libevil.so").exists(), "{backend}");
+        assert!(!home.join(".local/share/hotsh/plugins-checked.json").exists(), "{backend}");
         assert!(!home.join(".config-old").exists() && !home.join(".local/share-old").exists());
         // The next hotsh, without the flags, reads its configuration from there: still none.
         let report = std::process::Command::new(hotsh_tests::hotsh_binary())
