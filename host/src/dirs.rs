@@ -55,6 +55,24 @@ pub(crate) fn installed_executables() -> Vec<PathBuf> {
     files
 }
 
+/// Writes `bytes` to a new file beside `path` (its folder made first) and renames that over
+/// `path`: a reader sees the old file or the new one, never a part. `synced`: the file is on
+/// the disk before the rename (for what a crash must not lose; a cache need not pay for it).
+pub(crate) fn replace_file(path: &Path, bytes: &[u8], synced: bool) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    use std::io::Write as _;
+    let dir = path.parent().with_context(|| format!("{} has no folder", path.display()))?;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot make {}", dir.display()))?;
+    let mut temp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("cannot write in {}", dir.display()))?;
+    temp.write_all(bytes).with_context(|| format!("cannot write in {}", dir.display()))?;
+    if synced {
+        temp.as_file().sync_all()?;
+    }
+    temp.persist(path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
 /// The per-user plugin directory inside a data directory.
 pub(crate) fn user_plugin_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("plugins")

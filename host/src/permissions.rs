@@ -120,12 +120,9 @@ impl ProjectRules {
 
     /// Rewrites `project`'s file with `edit` applied: written beside it, then renamed over it.
     fn edit(&self, project: &Path, edit: impl FnOnce(&mut ProjectFile)) -> anyhow::Result<()> {
-        use anyhow::Context as _;
         let Some(path) = self.file_of(project) else {
             anyhow::bail!("hotsh has no data directory to keep the project's rules in");
         };
-        let dir = path.parent().context("the rules file has a folder")?;
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot make {}", dir.display()))?;
         let mut file = self.read(project).unwrap_or_else(|| ProjectFile {
             project: project.to_owned(),
             rules: Vec::new(),
@@ -136,12 +133,7 @@ impl ProjectRules {
             file.rules.len() <= MAX_RULES && file.hooks.len() <= MAX_RULES,
             "a project keeps {MAX_RULES} rules and {MAX_RULES} hooks at most"
         );
-        let mut temp = tempfile::NamedTempFile::new_in(dir)
-            .with_context(|| format!("cannot write in {}", dir.display()))?;
-        serde_json::to_writer_pretty(&mut temp, &file)?;
-        temp.as_file().sync_all()?;
-        temp.persist(&path).with_context(|| format!("cannot write {}", path.display()))?;
-        Ok(())
+        crate::dirs::replace_file(&path, &serde_json::to_vec_pretty(&file)?, true)
     }
 }
 

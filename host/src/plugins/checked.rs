@@ -95,9 +95,7 @@ impl CheckedBuilds {
             return;
         }
         drop(known);
-        if let Err(error) = write_file(path, &file) {
-            tracing::warn!(path = %path.display(), "cannot keep the plugin builds checked: {error:#}");
-        }
+        write_file(path, &file);
     }
 
     /// Whether this hotsh checked the build of content hash `hash` before.
@@ -130,10 +128,8 @@ impl CheckedBuilds {
         let plugin = format!("{hash:016x}");
         let before = file.builds.len();
         file.builds.retain(|kept| kept.hotsh != self.hotsh || kept.plugin != plugin);
-        if file.builds.len() != before
-            && let Err(error) = write_file(path, &file)
-        {
-            tracing::warn!(path = %path.display(), "cannot keep the plugin builds checked: {error:#}");
+        if file.builds.len() != before {
+            write_file(path, &file);
         }
     }
 
@@ -171,9 +167,7 @@ impl CheckedBuilds {
         }
         let excess = file.builds.len().saturating_sub(MAX_KEPT);
         file.builds.drain(..excess);
-        if let Err(error) = write_file(path, &file) {
-            tracing::warn!(path = %path.display(), "cannot keep the plugin builds checked: {error:#}");
-        }
+        write_file(path, &file);
     }
 }
 
@@ -196,16 +190,16 @@ fn read_file(path: &Path) -> Option<File> {
     }
 }
 
-fn write_file(path: &Path, file: &File) -> anyhow::Result<()> {
-    use anyhow::Context as _;
-    let dir = path.parent().context("the record has a folder")?;
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot make {}", dir.display()))?;
+/// Replaces the record at `path` with `file`; a failure is logged (the builds are checked
+/// again at the next start).
+fn write_file(path: &Path, file: &File) {
     // Not synced: a record lost in a crash only costs a check.
-    let mut temp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("cannot write in {}", dir.display()))?;
-    serde_json::to_writer(&mut temp, file)?;
-    temp.persist(path)?;
-    Ok(())
+    let written = serde_json::to_vec(file)
+        .map_err(anyhow::Error::from)
+        .and_then(|bytes| crate::dirs::replace_file(path, &bytes, false));
+    if let Err(error) = written {
+        tracing::warn!(path = %path.display(), "cannot keep the plugin builds checked: {error:#}");
+    }
 }
 
 /// The running executable's file (the one started, even if a new build replaced it on disk
