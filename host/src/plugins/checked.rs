@@ -302,6 +302,20 @@ mod tests {
     }
 
     #[test]
+    fn a_record_that_cannot_be_written_costs_only_a_check() {
+        // A data directory that cannot be made (a file where its folder would be), as a full
+        // or read-only disk refuses it: nothing is kept, and nothing fails.
+        let base = tempfile::tempdir().expect("temp dir");
+        std::fs::write(base.path().join("file"), b"").expect("written");
+        let data = base.path().join("file").join("data");
+        let record = start(&data);
+        record.checked(7);
+        record.write();
+        assert!(!data.join(FILE_NAME).exists());
+        assert!(!start(&data).knows(7));
+    }
+
+    #[test]
     fn without_a_data_directory_nothing_is_kept() {
         let record = CheckedBuilds::new(None);
         record.checked(7);
