@@ -385,7 +385,7 @@ impl ToolRouter {
 
 /// The card of a call nothing draws better.
 pub fn plain_card(tool: &str) -> Card {
-    Card::Generic(GenericCard::new(tool, ToolKind::Other, None))
+    Card::generic(GenericCard::new(tool, ToolKind::Other, None))
 }
 
 /// Shows (and logs) the card of a call that starts.

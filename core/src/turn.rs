@@ -300,7 +300,7 @@ async fn run(
                 text: answer.text,
                 reasoning: (!answer.reasoning.is_empty()).then_some(answer.reasoning),
                 tool_calls: calls.clone(),
-                usage,
+                usage: usage.map(Box::new),
                 finish_reason: answer.finish_reason,
             })
             .await;
@@ -677,7 +677,7 @@ async fn compact(
     };
     compaction.tokens_after = fixed + context::messages_tokens(&compaction.history());
     let tokens_after = compaction.tokens_after;
-    session.record(Fact::Compaction(compaction)).await;
+    session.record(Fact::Compaction(Box::new(compaction))).await;
     end("completed", Some(tokens_after), None).await;
     session.flush_or_warn().await;
     let mut shown = context::context_use(None, tokens_after, turn.limits.window);
@@ -727,7 +727,7 @@ async fn keep_what_was_said(session: &Session, partial: Completed) {
             text: partial.text,
             reasoning: (!partial.reasoning.is_empty()).then_some(partial.reasoning),
             tool_calls: Vec::new(),
-            usage: partial.usage,
+            usage: partial.usage.map(Box::new),
             finish_reason: Some("cancelled".to_owned()),
         })
         .await;

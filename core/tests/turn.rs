@@ -269,7 +269,7 @@ async fn a_turn_runs_tools_until_the_model_answers_and_its_log_folds_back_to_its
         .filter(|e| !matches!(e, SessionEvent::Usage(_)))
         .cloned()
         .collect();
-    let mut records = vec![Record::Fact(Fact::Session(meta()))];
+    let mut records = vec![Record::Fact(Fact::Session(Box::new(meta())))];
     records.extend(log);
     let folded = fold::fold(records).unwrap();
     let view: Vec<SessionEvent> = folded
@@ -435,7 +435,7 @@ fn small_turn(model: &Arc<Scripted>) -> Turn {
 
 /// The log as a fold sees it.
 fn folded(f: &Fixture) -> fold::Folded {
-    let mut records = vec![Record::Fact(Fact::Session(meta()))];
+    let mut records = vec![Record::Fact(Fact::Session(Box::new(meta())))];
     records.extend(f.log.lock().unwrap().clone());
     fold::fold(records).unwrap()
 }

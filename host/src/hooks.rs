@@ -894,7 +894,7 @@ impl TurnHooks {
             output,
             outcome: describe(&verdict),
         };
-        session.emit(SessionEvent::HookRan { call_id, run }).await;
+        session.emit(SessionEvent::HookRan { call_id, run: Box::new(run) }).await;
         verdict
     }
 

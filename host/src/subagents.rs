@@ -197,7 +197,7 @@ impl SubagentTool {
         }
         let mut card = GenericCard::new(who.clone(), ToolKind::Think, None);
         card.session = Some(child.id.clone());
-        hotsh_core::tools::open_card(call, Card::Generic(card.clone())).await;
+        hotsh_core::tools::open_card(call, Card::generic(card.clone())).await;
         if let Some(running) = sink.state(SubagentState::Running) {
             parent.emit(running).await;
         }
@@ -252,7 +252,7 @@ impl SubagentTool {
         parent
             .emit(SessionEvent::ToolCallFinished {
                 call_id: call.call_id.clone(),
-                card: Card::Generic(card),
+                card: Card::generic(card),
                 status: if failed { CallStatus::Failed } else { CallStatus::Completed },
                 raw_output: serde_json::json!({"sessionId": child.id.0, "stopReason": stop_name}),
                 error: None,

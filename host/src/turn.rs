@@ -7,7 +7,7 @@ use crate::executor::{Drained, LiveOutput};
 use crate::model::{ModelEvent, ModelRequest, Transcript};
 use crate::plugins::{CallSandbox, CallServices, LoadedPlugin, PluginCall, PluginOutput, Registry};
 use crate::prompt::HostSections;
-use crate::session::{CallStatus, Card, Fact, Session, SessionEvent, TerminalCard, ToolCallId};
+use crate::session::{CallStatus, Card, Fact, Session, SessionEvent, ToolCallId};
 use futures::future::BoxFuture;
 use hotsh_core::executor::Executor;
 use hotsh_core::tools::{Call, CallResult, PromptSection, ToolProvider, finish_failed, open_card};
@@ -277,7 +277,9 @@ async fn finish_call(
         tracing::debug!(%error, "present_result failed; keeping the call's card");
         (card, CallStatus::Completed)
     });
-    if let Card::Terminal(TerminalCard { exit: Some(exit), .. }) = &mut card {
+    if let Card::Terminal(terminal) = &mut card
+        && let Some(exit) = &mut terminal.exit
+    {
         exit.reason = crate::sync::lock(&services.last_end).clone();
     }
     let started = crate::sync::lock(&services.started).first().map(|t| t.task_id.clone());
@@ -311,14 +313,14 @@ async fn execute_mcp_call(
     call: Call<'_>,
 ) -> (String, bool) {
     let mut card = found.card();
-    open_card(call, Card::Generic(card.clone())).await;
+    open_card(call, Card::generic(card.clone())).await;
     let outcome = mcp.call(found, &call.call.arguments, call.cancel).await;
     card.content = Some(outcome.text.clone());
     let status = if outcome.is_error { CallStatus::Failed } else { CallStatus::Completed };
     call.session
         .emit(SessionEvent::ToolCallFinished {
             call_id: call.call_id.clone(),
-            card: Card::Generic(card),
+            card: Card::generic(card),
             status,
             raw_output: outcome.raw,
             error: outcome.is_error.then(|| outcome.text.clone()),
@@ -535,10 +537,8 @@ impl hotsh_core::usecase::Presenter for Presenter {
 /// Carries what the host added to a logged card (why a command ended) over to a card drawn
 /// anew.
 fn keep_host_notes(logged: &Card, fresh: &mut Card) {
-    if let (
-        Card::Terminal(TerminalCard { exit: Some(logged), .. }),
-        Card::Terminal(TerminalCard { exit: Some(fresh), .. }),
-    ) = (logged, fresh)
+    if let (Card::Terminal(logged), Card::Terminal(fresh)) = (logged, fresh)
+        && let (Some(logged), Some(fresh)) = (&logged.exit, &mut fresh.exit)
     {
         fresh.reason = logged.reason.clone();
     }

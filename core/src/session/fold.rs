@@ -2,7 +2,7 @@
 //! pending. Nothing that must survive a restart lives anywhere but in the log.
 
 use super::log::{Fact, Record, SessionMeta};
-use super::{CallStatus, Card, GenericCard, PendingNotice, SessionEvent, ToolCallId};
+use super::{CallStatus, Card, PendingNotice, SessionEvent, ToolCallId};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
@@ -99,7 +99,7 @@ impl Folder {
             return Err(FoldError::NoSessionRecord);
         };
         Ok(Self {
-            meta,
+            meta: *meta,
             history: super::History::default(),
             view: Vec::new(),
             next_call: 1,
@@ -300,7 +300,7 @@ impl Folder {
             };
             // A subagent the call ran was cut off with it: its thread is shown ended.
             let ended = match &card {
-                Card::Generic(GenericCard { session: Some(child), .. }) => {
+                Card::Generic(generic) => generic.session.as_ref().and_then(|child| {
                     self.subagents.get(child).map(|(title, agent)| SessionEvent::Subagent {
                         call_id: ToolCallId(call_id.clone()),
                         child: child.clone(),
@@ -308,8 +308,8 @@ impl Folder {
                         agent: agent.clone(),
                         state: super::SubagentState::Idle { stop: "cancelled".to_owned() },
                     })
-                }
-                _ => None,
+                }),
+                Card::Terminal(_) => None,
             };
             if let Some(ended) = ended {
                 self.show(ended);
@@ -372,17 +372,17 @@ fn call_id_of(event: &SessionEvent) -> Option<&ToolCallId> {
 mod tests {
     use super::*;
     use crate::model::Message;
-    use crate::session::{Prompt, TaskEnd, ToolKind};
+    use crate::session::{GenericCard, Prompt, TaskEnd, ToolKind};
 
     fn meta() -> Record {
-        Record::Fact(Fact::Session(SessionMeta {
+        Record::Fact(Fact::Session(Box::new(SessionMeta {
             session_id: "s".into(),
             cwd: "/w".into(),
             created_at: "t".into(),
             agent: "hotsh".into(),
             parent: None,
             forked_from: None,
-        }))
+        })))
     }
 
     fn prompt(text: &str) -> Record {
@@ -414,7 +414,7 @@ mod tests {
 
     #[test]
     fn history_view_tasks_and_notices_fold_from_the_records() {
-        let card = Card::Generic(GenericCard::new(
+        let card = Card::generic(GenericCard::new(
             "Background task bash-1: sleep 9",
             ToolKind::Execute,
             None,
@@ -443,14 +443,14 @@ mod tests {
                 command: "true".into(),
                 output_path: "/o/bash-2.log".into(),
             }),
-            Record::Fact(Fact::TaskEnded(TaskEnd {
+            Record::Fact(Fact::TaskEnded(Box::new(TaskEnd {
                 task_id: "bash-2".into(),
                 state: "exited".into(),
                 exit_code: Some(0),
                 signal: None,
                 with_agent: false,
                 sandbox: None,
-            })),
+            }))),
         ];
         let folded = fold(records).expect("folds");
         assert_eq!(
@@ -478,7 +478,7 @@ mod tests {
             name: "bash".into(),
             arguments: "{}".into(),
         };
-        let card = Card::Generic(GenericCard::new("bash", ToolKind::Execute, None));
+        let card = Card::generic(GenericCard::new("bash", ToolKind::Execute, None));
         let records = vec![
             meta(),
             prompt("run two"),
@@ -533,13 +533,13 @@ mod tests {
         let call = ToolCallId("call-1".into());
         let sub = ToolCallId("call-2".into());
         let child = crate::session::SessionId("child".into());
-        let terminal = Card::Terminal(crate::session::TerminalCard {
+        let terminal = Card::terminal(crate::session::TerminalCard {
             command: "seq 3".into(),
             description: None,
             cwd: "/w".into(),
             exit: None,
         });
-        let subagent_card = Card::Generic(GenericCard {
+        let subagent_card = Card::generic(GenericCard {
             session: Some(child.clone()),
             ..GenericCard::new("Task", ToolKind::Other, None)
         });

@@ -13,7 +13,10 @@ pub const MAX_OUTPUT_PER_CALL: usize = 1 << 20;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "data", rename_all = "snake_case")]
 pub enum Fact {
-    Session(SessionMeta),
+    /// Boxed, as the other large facts are: every record is moved whole between the log's
+    /// reader, the fold and the client's port, each move at the size of the largest variant
+    /// (see [`super::Card`]).
+    Session(Box<SessionMeta>),
     Prompt(Prompt),
     /// A slash command the user typed (shown as their message; the model does not see it).
     Command {
@@ -21,14 +24,14 @@ pub enum Fact {
         blocks: Vec<serde_json::Value>,
     },
     /// The history was replaced by a summary (the records before it stay in the log).
-    Compaction(crate::context::Compaction),
+    Compaction(Box<crate::context::Compaction>),
     AssistantMessage {
         text: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reasoning: Option<String>,
         tool_calls: Vec<ModelToolCall>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        usage: Option<Usage>,
+        usage: Option<Box<Usage>>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         finish_reason: Option<String>,
     },
@@ -59,7 +62,7 @@ pub enum Fact {
         command: String,
         output_path: PathBuf,
     },
-    TaskEnded(TaskEnd),
+    TaskEnded(Box<TaskEnd>),
     /// The model learned how a task ended from a tool (it killed the task, or read its end):
     /// no notice is due for it.
     TaskReported {

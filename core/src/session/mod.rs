@@ -58,15 +58,25 @@ impl ToolCallId {
     }
 }
 
-/// How a tool call is shown (the host's mirror of the plugin ABI's card).
+/// How a tool call is shown (the host's mirror of the plugin ABI's card). Boxed, so that the
+/// two events of every tool call stay small: records are moved whole between the log's
+/// reader, the fold and the client's port, each move at the size of the largest variant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Card {
-    Terminal(TerminalCard),
-    Generic(GenericCard),
+    Terminal(Box<TerminalCard>),
+    Generic(Box<GenericCard>),
 }
 
 impl Card {
+    pub fn terminal(card: TerminalCard) -> Self {
+        Card::Terminal(Box::new(card))
+    }
+
+    pub fn generic(card: GenericCard) -> Self {
+        Card::Generic(Box::new(card))
+    }
+
     /// The card's title: the command of a terminal, the title of anything else.
     pub fn title(&self) -> &str {
         match self {
@@ -221,7 +231,8 @@ pub enum SessionEvent {
     /// A hook ran (or was not allowed to): its card, closed.
     HookRan {
         call_id: ToolCallId,
-        run: HookRun,
+        /// Boxed, as the other large parts of events are (see [`Card`]).
+        run: Box<HookRun>,
     },
     /// The model's plan for the work, whole (it replaces the one before).
     Plan {

@@ -122,7 +122,7 @@ impl Session {
     /// [`Session::task_ended`] for a task whose start is logged, the caller holding the order.
     async fn end_task(&self, ended: TaskEnded, reported: bool) {
         let end = task_end_of(&ended);
-        self.append(Record::Fact(Fact::TaskEnded(end.clone()))).await;
+        self.append(Record::Fact(Fact::TaskEnded(Box::new(end.clone())))).await;
         if reported {
             tracing::debug!(task = %ended.id, "the model saw the task end; no notice");
             let task_id = ended.id.0.clone();
@@ -158,14 +158,14 @@ impl Session {
                 sandbox: None,
             };
             let order = self.emitting.lock().await;
-            self.append(Record::Fact(Fact::TaskEnded(end.clone()))).await;
+            self.append(Record::Fact(Fact::TaskEnded(Box::new(end.clone())))).await;
             let title = task.card.as_ref().map_or_else(
                 || format!("Background task {}: {}", task.task_id, task.command),
                 |card| card.title().to_owned(),
             );
             self.emit_in_order(SessionEvent::ToolCallFinished {
                 call_id: task.call_id.clone(),
-                card: Card::Generic(GenericCard::new(
+                card: Card::generic(GenericCard::new(
                     title,
                     ToolKind::Execute,
                     Some(format!("{} ended when the agent that ran it went away.", task.task_id)),
@@ -288,7 +288,7 @@ fn close_event(call_id: &ToolCallId, title: &str, ended: &TaskEnded) -> SessionE
     );
     SessionEvent::ToolCallFinished {
         call_id: call_id.clone(),
-        card: Card::Generic(GenericCard::new(title, ToolKind::Execute, Some(content))),
+        card: Card::generic(GenericCard::new(title, ToolKind::Execute, Some(content))),
         status: if failed { CallStatus::Failed } else { CallStatus::Completed },
         raw_output: serde_json::json!({
             "task_id": ended.id.0,

@@ -6,8 +6,7 @@
 //! content is one fenced `console` block holding the output so far, replaced as it grows.
 
 use crate::session::{
-    CallStatus, Card, CompactionEnd, GenericCard, SessionEvent, StopReason, SubagentState,
-    TerminalCard, ToolKind,
+    CallStatus, Card, CompactionEnd, GenericCard, SessionEvent, StopReason, SubagentState, ToolKind,
 };
 use agent_client_protocol::v1::schema::{
     self as acp, ContentChunk, Meta, SessionUpdate, Terminal, ToolCall, ToolCallContent,
@@ -214,7 +213,7 @@ pub(super) fn update_with_console(
         }
         SessionEvent::ToolCallFinished {
             call_id,
-            card: Card::Terminal(TerminalCard { exit, .. }),
+            card: Card::Terminal(terminal),
             status: call_status,
             raw_output,
             error,
@@ -224,7 +223,7 @@ pub(super) fn update_with_console(
             let mut fields =
                 ToolCallUpdateFields::new().status(status(call_status)).raw_output(raw_output);
             // Without a terminal there is no exit-status pill: say why the command ended.
-            let reason = exit.and_then(|exit| exit.reason);
+            let reason = terminal.exit.and_then(|exit| exit.reason);
             let body = match (error, console.is_empty(), reason) {
                 (Some(error), _, _) => Some(error),
                 (None, true, reason) => reason,
@@ -282,7 +281,7 @@ fn common_update(event: SessionEvent) -> Option<SessionUpdate> {
             if !card.locations.is_empty() {
                 call = call.locations(locations(&card));
             }
-            if let Some(content) = generic_content(card, None) {
+            if let Some(content) = generic_content(*card, None) {
                 call = call.content(content);
             }
             SessionUpdate::ToolCall(call)
@@ -302,7 +301,7 @@ fn common_update(event: SessionEvent) -> Option<SessionUpdate> {
             if !card.locations.is_empty() {
                 fields = fields.locations(locations(&card));
             }
-            if let Some(content) = generic_content(card, error) {
+            if let Some(content) = generic_content(*card, error) {
                 fields = fields.content(content);
             }
             SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(call_id.0, fields))

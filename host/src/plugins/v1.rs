@@ -222,7 +222,7 @@ fn from_abi_card(card: abi::Card_NE, call: &PluginCall) -> Card {
         return plain_card(call);
     };
     match card {
-        abi::Card::Terminal(t) => Card::Terminal(TerminalCard {
+        abi::Card::Terminal(t) => Card::terminal(TerminalCard {
             command: text(t.command, MAX_CARD_TEXT),
             description: t.description.into_option().map(|d| text(d, MAX_CARD_TEXT)),
             cwd: text(t.cwd, MAX_CARD_TEXT),
@@ -232,7 +232,7 @@ fn from_abi_card(card: abi::Card_NE, call: &PluginCall) -> Card {
                 reason: None,
             }),
         }),
-        abi::Card::Generic(g) => Card::Generic(GenericCard {
+        abi::Card::Generic(g) => Card::generic(GenericCard {
             title: text(g.title, MAX_CARD_TEXT),
             kind: match g.kind {
                 abi::ToolKind::Read => ToolKind::Read,
@@ -276,7 +276,7 @@ fn from_abi_card(card: abi::Card_NE, call: &PluginCall) -> Card {
 
 /// The card of a call whose plugin's card this host cannot draw: the tool's name.
 fn plain_card(call: &PluginCall) -> Card {
-    Card::Generic(GenericCard {
+    Card::generic(GenericCard {
         title: call.tool.clone(),
         kind: ToolKind::Other,
         content: None,

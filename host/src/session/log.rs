@@ -901,7 +901,7 @@ mod tests {
         use hotsh_core::sandbox::Mode;
         use hotsh_core::session::{PlanEntry, PlanPriority, PlanStatus};
         let id = |n: u32| ToolCallId(format!("call-{n}"));
-        let terminal = Card::Terminal(TerminalCard {
+        let terminal = Card::terminal(TerminalCard {
             command: "make".into(),
             description: Some("Build".into()),
             cwd: "/w".into(),
@@ -911,7 +911,7 @@ mod tests {
                 reason: Some("Exited with code 2.".into()),
             }),
         });
-        let generic = Card::Generic(GenericCard {
+        let generic = Card::generic(GenericCard {
             title: "Edit a.rs".into(),
             kind: ToolKind::Edit,
             content: Some("done".into()),
@@ -965,7 +965,7 @@ mod tests {
             },
             SessionEvent::HookRan {
                 call_id: id(6),
-                run: crate::session::HookRun {
+                run: Box::new(crate::session::HookRun {
                     event: "PreToolUse".into(),
                     command: "check.sh".into(),
                     source: "~/.claude/settings.json".into(),
@@ -973,7 +973,7 @@ mod tests {
                     failed: true,
                     output: "no rm -rf\n".into(),
                     outcome: Some("blocked: no rm -rf".into()),
-                },
+                }),
             },
             SessionEvent::Subagent {
                 call_id: id(7),
@@ -1010,7 +1010,7 @@ mod tests {
             },
         ];
         let facts = [
-            Fact::Session(SessionMeta {
+            Fact::Session(Box::new(SessionMeta {
                 session_id: "s-1".into(),
                 cwd: "/w".into(),
                 created_at: "2026-12-02T00:00:00.000Z".into(),
@@ -1026,7 +1026,7 @@ mod tests {
                     instructions: Some("You explore.".into()),
                 }),
                 forked_from: Some("s-f".into()),
-            }),
+            })),
             Fact::Prompt(Prompt {
                 text: "Fix it [image 1]".into(),
                 blocks: vec![serde_json::json!({"type": "text", "text": "Fix it"})],
@@ -1040,12 +1040,12 @@ mod tests {
                     name: "bash".into(),
                     arguments: r#"{"command":"make"}"#.into(),
                 }],
-                usage: Some(Usage {
+                usage: Some(Box::new(Usage {
                     prompt_tokens: Some(800),
                     completion_tokens: Some(100),
                     total_tokens: Some(900),
                     cached_tokens: Some(512),
-                }),
+                })),
                 finish_reason: Some("tool_calls".into()),
             },
             // A command's output logged once: this text goes on from the first 3 bytes of
@@ -1063,7 +1063,7 @@ mod tests {
                 after_output: None,
             },
             Fact::Command { text: "/compact the build".into(), blocks: Vec::new() },
-            Fact::Compaction(Compaction {
+            Fact::Compaction(Box::new(Compaction {
                 id: "call-5".into(),
                 trigger: Trigger::Manual,
                 focus: Some("the build".into()),
@@ -1072,7 +1072,7 @@ mod tests {
                 replaced: 4,
                 tokens_before: 7000,
                 tokens_after: 900,
-            }),
+            })),
             Fact::Notice {
                 text: "[background task bash-1 …]".into(),
                 task_id: Some("bash-1".into()),
@@ -1096,7 +1096,7 @@ mod tests {
                 mode: Mode::DangerFullAccess,
                 answer: "allowed".into(),
             },
-            Fact::TaskEnded(TaskEnd {
+            Fact::TaskEnded(Box::new(TaskEnd {
                 task_id: "bash-1".into(),
                 state: "exited".into(),
                 exit_code: Some(1),
@@ -1106,7 +1106,7 @@ mod tests {
                     mode: "workspace-write".into(),
                     denied: Some("file".into()),
                 }),
-            }),
+            })),
             Fact::TaskReported { task_id: "bash-1".into() },
             Fact::FileSeen { path: "/w/a.rs".into(), sha256: "ab12".into() },
             Fact::RuleAdded {

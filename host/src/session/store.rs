@@ -94,7 +94,7 @@ impl SessionStore {
             .mode(0o600)
             .open(&path)
             .map_err(|source| StoreError::Create { path: path.clone(), source })?;
-        let mut first = log::line(1, &Record::Fact(super::Fact::Session(meta.clone())))
+        let mut first = log::line(1, &Record::Fact(super::Fact::Session(Box::new(meta.clone()))))
             .map_err(|e| StoreError::Create { path: path.clone(), source: e.into() })?;
         first.push(b'\n');
         if let Err(source) = file.write_all(&first).and_then(|()| file.flush()) {
@@ -185,7 +185,7 @@ impl SessionStore {
         }
         open.next_seq += records.len() as u64;
         open.length += bytes.len() as u64;
-        let all = std::iter::once(Record::Fact(super::Fact::Session(meta.clone())))
+        let all = std::iter::once(Record::Fact(super::Fact::Session(Box::new(meta.clone()))))
             .chain(records)
             .collect();
         let folded = fold::fold(all).map_err(|error| StoreError::NotASession {
