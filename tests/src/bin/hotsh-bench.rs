@@ -11,6 +11,7 @@
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- edit [CALLS] [RUNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- reload [RELOADS] [debug]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- sessions [EVENTS] [RUNS]
+//! cargo run --release -p hotsh-tests --bin hotsh-bench -- load [EVENTS] [RUNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- models [TURNS] [CHUNKS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- mcp [CALLS] [RUNS]
 //! cargo run --release -p hotsh-tests --bin hotsh-bench -- slow-client [SECONDS] [RUNS]
@@ -59,6 +60,9 @@
 //! spent on it (less noisy than the time on a shared machine), counted in one more load of
 //! the same log whose time is not reported: its threads are sampled every half millisecond
 //! meanwhile, so that a thread that ends during the load (the one reading a long log) counts.
+//!
+//! `load`: the loads of `sessions` with cards alone, right after start and settled, RUNS
+//! (default 11) times each: the same figures with more runs, to compare builds.
 //!
 //! `models`: a model server on loopback streaming server-sent events. Turn overhead: TURNS
 //! (default 50) turns with a one-chunk answer, prompt to answer, through the OpenAI-compatible
@@ -131,6 +135,7 @@ fn main() {
         Some("tasks") => tasks(number(&args, 1, 200), number(&args, 2, 3)),
         Some("reload") => reload(number(&args, 1, 30), args.get(2).map(String::as_str)),
         Some("sessions") => sessions(number(&args, 1, 10_000), number(&args, 2, 5)),
+        Some("load") => load(number(&args, 1, 10_000), number(&args, 2, 11)),
         Some("models") => models(number(&args, 1, 50), number(&args, 2, 300)),
         Some("arcs") => arcs(number(&args, 1, 5)),
         Some("card") => card(number(&args, 1, 20)),
@@ -146,7 +151,7 @@ fn main() {
         Some("memory") => memory(number(&args, 1, 3)),
         _ => {
             eprintln!(
-                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] [debug] | sessions [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS] | card [TURNS] | hooks [TURNS] | edit [CALLS] [RUNS] | mcp [CALLS] [RUNS] | slow-client [SECONDS] [RUNS] | long [TURNS] | toolcall [TURNS] | long-line [MIB] [RUNS] | subagents [TURNS] | exit [SESSIONS] [RUNS] | memory [RUNS])"
+                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] [debug] | sessions [EVENTS] [RUNS] | load [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS] | card [TURNS] | hooks [TURNS] | edit [CALLS] [RUNS] | mcp [CALLS] [RUNS] | slow-client [SECONDS] [RUNS] | long [TURNS] | toolcall [TURNS] | long-line [MIB] [RUNS] | subagents [TURNS] | exit [SESSIONS] [RUNS] | memory [RUNS])"
             );
             std::process::exit(2);
         }
@@ -1173,6 +1178,26 @@ fn sessions(events: usize, runs: usize) {
         SETTLE.as_millis(),
         median(settled_ms),
         median(settled_cpu)
+    );
+}
+
+/// `session/load` of `events` records with cards alone, `runs` times right after start and
+/// in a settled agent, alternately: the `sessions` figures of item 4 with more runs in less
+/// time, for comparing builds on a noisy machine.
+fn load(events: usize, runs: usize) {
+    let hotsh = release_dir().join("hotsh");
+    let (mut cold, mut settled) = (Vec::new(), Vec::new());
+    for run in 1..=runs {
+        let right_after = load_session_of(&hotsh, events, Mix::Cards, Start::Cold).ms;
+        let later = load_session_of(&hotsh, events, Mix::Cards, Start::Settled).ms;
+        println!("run {run}: load of {events} events {right_after:.1} ms right after start, {later:.1} ms settled");
+        cold.push(right_after);
+        settled.push(later);
+    }
+    println!(
+        "median of {runs} runs: session/load of {events} events with cards {:.1} ms right after start, {:.1} ms settled",
+        median(cold),
+        median(settled)
     );
 }
 
