@@ -1191,6 +1191,10 @@ impl AcpSink {
         let length = batch.len();
         if length > 0 {
             batch.push(b'\n');
+        } else {
+            // Room for a whole batch at once (it used to double its way there from nothing,
+            // each step a copy, and past 64 KiB a sweep of the allocator's small free chunks).
+            batch.reserve(REPLAY_BATCH + REPLAY_BATCH / 4);
         }
         if let Err(error) = transport::write_update_line(&mut batch, &notification) {
             batch.truncate(length);

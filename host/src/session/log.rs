@@ -545,23 +545,22 @@ enum Parsed {
 }
 
 fn parse_line(line: &[u8]) -> Result<Parsed, String> {
-    let parse = |line: &[u8]| {
-        let mut deserializer = serde_json::Deserializer::from_slice(line);
+    let parse = |line: &str| {
+        let mut deserializer = serde_json::Deserializer::from_str(line);
         let parsed = serde::Deserializer::deserialize_map(&mut deserializer, LineVisitor)
             .and_then(|parsed| deserializer.end().map(|()| parsed));
-        parsed.map_err(|error| match serde_json::from_slice::<serde::de::IgnoredAny>(line) {
+        parsed.map_err(|error| match serde_json::from_str::<serde::de::IgnoredAny>(line) {
             Err(not_json) => format!("not JSON ({not_json})"),
             Ok(_) => format!("not a record: {error}"),
         })
     };
-    match parse(line) {
-        // A line with bytes that are not UTF-8 (an older hotsh passed on what a plugin sent)
-        // is read with them replaced, rather than refusing the whole session. (The parser
-        // checks the strings it reads, so a line is checked again only when it fails.)
-        Err(_) if std::str::from_utf8(line).is_err() => {
-            parse(String::from_utf8_lossy(line).as_bytes())
-        }
-        parsed => parsed,
+    // The line is checked as UTF-8 once, whole: the parser then takes each string as it is
+    // (checking each of a record's dozen short strings on its own cost a load 6 % of its
+    // instructions). A line with bytes that are not UTF-8 (an older hotsh passed on what a
+    // plugin sent) is read with them replaced, rather than refusing the whole session.
+    match std::str::from_utf8(line) {
+        Ok(line) => parse(line),
+        Err(_) => parse(&String::from_utf8_lossy(line)),
     }
 }
 
