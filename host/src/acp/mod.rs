@@ -9,6 +9,7 @@ mod from_acp;
 pub(crate) mod run;
 mod to_acp;
 mod transport;
+mod wire;
 
 pub(crate) use transport::claim_stdout;
 
@@ -925,7 +926,13 @@ impl EventSink for AcpSink {
     fn room(&self) -> futures::future::BoxFuture<'static, ()> {
         if let Some(batch) = &self.replay {
             let full = lock(batch).len() >= REPLAY_BATCH;
-            return if full { self.settle() } else { Box::pin(async {}) };
+            // Asked before every replayed update: a future of no size, so that boxing it
+            // allocates nothing (`async {}` is a byte).
+            return if full {
+                self.settle()
+            } else {
+                Box::pin(futures::future::always_ready(|| ()))
+            };
         }
         let outflow = self.outflow.clone();
         Box::pin(async move {
@@ -977,6 +984,25 @@ impl EventSink for AcpSink {
             if matches!(event, SessionEvent::SubagentProgress { .. }) {
                 return;
             }
+        }
+        if self.terminal_output
+            && let Some(batch) = &self.replay
+            && let Some(update) = wire::update_of(&event)
+        {
+            // The kinds a replay sends most, written straight from the event.
+            let closes = matches!(
+                event,
+                SessionEvent::ToolCallFinished {
+                    status: crate::session::CallStatus::Completed
+                        | crate::session::CallStatus::Failed,
+                    ..
+                }
+            );
+            append_line(batch, |out| wire::write_update(out, &self.session_id.0, update));
+            if closes && let SessionEvent::ToolCallFinished { call_id, .. } = &event {
+                lock(&self.open_cards).remove(&call_id.0);
+            }
+            return;
         }
         let update = if self.terminal_output {
             to_acp::update_with_terminal(event)
@@ -1187,19 +1213,24 @@ impl AcpSink {
         let Some(batch) = &self.replay else {
             return send_update(&self.cx, self.outflow.as_deref(), notification);
         };
-        let mut batch = lock(batch);
-        let length = batch.len();
-        if length > 0 {
-            batch.push(b'\n');
-        } else {
-            // Room for a whole batch at once (it used to double its way there from nothing,
-            // each step a copy, and past 64 KiB a sweep of the allocator's small free chunks).
-            batch.reserve(REPLAY_BATCH + REPLAY_BATCH / 4);
-        }
-        if let Err(error) = transport::write_update_line(&mut batch, &notification) {
-            batch.truncate(length);
-            tracing::warn!(%error, "cannot serialise a replayed update");
-        }
+        append_line(batch, |out| transport::write_update_line(out, &notification));
+    }
+}
+
+/// Appends a line to a replay's batch, written by `write` (nothing of it when it fails).
+fn append_line(batch: &Mutex<Vec<u8>>, write: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>) {
+    let mut batch = lock(batch);
+    let length = batch.len();
+    if length > 0 {
+        batch.push(b'\n');
+    } else {
+        // Room for a whole batch at once (it used to double its way there from nothing,
+        // each step a copy, and past 64 KiB a sweep of the allocator's small free chunks).
+        batch.reserve(REPLAY_BATCH + REPLAY_BATCH / 4);
+    }
+    if let Err(error) = write(&mut batch) {
+        batch.truncate(length);
+        tracing::warn!(%error, "cannot serialise a replayed update");
     }
 }
 

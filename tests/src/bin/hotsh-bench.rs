@@ -1190,7 +1190,9 @@ fn load(events: usize, runs: usize) {
     for run in 1..=runs {
         let right_after = load_session_of(&hotsh, events, Mix::Cards, Start::Cold).ms;
         let later = load_session_of(&hotsh, events, Mix::Cards, Start::Settled).ms;
-        println!("run {run}: load of {events} events {right_after:.1} ms right after start, {later:.1} ms settled");
+        println!(
+            "run {run}: load of {events} events {right_after:.1} ms right after start, {later:.1} ms settled"
+        );
         cold.push(right_after);
         settled.push(later);
     }
