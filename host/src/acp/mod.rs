@@ -990,19 +990,8 @@ impl EventSink for AcpSink {
             && let Some(update) = wire::update_of(&event)
         {
             // The kinds a replay sends most, written straight from the event.
-            let closes = matches!(
-                event,
-                SessionEvent::ToolCallFinished {
-                    status: crate::session::CallStatus::Completed
-                        | crate::session::CallStatus::Failed,
-                    ..
-                }
-            );
             append_line(batch, |out| wire::write_update(out, &self.session_id.0, update));
-            if closes && let SessionEvent::ToolCallFinished { call_id, .. } = &event {
-                lock(&self.open_cards).remove(&call_id.0);
-            }
-            return;
+            return self.remember_card(wire::card_drawn(&event));
         }
         let update = if self.terminal_output {
             to_acp::update_with_terminal(event)
@@ -1013,7 +1002,7 @@ impl EventSink for AcpSink {
         if !self.subagents {
             to_acp::without_child_links(&mut update);
         }
-        self.remember_card(&update);
+        self.remember_card(to_acp::card_drawn(&update));
         self.send(update);
     }
 
@@ -1141,25 +1130,15 @@ impl AcpSink {
     }
 
     /// Keeps what an open card was drawn with (`open_cards`), until it closes.
-    fn remember_card(&self, update: &SessionUpdate) {
-        use agent_client_protocol::v1::schema::ToolCallStatus;
-        match update {
-            SessionUpdate::ToolCall(call) if call.status == ToolCallStatus::InProgress => {
-                let drawn = ToolCallUpdateFields::new()
-                    .title(call.title.clone())
-                    .kind(call.kind)
-                    .content(call.content.clone());
-                lock(&self.open_cards).insert(call.tool_call_id.0.to_string(), drawn);
+    fn remember_card(&self, drawn: to_acp::CardDrawn) {
+        match drawn {
+            to_acp::CardDrawn::Opened(id, fields) => {
+                lock(&self.open_cards).insert(id, *fields);
             }
-            SessionUpdate::ToolCallUpdate(update)
-                if matches!(
-                    update.fields.status,
-                    Some(ToolCallStatus::Completed | ToolCallStatus::Failed)
-                ) =>
-            {
-                lock(&self.open_cards).remove(update.tool_call_id.0.as_ref());
+            to_acp::CardDrawn::Closed(id) => {
+                lock(&self.open_cards).remove(&id);
             }
-            _ => {}
+            to_acp::CardDrawn::Neither => {}
         }
     }
 

@@ -127,6 +127,46 @@ fn text_content(text: impl Into<String>) -> Vec<ToolCallContent> {
     vec![ToolCallContent::from(text.into())]
 }
 
+/// What an update does to the cards a client has open.
+#[derive(Debug, PartialEq)]
+pub(super) enum CardDrawn {
+    /// The card (by id) opened, drawn with these.
+    Opened(String, Box<ToolCallUpdateFields>),
+    /// The card (by id) closed.
+    Closed(String),
+    Neither,
+}
+
+/// What `update` does to the client's open cards.
+pub(super) fn card_drawn(update: &SessionUpdate) -> CardDrawn {
+    match update {
+        SessionUpdate::ToolCall(call) if call.status == ToolCallStatus::InProgress => {
+            let drawn = ToolCallUpdateFields::new()
+                .title(call.title.clone())
+                .kind(call.kind)
+                .content(call.content.clone());
+            CardDrawn::Opened(call.tool_call_id.0.to_string(), Box::new(drawn))
+        }
+        SessionUpdate::ToolCallUpdate(update)
+            if matches!(
+                update.fields.status,
+                Some(ToolCallStatus::Completed | ToolCallStatus::Failed)
+            ) =>
+        {
+            CardDrawn::Closed(update.tool_call_id.0.to_string())
+        }
+        _ => CardDrawn::Neither,
+    }
+}
+
+/// What a terminal card is drawn with when it opens (see [`card_drawn`]).
+pub(super) fn terminal_drawn(id: &str, command: &str) -> ToolCallUpdateFields {
+    ToolCallUpdateFields::new()
+        .title(command.to_owned())
+        .kind(acp::ToolKind::Execute)
+        .content(vec![ToolCallContent::Terminal(Terminal::new(id.to_owned()))])
+}
+
 /// Updates for a client that renders `_meta` terminals.
 pub(super) fn update_with_terminal(event: SessionEvent) -> Option<SessionUpdate> {
     Some(match event {

@@ -1,13 +1,15 @@
 //! The `session/update` lines a replay sends most, written straight from the events.
 //!
 //! A `session/load` of a long session sends thousands of updates, most of them text chunks
-//! and terminal output. Going through the SDK's types, each is built (the id and text moved
-//! in, a `_meta` map made), serialised, then dropped: about 7,000 instructions an update,
-//! a third of the load. For a client with `_meta` terminals these kinds are serialised
-//! here from borrowing mirrors of the SDK's wire form instead, with serde doing the escaping;
-//! everything else goes through the SDK as before. The test below holds each kind to what
-//! the SDK's own types serialise to, so the two cannot drift apart.
+//! and command cards (their opening, output and exit). Going through the SDK's types, each
+//! is built (the ids and texts moved in, `_meta` maps made), serialised, then dropped:
+//! about 7,000 instructions an update, a third of a load. For a client with `_meta`
+//! terminals these kinds are serialised here from borrowing mirrors of the SDK's wire form
+//! instead, serde doing the escaping; everything else goes through the SDK as before. The
+//! test below holds each kind to what the SDK's own types serialise to, and to what the
+//! SDK's update does to the client's open cards, so the two paths cannot drift apart.
 
+use super::to_acp::CardDrawn;
 use crate::session::{CallStatus, Card, SessionEvent};
 use serde::Serialize;
 
@@ -23,7 +25,22 @@ pub(super) fn update_of(event: &SessionEvent) -> Option<Update<'_>> {
             session_update: "agent_thought_chunk",
             content: Text { kind: "text", text },
         },
-        SessionEvent::ToolOutput { call_id, text } => Update::ToolCallUpdate {
+        SessionEvent::ToolCallStarted {
+            call_id,
+            card: Card::Terminal(terminal),
+            raw_input,
+            ..
+        } => Update::CallOpened {
+            session_update: "tool_call",
+            tool_call_id: &call_id.0,
+            title: &terminal.command,
+            kind: "execute",
+            status: "in_progress",
+            content: [TerminalContent { kind: "terminal", terminal_id: &call_id.0 }],
+            raw_input,
+            meta: TerminalMeta::Info { terminal_id: &call_id.0, cwd: &terminal.cwd },
+        },
+        SessionEvent::ToolOutput { call_id, text } => Update::CallChanged {
             session_update: "tool_call_update",
             tool_call_id: &call_id.0,
             status: None,
@@ -40,7 +57,7 @@ pub(super) fn update_of(event: &SessionEvent) -> Option<Update<'_>> {
             ..
         } => {
             let exit = terminal.exit.as_ref();
-            Update::ToolCallUpdate {
+            Update::CallChanged {
                 session_update: "tool_call_update",
                 tool_call_id: &call_id.0,
                 status: Some(match status {
@@ -61,6 +78,25 @@ pub(super) fn update_of(event: &SessionEvent) -> Option<Update<'_>> {
         }
         _ => return None,
     })
+}
+
+/// What the update of `event` (one [`update_of`] writes) does to the client's open cards,
+/// as [`super::to_acp::card_drawn`] says of the SDK's update.
+pub(super) fn card_drawn(event: &SessionEvent) -> CardDrawn {
+    match event {
+        SessionEvent::ToolCallStarted { call_id, card: Card::Terminal(terminal), .. } => {
+            CardDrawn::Opened(
+                call_id.0.clone(),
+                Box::new(super::to_acp::terminal_drawn(&call_id.0, &terminal.command)),
+            )
+        }
+        SessionEvent::ToolCallFinished {
+            call_id,
+            status: CallStatus::Completed | CallStatus::Failed,
+            ..
+        } => CardDrawn::Closed(call_id.0.clone()),
+        _ => CardDrawn::Neither,
+    }
 }
 
 /// Appends the `session/update` line (without its newline) of `update` for the session
@@ -96,7 +132,19 @@ pub(super) enum Update<'a> {
     #[serde(rename_all = "camelCase")]
     Chunk { session_update: &'static str, content: Text<'a> },
     #[serde(rename_all = "camelCase")]
-    ToolCallUpdate {
+    CallOpened {
+        session_update: &'static str,
+        tool_call_id: &'a str,
+        title: &'a str,
+        kind: &'static str,
+        status: &'static str,
+        content: [TerminalContent<'a>; 1],
+        raw_input: &'a serde_json::Value,
+        #[serde(rename = "_meta")]
+        meta: TerminalMeta<'a>,
+    },
+    #[serde(rename_all = "camelCase")]
+    CallChanged {
         session_update: &'static str,
         tool_call_id: &'a str,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -118,6 +166,14 @@ pub(super) struct Text<'a> {
 }
 
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct TerminalContent<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    terminal_id: &'a str,
+}
+
+#[derive(Serialize)]
 pub(super) struct Content<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
@@ -127,6 +183,8 @@ pub(super) struct Content<'a> {
 #[derive(Serialize)]
 #[serde(rename_all = "snake_case")]
 pub(super) enum TerminalMeta<'a> {
+    #[serde(rename = "terminal_info")]
+    Info { terminal_id: &'a str, cwd: &'a str },
     #[serde(rename = "terminal_output")]
     Output { terminal_id: &'a str, data: &'a str },
     #[serde(rename = "terminal_exit")]
@@ -176,7 +234,21 @@ mod tests {
                 output_text: Some("out".into()),
                 output_in_result: false,
             };
+        let started = |raw_input| SessionEvent::ToolCallStarted {
+            call_id: id(),
+            tool: "bash".into(),
+            card: Card::terminal(TerminalCard {
+                command: "cargo test -- \"a b\"".into(),
+                description: Some("Run the tests".into()),
+                cwd: "/home/ü/w".into(),
+                exit: None,
+            }),
+            raw_input,
+            arguments: r#"{"command":"cargo test"}"#.into(),
+        };
         let events = [
+            started(serde_json::json!({"command": "cargo test -- \"a b\"", "timeout": 30})),
+            started(serde_json::Value::Null),
             SessionEvent::AgentText { text: "He said \"hi\"\n\t\u{1b}[0m é 💡".into() },
             SessionEvent::AgentText { text: String::new() },
             SessionEvent::AgentThought { text: "thinking…".into() },
@@ -201,6 +273,9 @@ mod tests {
         ];
         for event in &events {
             assert_eq!(written_here(event), through_the_sdk(event), "{event:?}");
+            let update = super::super::to_acp::update_with_terminal(event.clone());
+            let drawn = super::super::to_acp::card_drawn(&update.expect("an update"));
+            assert_eq!(card_drawn(event), drawn, "{event:?}");
         }
     }
 
