@@ -6,8 +6,9 @@
 //! about 7,000 instructions an update, a third of a load. For a client with `_meta`
 //! terminals these kinds are serialised here from borrowing mirrors of the SDK's wire form
 //! instead, serde doing the escaping; everything else goes through the SDK as before. The
-//! test below holds each kind to what the SDK's own types serialise to, and to what the
-//! SDK's update does to the client's open cards, so the two paths cannot drift apart.
+//! test below holds each kind, byte for byte, to what the SDK's own types write (so a
+//! recorded arc replays unchanged), and to what the SDK's update does to the client's open
+//! cards, so the two paths cannot drift apart.
 
 use super::to_acp::CardDrawn;
 use crate::session::{CallStatus, Card, SessionEvent};
@@ -197,20 +198,20 @@ mod tests {
     use crate::session::{TerminalCard, TerminalExit, ToolCallId};
     use agent_client_protocol::v1::schema::{SessionId, SessionNotification};
 
-    /// What the SDK's types make of `event` (the path every other update takes).
-    fn through_the_sdk(event: &SessionEvent) -> serde_json::Value {
+    /// The line the SDK's types make of `event` (the path every other update takes).
+    fn through_the_sdk(event: &SessionEvent) -> String {
         let update = super::super::to_acp::update_with_terminal(event.clone()).expect("an update");
         let mut line = Vec::new();
         let notification = SessionNotification::new(SessionId::new("s-1"), update);
         super::super::transport::write_update_line(&mut line, &notification).expect("written");
-        serde_json::from_slice(&line).expect("JSON")
+        String::from_utf8(line).expect("UTF-8")
     }
 
-    fn written_here(event: &SessionEvent) -> serde_json::Value {
+    fn written_here(event: &SessionEvent) -> String {
         let mut line = Vec::new();
         let update = update_of(event).expect("written here");
         write_update(&mut line, "s-1", update).expect("serialised");
-        serde_json::from_slice(&line).expect("JSON")
+        String::from_utf8(line).expect("UTF-8")
     }
 
     #[test]
