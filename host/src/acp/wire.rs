@@ -1,7 +1,8 @@
 //! The `session/update` lines a replay sends most, written straight from the events.
 //!
 //! A `session/load` of a long session sends thousands of updates, most of them text chunks
-//! and command cards (their opening, output and exit). Going through the SDK's types, each
+//! (the prompts' plain text blocks among them) and command cards (their opening, output and
+//! exit). Going through the SDK's types, each
 //! is built (the ids and texts moved in, `_meta` maps made), serialised, then dropped:
 //! about 7,000 instructions an update, a third of a load. For a client with `_meta`
 //! terminals these kinds are serialised here from borrowing mirrors of the SDK's wire form
@@ -21,6 +22,11 @@ pub(super) fn update_of(event: &SessionEvent) -> Option<Update<'_>> {
         SessionEvent::AgentText { text } => Update::Chunk {
             session_update: "agent_message_chunk",
             content: Text { kind: "text", text },
+        },
+        // A prompt's block of plain text (anything more goes through the SDK's parse of it).
+        SessionEvent::UserMessage { block } => Update::Chunk {
+            session_update: "user_message_chunk",
+            content: Text { kind: "text", text: plain_text(block)? },
         },
         SessionEvent::AgentThought { text } => Update::Chunk {
             session_update: "agent_thought_chunk",
@@ -79,6 +85,13 @@ pub(super) fn update_of(event: &SessionEvent) -> Option<Update<'_>> {
         }
         _ => return None,
     })
+}
+
+/// The text of a content block that is `{"type": "text", "text": …}` and nothing more.
+fn plain_text(block: &serde_json::Value) -> Option<&str> {
+    let block = block.as_object().filter(|block| block.len() == 2)?;
+    block.get("type").filter(|kind| *kind == "text")?;
+    block.get("text")?.as_str()
 }
 
 /// What the update of `event` (one [`update_of`] writes) does to the client's open cards,
@@ -252,6 +265,9 @@ mod tests {
             started(serde_json::Value::Null),
             SessionEvent::AgentText { text: "He said \"hi\"\n\t\u{1b}[0m é 💡".into() },
             SessionEvent::AgentText { text: String::new() },
+            SessionEvent::UserMessage {
+                block: serde_json::json!({"type": "text", "text": "Fix \"it\"\n\u{7f} ü"}),
+            },
             SessionEvent::AgentThought { text: "thinking…".into() },
             SessionEvent::ToolOutput { call_id: id(), text: "1\n2\r\n\u{7}".into() },
             finished(
@@ -296,7 +312,14 @@ mod tests {
             output_in_result: false,
         };
         let plan = SessionEvent::Plan { entries: Vec::new() };
-        for event in [generic, plan] {
+        let block = |block| SessionEvent::UserMessage { block };
+        let annotated = block(serde_json::json!({
+            "type": "text", "text": "Fix it", "annotations": {"priority": 1.0}
+        }));
+        let image =
+            block(serde_json::json!({"type": "image", "data": "iVBO", "mimeType": "image/png"}));
+        let not_text = block(serde_json::json!({"type": "text", "text": 7}));
+        for event in [generic, plan, annotated, image, not_text] {
             assert!(update_of(&event).is_none(), "{event:?}");
         }
     }
