@@ -2,14 +2,13 @@
 //!
 //! A `session/load` of a long session sends thousands of updates, most of them text chunks
 //! (the prompts' plain text blocks among them) and command cards (their opening, output and
-//! exit). Going through the SDK's types, each
-//! is built (the ids and texts moved in, `_meta` maps made), serialised, then dropped:
-//! about 7,000 instructions an update, a third of a load. For a client with `_meta`
-//! terminals these kinds are serialised here from borrowing mirrors of the SDK's wire form
-//! instead, serde doing the escaping; everything else goes through the SDK as before. The
-//! test below holds each kind, byte for byte, to what the SDK's own types write (so a
-//! recorded arc replays unchanged), and to what the SDK's update does to the client's open
-//! cards, so the two paths cannot drift apart.
+//! exit). Going through the SDK's types, each is built (the ids and texts moved in, `_meta`
+//! maps made), serialised, then dropped: about 7,000 instructions an update, a third of a
+//! load. For a client with `_meta` terminals these kinds are serialised here from borrowing
+//! mirrors of the SDK's wire form instead, serde doing the escaping; everything else goes
+//! through the SDK as before. The test below holds each kind, byte for byte, to what the
+//! SDK's own types write (so a recorded arc replays unchanged), and to what the SDK's update
+//! does to the client's open cards, so the two paths cannot drift apart.
 
 use super::to_acp::CardDrawn;
 use crate::session::{CallStatus, Card, SessionEvent};
