@@ -109,7 +109,7 @@ fn kind(kind: ToolKind) -> acp::ToolKind {
     }
 }
 
-fn status(status: CallStatus) -> ToolCallStatus {
+pub(super) fn status(status: CallStatus) -> ToolCallStatus {
     match status {
         CallStatus::Completed => ToolCallStatus::Completed,
         CallStatus::Failed => ToolCallStatus::Failed,

@@ -12,42 +12,38 @@
 
 use super::to_acp::CardDrawn;
 use crate::session::{CallStatus, Card, SessionEvent};
+use agent_client_protocol::v1::schema::{ToolCallStatus, ToolKind};
 use serde::Serialize;
 
 /// The update of `event` as [`super::to_acp::update_with_terminal`] and the SDK would write
 /// it, when `event` is of a kind written here.
 pub(super) fn update_of(event: &SessionEvent) -> Option<Update<'_>> {
     Some(match event {
-        SessionEvent::AgentText { text } => Update::Chunk {
-            session_update: "agent_message_chunk",
-            content: Text { kind: "text", text },
-        },
+        SessionEvent::AgentText { text } => {
+            Update::AgentMessageChunk { content: Text { kind: "text", text } }
+        }
         // A prompt's block of plain text (anything more goes through the SDK's parse of it).
-        SessionEvent::UserMessage { block } => Update::Chunk {
-            session_update: "user_message_chunk",
-            content: Text { kind: "text", text: plain_text(block)? },
-        },
-        SessionEvent::AgentThought { text } => Update::Chunk {
-            session_update: "agent_thought_chunk",
-            content: Text { kind: "text", text },
-        },
+        SessionEvent::UserMessage { block } => {
+            Update::UserMessageChunk { content: Text { kind: "text", text: plain_text(block)? } }
+        }
+        SessionEvent::AgentThought { text } => {
+            Update::AgentThoughtChunk { content: Text { kind: "text", text } }
+        }
         SessionEvent::ToolCallStarted {
             call_id,
             card: Card::Terminal(terminal),
             raw_input,
             ..
         } => Update::CallOpened {
-            session_update: "tool_call",
             tool_call_id: &call_id.0,
             title: &terminal.command,
-            kind: "execute",
-            status: "in_progress",
+            kind: ToolKind::Execute,
+            status: ToolCallStatus::InProgress,
             content: [TerminalContent { kind: "terminal", terminal_id: &call_id.0 }],
             raw_input,
             meta: TerminalMeta::Info { terminal_id: &call_id.0, cwd: &terminal.cwd },
         },
         SessionEvent::ToolOutput { call_id, text } => Update::CallChanged {
-            session_update: "tool_call_update",
             tool_call_id: &call_id.0,
             status: None,
             content: None,
@@ -64,13 +60,8 @@ pub(super) fn update_of(event: &SessionEvent) -> Option<Update<'_>> {
         } => {
             let exit = terminal.exit.as_ref();
             Update::CallChanged {
-                session_update: "tool_call_update",
                 tool_call_id: &call_id.0,
-                status: Some(match status {
-                    CallStatus::Completed => "completed",
-                    CallStatus::Failed => "failed",
-                    CallStatus::Running => "in_progress",
-                }),
+                status: Some(super::to_acp::status(*status)),
                 content: error.as_deref().map(|text| {
                     [Content { kind: "content", content: Text { kind: "text", text } }]
                 }),
@@ -138,30 +129,35 @@ struct Params<'a> {
     update: Update<'a>,
 }
 
-/// An update written here.
+/// An update written here, tagged with its `sessionUpdate` as the SDK's is.
 #[derive(Serialize)]
-#[serde(untagged)]
+#[serde(tag = "sessionUpdate", rename_all = "snake_case")]
 pub(super) enum Update<'a> {
-    #[serde(rename_all = "camelCase")]
-    Chunk { session_update: &'static str, content: Text<'a> },
-    #[serde(rename_all = "camelCase")]
+    AgentMessageChunk {
+        content: Text<'a>,
+    },
+    UserMessageChunk {
+        content: Text<'a>,
+    },
+    AgentThoughtChunk {
+        content: Text<'a>,
+    },
+    #[serde(rename = "tool_call", rename_all = "camelCase")]
     CallOpened {
-        session_update: &'static str,
         tool_call_id: &'a str,
         title: &'a str,
-        kind: &'static str,
-        status: &'static str,
+        kind: ToolKind,
+        status: ToolCallStatus,
         content: [TerminalContent<'a>; 1],
         raw_input: &'a serde_json::Value,
         #[serde(rename = "_meta")]
         meta: TerminalMeta<'a>,
     },
-    #[serde(rename_all = "camelCase")]
+    #[serde(rename = "tool_call_update", rename_all = "camelCase")]
     CallChanged {
-        session_update: &'static str,
         tool_call_id: &'a str,
         #[serde(skip_serializing_if = "Option::is_none")]
-        status: Option<&'static str>,
+        status: Option<ToolCallStatus>,
         #[serde(skip_serializing_if = "Option::is_none")]
         content: Option<[Content<'a>; 1]>,
         #[serde(skip_serializing_if = "Option::is_none")]
