@@ -94,6 +94,7 @@ impl Shared {
             open_cards: Arc::default(),
             outflow: self.outflow.clone(),
             replay: None,
+            line_head: None,
         })
     }
 }
@@ -894,6 +895,8 @@ struct AcpSink {
     /// past the SDK when it reaches [`REPLAY_BATCH`] bytes or the replay ends. Shared with
     /// the ports of the session's subagents, so that their threads keep their place.
     replay: Option<Arc<Mutex<Vec<u8>>>>,
+    /// With `replay`, how each of its lines written past the SDK starts (see [`wire::LineHead`]).
+    line_head: Option<wire::LineHead>,
 }
 
 /// The bytes of `session/update` lines a replay hands over at once.
@@ -986,11 +989,11 @@ impl EventSink for AcpSink {
             }
         }
         if self.terminal_output
-            && let Some(batch) = &self.replay
+            && let (Some(batch), Some(head)) = (&self.replay, &self.line_head)
             && let Some(update) = wire::update_of(&event)
         {
             // The kinds a replay sends most, written straight from the event.
-            append_line(batch, |out| wire::write_update(out, &self.session_id.0, update));
+            append_line(batch, |out| wire::write_update(out, head, update));
             return self.remember_card(wire::card_drawn(&event));
         }
         let update = if self.terminal_output {
@@ -1085,6 +1088,7 @@ impl AcpSink {
     /// Another port to the same client, for `session_id`, with cards of its own: a
     /// subagent's thread, or a replay (`replay`: its batch).
     fn port(&self, session_id: SessionId, replay: Option<Arc<Mutex<Vec<u8>>>>) -> AcpSink {
+        let line_head = replay.as_ref().map(|_| wire::LineHead::of(&session_id.0));
         AcpSink {
             cx: self.cx.clone(),
             wire_id: agent_client_protocol::v1::schema::SessionId::new(session_id.0.as_str()),
@@ -1097,6 +1101,7 @@ impl AcpSink {
             open_cards: Arc::default(),
             outflow: self.outflow.clone(),
             replay,
+            line_head,
         }
     }
 
