@@ -443,28 +443,47 @@ fn split_lines(
     mut each: impl FnMut(&[u8], Place) -> Result<(), ReadError>,
 ) -> Result<(), ReadError> {
     use std::io::BufRead as _;
-    let io = |source| ReadError::Io { path: path.to_owned(), source };
     let mut reader = std::io::BufReader::with_capacity(READ_PIECE, reader);
-    let mut line = Vec::new();
+    let fill = |reader: &mut std::io::BufReader<_>| loop {
+        match reader.fill_buf() {
+            Ok(_) => return Ok(()),
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(source) => return Err(ReadError::Io { path: path.to_owned(), source }),
+        }
+    };
+    // The start of a line the piece read ends in the middle of; every other line is handed
+    // on where it lies in the piece, not copied.
+    let mut carried = Vec::new();
     let mut next = 0u64;
     loop {
-        line.clear();
-        let read = reader.read_until(b'\n', &mut line).map_err(io)?;
-        if read == 0 {
-            return Ok(());
-        }
-        next += read as u64;
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        }
-        let last = loop {
-            match reader.fill_buf() {
-                Ok(ahead) => break ahead.is_empty(),
-                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(source) => return Err(io(source)),
+        fill(&mut reader)?;
+        let piece = reader.buffer();
+        if piece.is_empty() {
+            // A last line without its newline (torn, unless its writer is still writing).
+            if carried.is_empty() {
+                return Ok(());
             }
+            return each(&carried, Place { next, last: true });
+        }
+        let Some(end) = memchr::memchr(b'\n', piece) else {
+            let read = piece.len();
+            carried.extend_from_slice(piece);
+            next += read as u64;
+            reader.consume(read);
+            continue;
         };
-        each(&line, Place { next, last })?;
+        next += end as u64 + 1;
+        if carried.is_empty() && end + 1 < piece.len() {
+            // Whole in the piece, and a byte follows it: not the last.
+            each(&piece[..end], Place { next, last: false })?;
+            reader.consume(end + 1);
+            continue;
+        }
+        carried.extend_from_slice(&piece[..end]);
+        reader.consume(end + 1);
+        fill(&mut reader)?;
+        each(&carried, Place { next, last: reader.buffer().is_empty() })?;
+        carried.clear();
     }
 }
 
