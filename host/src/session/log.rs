@@ -602,11 +602,11 @@ impl<'de> serde::de::Visitor<'de> for LineVisitor {
         let mut kind: Option<std::borrow::Cow<'de, str>> = None;
         let mut record: Option<Option<Record>> = None;
         let mut early_data: Option<serde_json::Value> = None;
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+        while let Some(key) = map.next_key_seed(Borrowed)? {
             match key.as_ref() {
                 "v" => version = Some(map.next_value()?),
                 "seq" => seq = Some(map.next_value()?),
-                "type" => kind = Some(map.next_value()?),
+                "type" => kind = Some(map.next_value_seed(Borrowed)?),
                 "data" => match (&kind, version) {
                     (Some(kind), Some(v)) if v <= FORMAT_VERSION => {
                         record = Some(map.next_value_seed(DataSeed(kind))?);
@@ -632,6 +632,34 @@ impl<'de> serde::de::Visitor<'de> for LineVisitor {
             }
         };
         Ok(Parsed::Record { version, seq, record })
+    }
+}
+
+/// A string of a line, borrowed from it unless it has escapes. serde's own `Cow<str>` is
+/// always a copy: the envelope's keys and type cost a load five allocations a line.
+struct Borrowed;
+
+impl<'de> serde::de::DeserializeSeed<'de> for Borrowed {
+    type Value = std::borrow::Cow<'de, str>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, text: D) -> Result<Self::Value, D::Error> {
+        text.deserialize_str(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Borrowed {
+    type Value = std::borrow::Cow<'de, str>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Self::Value, E> {
+        Ok(std::borrow::Cow::Borrowed(text))
+    }
+
+    fn visit_str<E>(self, text: &str) -> Result<Self::Value, E> {
+        Ok(std::borrow::Cow::Owned(text.to_owned()))
     }
 }
 
@@ -747,6 +775,16 @@ mod tests {
         }));
         round_trip(Record::Fact(Fact::Notice { text: "n".into(), task_id: Some("bash-1".into()) }));
         round_trip(Record::Fact(Fact::TurnEnded { outcome: TurnOutcome::Failed, message: None }));
+    }
+
+    #[test]
+    fn an_envelope_with_escapes_reads_as_its_text() {
+        // A writer other than hotsh may escape any character of a key or of the type.
+        let line =
+            br#"{"\u0076":1,"se\u0071":1,"typ\u0065":"agent\u005ftext","data":{"text":"hi"}}"#;
+        let (records, extent) = parsed(&[&line[..], b"\n"].concat());
+        assert_eq!(records, vec![Record::Event(SessionEvent::AgentText { text: "hi".into() })]);
+        assert_eq!(extent.last_seq, 1);
     }
 
     #[test]
