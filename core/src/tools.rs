@@ -395,7 +395,7 @@ pub async fn open_card(call: Call<'_>, card: Card) {
             call_id: call.call_id.clone(),
             tool: call.call.name.clone(),
             card,
-            raw_input: call.raw_input.clone(),
+            raw_input: call.raw_input.into(),
             arguments: call.call.arguments.clone(),
         })
         .await;
@@ -411,7 +411,7 @@ pub async fn finish_failed(session: &Session, call_id: &ToolCallId, card: Card, 
             call_id: call_id.clone(),
             card,
             status: CallStatus::Failed,
-            raw_output: serde_json::json!({ "error": text }),
+            raw_output: serde_json::json!({ "error": text }).into(),
             error: Some(text.to_owned()),
             output_text: None,
             output_in_result: false,

@@ -124,7 +124,7 @@ impl ToolProvider for Tools {
                         call_id: call.call_id.clone(),
                         card: hotsh_core::tools::plain_card("echo"),
                         status: CallStatus::Completed,
-                        raw_output: serde_json::Value::Null,
+                        raw_output: hotsh_core::session::RawJson::null(),
                         error: None,
                         output_text: Some(call.call.arguments.clone()),
                         output_in_result: false,

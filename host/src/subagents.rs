@@ -254,7 +254,8 @@ impl SubagentTool {
                 call_id: call.call_id.clone(),
                 card: Card::generic(card),
                 status: if failed { CallStatus::Failed } else { CallStatus::Completed },
-                raw_output: serde_json::json!({"sessionId": child.id.0, "stopReason": stop_name}),
+                raw_output: serde_json::json!({"sessionId": child.id.0, "stopReason": stop_name})
+                    .into(),
                 error: None,
                 output_text: None,
                 output_in_result: false,

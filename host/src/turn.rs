@@ -292,7 +292,9 @@ async fn finish_call(
             call_id: call.call_id.clone(),
             card: card.clone(),
             status,
-            raw_output: serde_json::from_str(&output.raw_output).unwrap_or(serde_json::Value::Null),
+            raw_output: serde_json::from_str(&output.raw_output)
+                .unwrap_or(serde_json::Value::Null)
+                .into(),
             error: None,
             output_text: Some(output.text.clone()),
             output_in_result: false,
@@ -322,7 +324,7 @@ async fn execute_mcp_call(
             call_id: call.call_id.clone(),
             card: Card::generic(card),
             status,
-            raw_output: outcome.raw,
+            raw_output: outcome.raw.into(),
             error: outcome.is_error.then(|| outcome.text.clone()),
             output_text: Some(outcome.text.clone()),
             output_in_result: false,
@@ -517,8 +519,10 @@ impl Presenter {
                     ..
                 } => {
                     let Some((plugin, call)) = self.calls.get(call_id) else { continue };
-                    let output =
-                        PluginOutput { text: text.clone(), raw_output: raw_output.to_string() };
+                    let output = PluginOutput {
+                        text: text.clone(),
+                        raw_output: raw_output.text().to_owned(),
+                    };
                     jobs.push((index, Arc::clone(plugin), Arc::clone(call), Some(output)));
                 }
                 _ => {}

@@ -29,6 +29,50 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
+/// JSON kept as its text: a tool call's input and output, which hotsh passes on (to the log,
+/// the client, hooks) and never looks into. Reading a log finds where they end and copies
+/// them, nothing more: as JSON values, each map cost a load four allocations and a hash of
+/// each key, and a JSON value again for the update that sends it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RawJson(Box<serde_json::value::RawValue>);
+
+impl RawJson {
+    /// `null`.
+    pub fn null() -> Self {
+        Self::from(&serde_json::Value::Null)
+    }
+
+    /// Its text: compact JSON, as serde_json writes it.
+    pub fn text(&self) -> &str {
+        self.0.get()
+    }
+
+    /// It parsed.
+    pub fn value(&self) -> serde_json::Value {
+        serde_json::from_str(self.text()).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+impl From<&serde_json::Value> for RawJson {
+    fn from(value: &serde_json::Value) -> Self {
+        Self(serde_json::value::to_raw_value(value).expect("a JSON value serialises"))
+    }
+}
+
+impl From<serde_json::Value> for RawJson {
+    fn from(value: serde_json::Value) -> Self {
+        Self::from(&value)
+    }
+}
+
+/// The same text (what a log keeps and a client is sent).
+impl PartialEq for RawJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.text() == other.text()
+    }
+}
+
 /// A session's id, opaque to everyone but the host (a UUID).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -188,7 +232,7 @@ pub enum SessionEvent {
         call_id: ToolCallId,
         tool: String,
         card: Card,
-        raw_input: serde_json::Value,
+        raw_input: RawJson,
         /// The model's arguments as it wrote them (to draw the card again on load).
         #[serde(default)]
         arguments: String,
@@ -202,7 +246,7 @@ pub enum SessionEvent {
         call_id: ToolCallId,
         card: Card,
         status: CallStatus,
-        raw_output: serde_json::Value,
+        raw_output: RawJson,
         /// The text the model received, when the call failed without a card of its own.
         error: Option<String>,
         /// What the tool returned to the model (to draw the card again on load): always the

@@ -177,7 +177,8 @@ impl Session {
                     "exit_code": null,
                     "signal": null,
                     "ended_with_agent": true,
-                }),
+                })
+                .into(),
                 error: None,
                 output_text: None,
                 output_in_result: false,
@@ -297,7 +298,8 @@ fn close_event(call_id: &ToolCallId, title: &str, ended: &TaskEnded) -> SessionE
             "signal": ended.status.signal,
             "output_path": ended.output_path,
             "sandbox": end.sandbox,
-        }),
+        })
+        .into(),
         error: None,
         output_text: None,
         output_in_result: false,

@@ -182,7 +182,7 @@ pub(super) fn update_with_terminal(event: SessionEvent) -> Option<SessionUpdate>
                     .kind(acp::ToolKind::Execute)
                     .status(ToolCallStatus::InProgress)
                     .content(vec![ToolCallContent::Terminal(Terminal::new(id.clone()))])
-                    .raw_input(raw_input)
+                    .raw_input(raw_input.value())
                     .meta(meta("terminal_info", json!({ "terminal_id": id, "cwd": terminal.cwd }))),
             )
         }
@@ -202,8 +202,9 @@ pub(super) fn update_with_terminal(event: SessionEvent) -> Option<SessionUpdate>
             ..
         } => {
             let id = call_id.0;
-            let mut fields =
-                ToolCallUpdateFields::new().status(status(call_status)).raw_output(raw_output);
+            let mut fields = ToolCallUpdateFields::new()
+                .status(status(call_status))
+                .raw_output(raw_output.value());
             if let Some(error) = error {
                 fields = fields.content(text_content(error));
             }
@@ -237,7 +238,7 @@ pub(super) fn update_with_console(
             let mut call = ToolCall::new(call_id.0, terminal.command)
                 .kind(acp::ToolKind::Execute)
                 .status(ToolCallStatus::InProgress)
-                .raw_input(raw_input);
+                .raw_input(raw_input.value());
             if let Some(description) = terminal.description {
                 call = call.content(text_content(description));
             }
@@ -260,8 +261,9 @@ pub(super) fn update_with_console(
             ..
         } => {
             let console = consoles.remove(&call_id.0).unwrap_or_default();
-            let mut fields =
-                ToolCallUpdateFields::new().status(status(call_status)).raw_output(raw_output);
+            let mut fields = ToolCallUpdateFields::new()
+                .status(status(call_status))
+                .raw_output(raw_output.value());
             // Without a terminal there is no exit-status pill: say why the command ended.
             let reason = terminal.exit.and_then(|exit| exit.reason);
             let body = match (error, console.is_empty(), reason) {
@@ -317,7 +319,7 @@ fn common_update(event: SessionEvent) -> Option<SessionUpdate> {
             let mut call = ToolCall::new(call_id.0, card.title.clone())
                 .kind(kind(card.kind))
                 .status(ToolCallStatus::InProgress)
-                .raw_input(raw_input);
+                .raw_input(raw_input.value());
             if !card.locations.is_empty() {
                 call = call.locations(locations(&card));
             }
@@ -337,7 +339,7 @@ fn common_update(event: SessionEvent) -> Option<SessionUpdate> {
             let mut fields = ToolCallUpdateFields::new()
                 .title(card.title.clone())
                 .status(status(call_status))
-                .raw_output(raw_output);
+                .raw_output(raw_output.value());
             if !card.locations.is_empty() {
                 fields = fields.locations(locations(&card));
             }

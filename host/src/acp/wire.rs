@@ -11,7 +11,7 @@
 //! does to the client's open cards, so the two paths cannot drift apart.
 
 use super::to_acp::CardDrawn;
-use crate::session::{CallStatus, Card, SessionEvent};
+use crate::session::{CallStatus, Card, RawJson, SessionEvent};
 use agent_client_protocol::v1::schema::{ToolCallStatus, ToolKind};
 use serde::Serialize;
 
@@ -172,7 +172,7 @@ pub(super) enum Update<'a> {
         kind: ToolKind,
         status: ToolCallStatus,
         content: [TerminalContent<'a>; 1],
-        raw_input: &'a serde_json::Value,
+        raw_input: &'a RawJson,
         #[serde(rename = "_meta")]
         meta: TerminalMeta<'a>,
     },
@@ -184,7 +184,7 @@ pub(super) enum Update<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         content: Option<[Content<'a>; 1]>,
         #[serde(skip_serializing_if = "Option::is_none")]
-        raw_output: Option<&'a serde_json::Value>,
+        raw_output: Option<&'a RawJson>,
         #[serde(rename = "_meta")]
         meta: TerminalMeta<'a>,
     },
@@ -256,17 +256,18 @@ mod tests {
                 exit,
             })
         };
-        let finished =
-            |status, exit, error: Option<&str>, raw_output| SessionEvent::ToolCallFinished {
+        let finished = |status, exit, error: Option<&str>, raw_output: serde_json::Value| {
+            SessionEvent::ToolCallFinished {
                 call_id: id(),
                 card: terminal(exit),
                 status,
-                raw_output,
+                raw_output: raw_output.into(),
                 error: error.map(str::to_owned),
                 output_text: Some("out".into()),
                 output_in_result: false,
-            };
-        let started = |raw_input| SessionEvent::ToolCallStarted {
+            }
+        };
+        let started = |raw_input: serde_json::Value| SessionEvent::ToolCallStarted {
             call_id: id(),
             tool: "bash".into(),
             card: Card::terminal(TerminalCard {
@@ -275,7 +276,7 @@ mod tests {
                 cwd: "/home/ü/w".into(),
                 exit: None,
             }),
-            raw_input,
+            raw_input: raw_input.into(),
             arguments: r#"{"command":"cargo test"}"#.into(),
         };
         let events = [
@@ -324,7 +325,7 @@ mod tests {
                 None,
             )),
             status: CallStatus::Completed,
-            raw_output: serde_json::Value::Null,
+            raw_output: RawJson::null(),
             error: None,
             output_text: None,
             output_in_result: false,

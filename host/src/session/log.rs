@@ -778,6 +778,24 @@ mod tests {
     }
 
     #[test]
+    fn a_record_whose_data_comes_before_its_type_reads_the_same() {
+        // Another writer may put the keys in any order; a tool call's input and output are
+        // then read from the JSON value held until the type is known.
+        let data = r#"{"call_id":"call-1","card":{"terminal":{"command":"make","description":null,"cwd":"/w","exit":null}},"status":"completed","raw_output":{"exit_code":2,"out":[1,"a"]},"error":null}"#;
+        let in_order = format!(r#"{{"v":1,"seq":1,"type":"tool_call_finished","data":{data}}}"#);
+        let data_first = format!(r#"{{"data":{data},"v":1,"seq":1,"type":"tool_call_finished"}}"#);
+        let read = |line: &str| parsed(format!("{line}\n").as_bytes()).0;
+        let records = read(&in_order);
+        assert_eq!(read(&data_first), records);
+        let Some(Record::Event(SessionEvent::ToolCallFinished { raw_output, .. })) =
+            records.first()
+        else {
+            panic!("not a finished call: {records:?}");
+        };
+        assert_eq!(raw_output.text(), r#"{"exit_code":2,"out":[1,"a"]}"#);
+    }
+
+    #[test]
     fn an_envelope_with_escapes_reads_as_its_text() {
         // A writer other than hotsh may escape any character of a key or of the type.
         let line =
@@ -986,7 +1004,7 @@ mod tests {
                 call_id: id(1),
                 tool: "bash".into(),
                 card: terminal.clone(),
-                raw_input: serde_json::json!({"command": "make"}),
+                raw_input: serde_json::json!({"command": "make"}).into(),
                 arguments: r#"{"command":"make"}"#.into(),
             },
             SessionEvent::ToolOutput { call_id: id(1), text: "cc a.c\n".into() },
@@ -994,7 +1012,7 @@ mod tests {
                 call_id: id(1),
                 card: terminal,
                 status: CallStatus::Failed,
-                raw_output: serde_json::json!({"exit_code": 2}),
+                raw_output: serde_json::json!({"exit_code": 2}).into(),
                 error: Some("failed".into()),
                 output_text: None,
                 output_in_result: true,
@@ -1003,7 +1021,7 @@ mod tests {
                 call_id: id(2),
                 card: generic,
                 status: CallStatus::Completed,
-                raw_output: serde_json::Value::Null,
+                raw_output: crate::session::RawJson::null(),
                 error: None,
                 output_text: Some("edited".into()),
                 output_in_result: false,
