@@ -43,12 +43,13 @@ impl RawJson {
         Self::from(&serde_json::Value::Null)
     }
 
-    /// Its text: compact JSON, as serde_json writes it.
+    /// Its text: as serde_json wrote it, or as a log read holds it.
     pub fn text(&self) -> &str {
         self.0.get()
     }
 
-    /// It parsed.
+    /// It parsed (`null` for JSON a value cannot hold, such as a number past `f64`'s range
+    /// in a log another program wrote).
     pub fn value(&self) -> serde_json::Value {
         serde_json::from_str(self.text()).unwrap_or(serde_json::Value::Null)
     }
