@@ -94,7 +94,6 @@ impl Shared {
             open_cards: Arc::default(),
             outflow: self.outflow.clone(),
             replay: None,
-            line_head: None,
         })
     }
 }
@@ -894,9 +893,14 @@ struct AcpSink {
     /// A replay port's batch (see [`EventSink::replay_port`]): its updates as lines, written
     /// past the SDK when it reaches [`REPLAY_BATCH`] bytes or the replay ends. Shared with
     /// the ports of the session's subagents, so that their threads keep their place.
-    replay: Option<Arc<Mutex<Vec<u8>>>>,
-    /// With `replay`, how each of its lines written past the SDK starts (see [`wire::LineHead`]).
-    line_head: Option<wire::LineHead>,
+    replay: Option<Replay>,
+}
+
+/// A replay port's batch, and how its lines written past the SDK start: with the port's own
+/// session id (see [`wire::LineHead`]).
+struct Replay {
+    batch: Arc<Mutex<Vec<u8>>>,
+    head: wire::LineHead,
 }
 
 /// The bytes of `session/update` lines a replay hands over at once.
@@ -927,8 +931,8 @@ impl EventSink for AcpSink {
     }
 
     fn room(&self) -> futures::future::BoxFuture<'static, ()> {
-        if let Some(batch) = &self.replay {
-            let full = lock(batch).len() >= REPLAY_BATCH;
+        if let Some(replay) = &self.replay {
+            let full = lock(&replay.batch).len() >= REPLAY_BATCH;
             // Asked before every replayed update: a future of no size, so that boxing it
             // allocates nothing (`async {}` is a byte).
             return if full {
@@ -955,10 +959,10 @@ impl EventSink for AcpSink {
     }
 
     fn settle(&self) -> futures::future::BoxFuture<'static, ()> {
-        let (Some(batch), Some(outflow)) = (&self.replay, self.outflow.clone()) else {
+        let (Some(replay), Some(outflow)) = (&self.replay, self.outflow.clone()) else {
             return Box::pin(async {});
         };
-        let lines = std::mem::take(&mut *lock(batch));
+        let lines = std::mem::take(&mut *lock(&replay.batch));
         Box::pin(async move {
             if lines.is_empty() {
                 return;
@@ -989,11 +993,11 @@ impl EventSink for AcpSink {
             }
         }
         if self.terminal_output
-            && let (Some(batch), Some(head)) = (&self.replay, &self.line_head)
+            && let Some(replay) = &self.replay
             && let Some(update) = wire::update_of(&event)
         {
             // The kinds a replay sends most, written straight from the event.
-            append_line(batch, |out| wire::write_update(out, head, update));
+            append_line(&replay.batch, |out| wire::write_update(out, &replay.head, update));
             return self.remember_card(wire::card_drawn(&event));
         }
         let update = if self.terminal_output {
@@ -1010,8 +1014,10 @@ impl EventSink for AcpSink {
     }
 
     fn child(&self, child: &crate::session::SessionId) -> Option<Arc<dyn EventSink>> {
-        self.subagents
-            .then(|| Arc::new(self.port(child.clone(), self.replay.clone())) as Arc<dyn EventSink>)
+        self.subagents.then(|| {
+            let batch = self.replay.as_ref().map(|replay| Arc::clone(&replay.batch));
+            Arc::new(self.port(child.clone(), batch)) as Arc<dyn EventSink>
+        })
     }
 
     fn mode_changed(&self, mode: &str) {
@@ -1088,7 +1094,7 @@ impl AcpSink {
     /// Another port to the same client, for `session_id`, with cards of its own: a
     /// subagent's thread, or a replay (`replay`: its batch).
     fn port(&self, session_id: SessionId, replay: Option<Arc<Mutex<Vec<u8>>>>) -> AcpSink {
-        let line_head = replay.as_ref().map(|_| wire::LineHead::of(&session_id.0));
+        let replay = replay.map(|batch| Replay { batch, head: wire::LineHead::of(&session_id.0) });
         AcpSink {
             cx: self.cx.clone(),
             wire_id: agent_client_protocol::v1::schema::SessionId::new(session_id.0.as_str()),
@@ -1101,7 +1107,6 @@ impl AcpSink {
             open_cards: Arc::default(),
             outflow: self.outflow.clone(),
             replay,
-            line_head,
         }
     }
 
@@ -1194,10 +1199,10 @@ impl AcpSink {
 
     fn send(&self, update: agent_client_protocol::v1::schema::SessionUpdate) {
         let notification = SessionNotification::new(self.wire_id.clone(), update);
-        let Some(batch) = &self.replay else {
+        let Some(replay) = &self.replay else {
             return send_update(&self.cx, self.outflow.as_deref(), notification);
         };
-        append_line(batch, |out| transport::write_update_line(out, &notification));
+        append_line(&replay.batch, |out| transport::write_update_line(out, &notification));
     }
 }
 
