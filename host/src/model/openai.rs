@@ -156,11 +156,68 @@ struct Encoded {
     sessions: Vec<(String, Conversation)>,
 }
 
+/// Bytes of encoded messages gathered into one block, and the most messages left apart.
+///
+/// The HTTP client writes at most 16 pieces of a body per system call: a long conversation
+/// sent as one piece a message took a write for every few kilobytes (at 600 turns of 4 KiB
+/// commands, 150 writes for 2.6 MB). Gathered, it takes one for every few hundred.
+const BLOCK_BYTES: usize = 256 << 10;
+const OPEN_MESSAGES: usize = 64;
+
 /// One session's messages as last sent: each message (held, so its address stays its own)
 /// and its JSON, preceded by a comma (it follows the system message or another).
+///
+/// The older encodings lie in blocks, each one buffer with the JSON of many messages (a
+/// message's own encoding is then its slice of the block), and the request sends the blocks
+/// and the newer messages after them: each message is copied into a block once.
 #[derive(Debug, Default)]
 struct Conversation {
     messages: Vec<(Arc<Message>, bytes::Bytes)>,
+    /// Each block with the count of messages up to its end.
+    blocks: Vec<(usize, bytes::Bytes)>,
+}
+
+impl Conversation {
+    /// Keeps the first `count` messages and the blocks that lie wholly within them.
+    fn truncate(&mut self, count: usize) {
+        self.messages.truncate(count);
+        while self.blocks.last().is_some_and(|(end, _)| *end > count) {
+            self.blocks.pop();
+        }
+    }
+
+    /// The messages after the last block.
+    fn open(&self) -> usize {
+        self.blocks.last().map_or(0, |(end, _)| *end)
+    }
+
+    /// Gathers the messages after the last block into a new one once they are many enough.
+    fn gather(&mut self) {
+        let from = self.open();
+        let open = &mut self.messages[from..];
+        let bytes: usize = open.iter().map(|(_, json)| json.len()).sum();
+        if bytes < BLOCK_BYTES && open.len() < OPEN_MESSAGES {
+            return;
+        }
+        let mut block = Vec::with_capacity(bytes);
+        for (_, json) in open.iter() {
+            block.extend_from_slice(json);
+        }
+        let block = bytes::Bytes::from(block);
+        let mut at = 0;
+        for (_, json) in open.iter_mut() {
+            let end = at + json.len();
+            *json = block.slice(at..end);
+            at = end;
+        }
+        self.blocks.push((self.messages.len(), block));
+    }
+
+    /// The encodings a request sends for these messages, in order.
+    fn pieces(&self) -> impl Iterator<Item = bytes::Bytes> + '_ {
+        let blocks = self.blocks.iter().map(|(_, block)| block.clone());
+        blocks.chain(self.messages[self.open()..].iter().map(|(_, json)| json.clone()))
+    }
 }
 
 /// A request's body as the pieces it is made of: the messages' encodings are shared with the
@@ -317,7 +374,7 @@ impl OpenAiModel {
             .zip(&request.messages)
             .take_while(|((held, _), message)| Arc::ptr_eq(held, message))
             .count();
-        conversation.messages.truncate(same);
+        conversation.truncate(same);
         for message in &request.messages[same..] {
             // Kept for the session's life, so in a buffer of its exact size: the encoder grows
             // its buffer by doubling, and `Bytes` keeps a vector's spare capacity (up to as
@@ -325,9 +382,10 @@ impl OpenAiModel {
             let json = format!(",{}", self.message(message)).into_bytes().into_boxed_slice();
             conversation.messages.push((Arc::clone(message), bytes::Bytes::from(json)));
         }
-        let mut pieces = Vec::with_capacity(conversation.messages.len() + 2);
+        conversation.gather();
+        let mut pieces = Vec::with_capacity(conversation.blocks.len() + OPEN_MESSAGES + 2);
         pieces.push(system);
-        pieces.extend(conversation.messages.iter().map(|(_, json)| json.clone()));
+        pieces.extend(conversation.pieces());
         pieces.push(rest);
         RequestBody::new(pieces)
     }
@@ -729,6 +787,45 @@ mod tests {
         let other = parsed(&model.body("t", &request(vec![user("x")])));
         assert_eq!(other["messages"][1]["content"], "x");
         assert_eq!(crate::sync::lock(&model.encoded).sessions.len(), 2);
+    }
+
+    #[test]
+    fn a_long_conversation_is_sent_in_few_pieces_and_a_rewrite_inside_a_block_is_sent_as_it_is() {
+        let model = model();
+        let request = |messages: &[Arc<Message>]| ModelRequest {
+            system: "sys".into(),
+            messages: messages.to_vec(),
+            tools: Vec::new(),
+            effort: None,
+        };
+        let fresh =
+            |messages: &[Arc<Message>]| self::model().body("s", &request(messages)).to_vec();
+        let mut messages = Vec::new();
+        for turn in 0..300 {
+            messages.push(user(&format!("{turn} {}", "a".repeat(4096))));
+            let body = model.body("s", &request(&messages));
+            let bytes: usize = body.pieces.iter().map(bytes::Bytes::len).sum();
+            // The system message, the blocks, at most OPEN_MESSAGES messages, the rest.
+            assert!(
+                body.pieces.len() <= 2 + OPEN_MESSAGES + bytes / BLOCK_BYTES,
+                "{} pieces for {bytes} bytes",
+                body.pieces.len()
+            );
+            if turn % 100 == 99 {
+                assert_eq!(body.to_vec(), fresh(&messages), "after {} messages", turn + 1);
+            }
+        }
+        let blocks = crate::sync::lock(&model.encoded).of("s").blocks.len();
+        assert!(blocks >= 4, "{blocks} blocks");
+        // A rewrite in the middle of the first block (a compaction, a new session's history).
+        messages.truncate(20);
+        messages.push(user("B"));
+        let body = model.body("s", &request(&messages));
+        assert_eq!(body.to_vec(), fresh(&messages));
+        assert_eq!(parsed(&body)["messages"][21]["content"], "B");
+        // And the conversation goes on from there.
+        messages.push(user("C"));
+        assert_eq!(model.body("s", &request(&messages)).to_vec(), fresh(&messages));
     }
 
     #[test]
