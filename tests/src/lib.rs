@@ -1569,23 +1569,33 @@ pub(crate) fn read_request(stream: &mut std::net::TcpStream, parse: bool) -> Opt
         .and_then(|(_, v)| v.parse().ok())
         .unwrap_or(0);
     // The body is read straight into place, as a server reads a large request: a long
-    // session's request is megabytes, and 8 KiB reads would time this server, not hotsh.
-    let have = bytes.len().min(header_end + length);
-    bytes.resize(header_end + length, 0);
-    let mut filled = have;
-    while filled < bytes.len() {
-        match stream.read(&mut bytes[filled..]) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => filled += n,
-        }
+    // session's request is megabytes, and 8 KiB reads would time this server, not hotsh. Into
+    // the buffer this thread read the last one into, only ever grown: a new one for each
+    // request would time the zeroing and the page faults of megabytes.
+    thread_local! {
+        static BODY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
-    bytes.truncate(filled);
-    let body = if parse {
-        serde_json::from_slice(&bytes[header_end..]).unwrap_or(Value::Null)
-    } else {
-        Value::Null
-    };
-    Some(Received { method, path, headers, body })
+    BODY.with_borrow_mut(|buffer| {
+        if buffer.len() < length {
+            buffer.resize(length, 0);
+        }
+        let body = &mut buffer[..length];
+        let have = bytes.len().min(header_end + length) - header_end;
+        body[..have].copy_from_slice(&bytes[header_end..header_end + have]);
+        let mut filled = have;
+        while filled < length {
+            match stream.read(&mut body[filled..]) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => filled += n,
+            }
+        }
+        let body = if parse {
+            serde_json::from_slice(&body[..filled]).unwrap_or(Value::Null)
+        } else {
+            Value::Null
+        };
+        Some(Received { method, path, headers, body })
+    })
 }
 
 /// Answers one request; true when a `Hang` saw the client close the connection.
