@@ -178,11 +178,21 @@ struct Conversation {
 }
 
 impl Conversation {
-    /// Keeps the first `count` messages and the blocks that lie wholly within them.
+    /// Keeps the first `count` messages and the blocks that lie wholly within them. The kept
+    /// messages of a block let go are copied out of it: their slices would hold the whole
+    /// block (a loaded session's first request gathers all of it into one).
     fn truncate(&mut self, count: usize) {
         self.messages.truncate(count);
+        let mut dropped = false;
         while self.blocks.last().is_some_and(|(end, _)| *end > count) {
             self.blocks.pop();
+            dropped = true;
+        }
+        if dropped {
+            let from = self.open();
+            for (_, json) in &mut self.messages[from..] {
+                *json = bytes::Bytes::copy_from_slice(json);
+            }
         }
     }
 
@@ -815,14 +825,26 @@ mod tests {
                 assert_eq!(body.to_vec(), fresh(&messages), "after {} messages", turn + 1);
             }
         }
-        let blocks = crate::sync::lock(&model.encoded).of("s").blocks.len();
-        assert!(blocks >= 4, "{blocks} blocks");
+        let first = {
+            let mut encoded = crate::sync::lock(&model.encoded);
+            let blocks = &encoded.of("s").blocks;
+            assert!(blocks.len() >= 4, "{} blocks", blocks.len());
+            // Held, so that nothing else is given its memory meanwhile.
+            blocks[0].1.clone()
+        };
         // A rewrite in the middle of the first block (a compaction, a new session's history).
         messages.truncate(20);
         messages.push(user("B"));
         let body = model.body("s", &request(&messages));
         assert_eq!(body.to_vec(), fresh(&messages));
         assert_eq!(parsed(&body)["messages"][21]["content"], "B");
+        // The messages kept from the first block no longer hold it.
+        let mut encoded = crate::sync::lock(&model.encoded);
+        for (_, json) in &encoded.of("s").messages {
+            let inside = first.as_ptr_range().contains(&json.as_ptr());
+            assert!(!inside, "a kept message still in the old block");
+        }
+        drop(encoded);
         // And the conversation goes on from there.
         messages.push(user("C"));
         assert_eq!(model.body("s", &request(&messages)).to_vec(), fresh(&messages));
