@@ -1608,6 +1608,8 @@ fn long(turns: usize) {
     let (served_early, served_late) =
         (around(&served, 2 * 10.min(turns / 2)), around(&served, 2 * turns - 10));
     let log_bytes = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+    let last_request =
+        provider.received().last().and_then(|r| r.header("content-length")?.parse().ok());
     println!("a session of {turns} turns (a 4 KiB command each):");
     println!(
         "  turn time near turn 10: {early:.2} ms; near turn {turns}: {late:.2} ms ({:.2}x)",
@@ -1620,6 +1622,16 @@ fn long(turns: usize) {
     println!(
         "  a request at the loopback model, its connection to its reply written (the conversation read whole): {served_early:.2} ms near turn 10; {served_late:.2} ms near turn {turns}"
     );
+    if let Some(bytes) = last_request {
+        // What the transfer alone costs: the turn time any host would have near the end, with
+        // no growth of its own, the bytes moved as fast as this machine's loopback moves them.
+        let bare = loopback_transfer(bytes);
+        println!(
+            "  the same {:.1} MB over a bare loopback socket pair: {bare:.2} ms (a turn near turn {turns} with nothing but that growth: {:.2}x)",
+            bytes as f64 / 1e6,
+            (early + 2.0 * (bare - served_early).max(0.0)) / early
+        );
+    }
     println!(
         "  host RSS at turn 10: {:.1} MiB; at turn {turns}: {:.1} MiB ({:.2} MiB per 100 turns)",
         rss[9.min(turns - 1)] as f64 / 1024.0,
@@ -1654,6 +1666,46 @@ fn long(turns: usize) {
         peak as f64 / 1024.0
     );
     agent.finish();
+}
+
+/// The median time (of 21) to move `bytes` from one thread to another over a loopback TCP
+/// connection, written in 256 KiB pieces and read into a buffer made once: the floor under
+/// what a request of that size costs at the loopback model.
+fn loopback_transfer(bytes: usize) -> f64 {
+    use std::io::{Read as _, Write as _};
+    const ROUNDS: usize = 21;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let address = listener.local_addr().expect("address");
+    let reader = std::thread::spawn(move || {
+        let mut buffer = vec![0u8; bytes];
+        let mut ends = Vec::new();
+        for stream in listener.incoming().take(ROUNDS) {
+            let mut stream = stream.expect("a connection");
+            let mut read = 0;
+            while read < bytes {
+                match stream.read(&mut buffer[read..]) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => read += n,
+                }
+            }
+            ends.push(Instant::now());
+            stream.write_all(b".").expect("the answer");
+        }
+        ends
+    });
+    let data = vec![b'a'; bytes];
+    let mut starts = Vec::new();
+    for _ in 0..ROUNDS {
+        let mut stream = std::net::TcpStream::connect(address).expect("connect");
+        stream.set_nodelay(true).expect("nodelay");
+        starts.push(Instant::now());
+        for piece in data.chunks(256 << 10) {
+            stream.write_all(piece).expect("write");
+        }
+        stream.read_exact(&mut [0u8]).expect("the answer");
+    }
+    let ends = reader.join().expect("the reader");
+    median(starts.iter().zip(&ends).map(|(start, end)| ms(*end - *start)).collect())
 }
 
 fn long_line(mib: usize, runs: usize) {
