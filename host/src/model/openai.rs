@@ -160,7 +160,7 @@ struct Encoded {
 ///
 /// The HTTP client writes at most 16 pieces of a body per system call: a long conversation
 /// sent as one piece a message took a write for every few kilobytes (at 600 turns of 4 KiB
-/// commands, 150 writes for 2.6 MB). Gathered, it takes one for every few hundred.
+/// commands, 150 writes for 2.6 MB). Gathered, each write carries a few hundred kilobytes.
 const BLOCK_BYTES: usize = 256 << 10;
 const OPEN_MESSAGES: usize = 64;
 
@@ -205,11 +205,11 @@ impl Conversation {
     fn gather(&mut self) {
         let from = self.open();
         let open = &mut self.messages[from..];
-        let bytes: usize = open.iter().map(|(_, json)| json.len()).sum();
-        if bytes < BLOCK_BYTES && open.len() < OPEN_MESSAGES {
+        let len: usize = open.iter().map(|(_, json)| json.len()).sum();
+        if len < BLOCK_BYTES && open.len() < OPEN_MESSAGES {
             return;
         }
-        let mut block = Vec::with_capacity(bytes);
+        let mut block = Vec::with_capacity(len);
         for (_, json) in open.iter() {
             block.extend_from_slice(json);
         }
