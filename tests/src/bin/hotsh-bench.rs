@@ -1681,13 +1681,7 @@ fn loopback_transfer(bytes: usize) -> f64 {
         let mut ends = Vec::new();
         for stream in listener.incoming().take(ROUNDS) {
             let mut stream = stream.expect("a connection");
-            let mut read = 0;
-            while read < bytes {
-                match stream.read(&mut buffer[read..]) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => read += n,
-                }
-            }
+            stream.read_exact(&mut buffer).expect("the bytes");
             ends.push(Instant::now());
             stream.write_all(b".").expect("the answer");
         }
