@@ -1582,12 +1582,15 @@ fn long(turns: usize) {
     let session = agent.session.as_str().unwrap_or_default().to_owned();
     let log = data.join("sessions").join(format!("{session}.jsonl"));
     let mut times = Vec::new();
+    let mut bounds = Vec::new();
     let mut rss = Vec::new();
     for turn in 1..=turns {
         let started = Instant::now();
         let response = agent.prompt(&format!("turn {turn}"));
+        let ended = Instant::now();
         assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
-        times.push(ms(started.elapsed()));
+        times.push(ms(ended - started));
+        bounds.push((started, ended));
         rss.push(rss_kib(agent.pid()));
     }
     let around = |values: &[f64], at: usize| {
@@ -1602,6 +1605,15 @@ fn long(turns: usize) {
     let gaps: Vec<f64> =
         (0..turns).map(|t| ms(timeline[2 * t + 1].0 - timeline[2 * t].1)).collect();
     let (gap_early, gap_late) = (around(&gaps, 10.min(turns / 2)), around(&gaps, turns - 5));
+    // The rest of the host's part of a turn: from the prompt sent to the first request's
+    // connection, and from the last answer written to the turn's end read by the client.
+    let (opened, closed): (Vec<f64>, Vec<f64>) = bounds
+        .iter()
+        .enumerate()
+        .map(|(t, (started, ended))| {
+            (ms(timeline[2 * t].0 - *started), ms(*ended - timeline[2 * t + 1].1))
+        })
+        .unzip();
     // The loopback model's part of each request: from its connection to its reply written
     // (it reads the whole request first: the conversation, which grows with the session).
     let served: Vec<f64> = timeline.iter().map(|(came, done)| ms(*done - *came)).collect();
@@ -1620,16 +1632,28 @@ fn long(turns: usize) {
         gap_late / gap_early
     );
     println!(
+        "  prompt -> first request: {:.2} ms near turn 10; {:.2} ms near turn {turns}; last answer written -> end of turn: {:.2} ms; {:.2} ms",
+        around(&opened, 10.min(turns / 2)),
+        around(&opened, turns - 5),
+        around(&closed, 10.min(turns / 2)),
+        around(&closed, turns - 5),
+    );
+    println!(
         "  a request at the loopback model, its connection to its reply written (the conversation read whole): {served_early:.2} ms near turn 10; {served_late:.2} ms near turn {turns}"
     );
     if let Some(bytes) = last_request {
+        let bare = loopback_transfer(bytes);
         // What the transfer alone costs: the turn time any host would have near the end, with
         // no growth of its own, the bytes moved as fast as this machine's loopback moves them.
-        let bare = loopback_transfer(bytes);
+        let growth = |floor: f64| (early + 2.0 * (floor - served_early).max(0.0)) / early;
         println!(
-            "  the same {:.1} MB over a bare loopback socket pair: {bare:.2} ms (a turn near turn {turns} with nothing but that growth: {:.2}x)",
+            "  the same {:.1} MB over a bare loopback socket pair, in writes of {} KiB: {:.2} ms from the caches, {:.2} ms from memory (a turn near turn {turns} with nothing but that growth: {:.2}x; {:.2}x)",
             bytes as f64 / 1e6,
-            (early + 2.0 * (bare - served_early).max(0.0)) / early
+            bare.write >> 10,
+            bare.cached,
+            bare.evicted,
+            growth(bare.cached),
+            growth(bare.evicted),
         );
     }
     println!(
@@ -1668,38 +1692,62 @@ fn long(turns: usize) {
     agent.finish();
 }
 
-/// The median time (of 21) to move `bytes` from one thread to another over a loopback TCP
-/// connection, written in 256 KiB pieces and read into a buffer made once: the floor under
-/// what a request of that size costs at the loopback model.
-fn loopback_transfer(bytes: usize) -> f64 {
+/// The floor under what moving a request of `bytes` to the loopback model costs: the medians
+/// (of 21) of the time to move that many bytes from one thread to another over a loopback TCP
+/// connection, read into a buffer made once.
+#[derive(Debug, Clone, Copy)]
+struct Transfer {
+    /// Written from memory in the processor's caches, in the fastest size of write (64, 128
+    /// or 256 KiB: on Linux, writes larger than the receiver's window are sent on by the
+    /// receiver as it reads).
+    cached: f64,
+    /// The same writes from memory evicted from the caches first, as a conversation is by the
+    /// time its next request goes (a command ran in between).
+    evicted: f64,
+    /// The size of those writes.
+    write: usize,
+}
+
+fn loopback_transfer(bytes: usize) -> Transfer {
     use std::io::{Read as _, Write as _};
     const ROUNDS: usize = 21;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
     let address = listener.local_addr().expect("address");
-    let reader = std::thread::spawn(move || {
+    // The reader answers each connection once it has all of it, and says when.
+    let (ends_to, ends) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
         let mut buffer = vec![0u8; bytes];
-        let mut ends = Vec::new();
-        for stream in listener.incoming().take(ROUNDS) {
-            let mut stream = stream.expect("a connection");
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
             stream.read_exact(&mut buffer).expect("the bytes");
-            ends.push(Instant::now());
+            let _ = ends_to.send(Instant::now());
             stream.write_all(b".").expect("the answer");
         }
-        ends
     });
     let data = vec![b'a'; bytes];
-    let mut starts = Vec::new();
-    for _ in 0..ROUNDS {
+    let mut other = vec![0u8; 64 << 20];
+    let mut round = |write: usize, evict: bool| {
         let mut stream = std::net::TcpStream::connect(address).expect("connect");
         stream.set_nodelay(true).expect("nodelay");
-        starts.push(Instant::now());
-        for piece in data.chunks(256 << 10) {
+        if evict {
+            // More than any cache holds, a byte of each line written over.
+            other.iter_mut().step_by(64).for_each(|byte| *byte = byte.wrapping_add(1));
+            std::hint::black_box(&mut other);
+        }
+        let start = Instant::now();
+        for piece in data.chunks(write) {
             stream.write_all(piece).expect("write");
         }
         stream.read_exact(&mut [0u8]).expect("the answer");
-    }
-    let ends = reader.join().expect("the reader");
-    median(starts.iter().zip(&ends).map(|(start, end)| ms(*end - *start)).collect())
+        ms(ends.recv().expect("the reader") - start)
+    };
+    let (cached, write) = [64 << 10, 128 << 10, 256 << 10]
+        .into_iter()
+        .map(|write| (median((0..ROUNDS).map(|_| round(write, false)).collect()), write))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .expect("sizes");
+    let evicted = median((0..ROUNDS).map(|_| round(write, true)).collect());
+    Transfer { cached, evicted, write }
 }
 
 fn long_line(mib: usize, runs: usize) {
