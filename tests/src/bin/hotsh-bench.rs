@@ -1647,13 +1647,13 @@ fn long(turns: usize) {
         // no growth of its own, the bytes moved as fast as this machine's loopback moves them.
         let growth = |floor: f64| (early + 2.0 * (floor - served_early).max(0.0)) / early;
         println!(
-            "  the same {:.1} MB over a bare loopback socket pair, in writes of {} KiB: {:.2} ms from the caches, {:.2} ms from memory (a turn near turn {turns} with nothing but that growth: {:.2}x; {:.2}x)",
+            "  the same {:.1} MB over a bare loopback socket pair, in writes of {} KiB: {:.2} ms written again at once, {:.2} ms after 64 MiB written elsewhere (a turn near turn {turns} with nothing but that growth: {:.2}x; {:.2}x)",
             bytes as f64 / 1e6,
             bare.write >> 10,
-            bare.cached,
-            bare.evicted,
-            growth(bare.cached),
-            growth(bare.evicted),
+            bare.hot,
+            bare.cooled,
+            growth(bare.hot),
+            growth(bare.cooled),
         );
     }
     println!(
@@ -1697,13 +1697,14 @@ fn long(turns: usize) {
 /// connection, read into a buffer made once.
 #[derive(Debug, Clone, Copy)]
 struct Transfer {
-    /// Written from memory in the processor's caches, in the fastest size of write (64, 128
-    /// or 256 KiB: on Linux, writes larger than the receiver's window are sent on by the
-    /// receiver as it reads).
-    cached: f64,
-    /// The same writes from memory evicted from the caches first, as a conversation is by the
-    /// time its next request goes (a command ran in between).
-    evicted: f64,
+    /// Written again at once (the bytes in the core's caches), in the fastest size of write
+    /// (64, 128 or 256 KiB: over Linux's loopback, writes larger than a fresh connection's
+    /// receive window, 128 KiB, move more slowly).
+    hot: f64,
+    /// The same writes after 64 MiB of other memory was written (the core's own caches then
+    /// hold none of the bytes), as a conversation is by the time its next request goes (a
+    /// command ran in between).
+    cooled: f64,
     /// The size of those writes.
     write: usize,
 }
@@ -1726,11 +1727,11 @@ fn loopback_transfer(bytes: usize) -> Transfer {
     });
     let data = vec![b'a'; bytes];
     let mut other = vec![0u8; 64 << 20];
-    let mut round = |write: usize, evict: bool| {
+    let mut round = |write: usize, cool: bool| {
         let mut stream = std::net::TcpStream::connect(address).expect("connect");
         stream.set_nodelay(true).expect("nodelay");
-        if evict {
-            // More than any cache holds, a byte of each line written over.
+        if cool {
+            // More than the core's own caches hold, a byte of each line written over.
             other.iter_mut().step_by(64).for_each(|byte| *byte = byte.wrapping_add(1));
             std::hint::black_box(&mut other);
         }
@@ -1741,13 +1742,13 @@ fn loopback_transfer(bytes: usize) -> Transfer {
         stream.read_exact(&mut [0u8]).expect("the answer");
         ms(ends.recv().expect("the reader") - start)
     };
-    let (cached, write) = [64 << 10, 128 << 10, 256 << 10]
+    let (hot, write) = [64 << 10, 128 << 10, 256 << 10]
         .into_iter()
         .map(|write| (median((0..ROUNDS).map(|_| round(write, false)).collect()), write))
         .min_by(|a, b| a.0.total_cmp(&b.0))
         .expect("sizes");
-    let evicted = median((0..ROUNDS).map(|_| round(write, true)).collect());
-    Transfer { cached, evicted, write }
+    let cooled = median((0..ROUNDS).map(|_| round(write, true)).collect());
+    Transfer { hot, cooled, write }
 }
 
 fn long_line(mib: usize, runs: usize) {
