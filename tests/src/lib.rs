@@ -1540,7 +1540,7 @@ impl FakeProvider {
 }
 
 /// Reads one HTTP/1.1 request (headers, then a `Content-Length` body).
-pub(crate) fn read_request(stream: &mut std::net::TcpStream, parse: bool) -> Option<Received> {
+pub fn read_request(stream: &mut std::net::TcpStream, parse: bool) -> Option<Received> {
     use std::io::Read as _;
     let mut bytes = Vec::new();
     let mut buffer = [0u8; 8192];

@@ -4,7 +4,8 @@
 //! One request is one `POST {base}/chat/completions` with `"stream": true`; the answer comes
 //! as server-sent events, parsed by `eventsource-stream`. Text and `reasoning_content`
 //! (DeepSeek) are sent on as they arrive; tool calls arrive as fragments keyed by `index` and
-//! are assembled, then handed over when the stream ends; `[DONE]` ends it.
+//! are assembled, then handed over when the stream ends; `[DONE]` ends it (what follows it, the
+//! end of the body, is read in the background so that the connection is kept).
 //!
 //! DeepSeek's thinking mode wants the `reasoning_content` of an assistant message that made
 //! tool calls sent back with that message in every later request (it answers 400 otherwise);
@@ -35,6 +36,10 @@ const ATTEMPTS: u32 = 4;
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 /// The longest `Retry-After` honoured; longer waits fail at once, saying how long.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+/// How long an answer's body is read after its `[DONE]` for its end, and the most events read
+/// meanwhile: past either, the connection is let go (see the end of `attempt`).
+const DRAIN_LIMIT: Duration = Duration::from_secs(5);
+const DRAIN_EVENTS: usize = 16;
 
 /// An API key and where it came from (the variable named in errors; the value never is).
 #[derive(Clone)]
@@ -636,6 +641,22 @@ impl OpenAiModel {
                 arguments: call.arguments,
             }));
         }
+        // The answer is whole at its `[DONE]`, but its body may end a moment later (a server
+        // writes the two apart, and they reach hotsh apart). A body dropped before its end
+        // costs its connection (hyper closes it unless the end is already in hand), and the
+        // next request a new one: over TLS a new handshake. So it is read to its end, away
+        // from the turn, for a short while and a few events at most.
+        let base_url = self.spec.base_url.clone();
+        tokio::spawn(async move {
+            let rest = stream.take(DRAIN_EVENTS).count();
+            match tokio::time::timeout(DRAIN_LIMIT, rest).await {
+                Ok(0) => {}
+                Ok(events) => tracing::debug!(%base_url, events, "events after [DONE] passed over"),
+                Err(_) => {
+                    tracing::debug!(%base_url, "an answer's body did not end after [DONE]; its connection is let go")
+                }
+            }
+        });
         Ok(())
     }
 

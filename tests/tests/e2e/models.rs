@@ -592,3 +592,106 @@ fn a_session_whose_model_is_gone_says_which_it_uses_and_uses_what_it_shows() {
     assert_eq!(first.received().len(), 2);
     assert_eq!(second.received().len(), 1);
 }
+
+/// A provider that keeps its connections (as OpenAI's and DeepSeek's servers do over HTTP/1.1)
+/// and ends each answer's body with the last chunk of HTTP's chunked coding. The first
+/// answer's last chunk comes only when the test says: a server may send `[DONE]` and the end
+/// of the body in two writes, which reach hotsh apart.
+struct KeptProvider {
+    base_url: String,
+    /// Each connection as it comes (a clone of the server's end).
+    connections: std::sync::mpsc::Receiver<std::net::TcpStream>,
+    /// Lets the first answer's body end.
+    release: std::sync::mpsc::Sender<()>,
+}
+
+impl KeptProvider {
+    fn start(answers: Vec<&'static str>) -> Self {
+        use std::io::Write as _;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        let base_url = format!("http://{}/v1", listener.local_addr().expect("address"));
+        let (connection_to, connections) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let released = std::sync::Arc::new(std::sync::Mutex::new(released));
+        let answers = std::sync::Arc::new(std::sync::Mutex::new(answers.into_iter().enumerate()));
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let _ = connection_to.send(stream.try_clone().expect("a clone"));
+                let (answers, released) = (answers.clone(), released.clone());
+                std::thread::spawn(move || {
+                    while hotsh_tests::read_request(&mut stream, false).is_some() {
+                        let Some((at, text)) = answers.lock().expect("answers").next() else {
+                            return;
+                        };
+                        let chunk = |data: &str| format!("{:x}\r\n{data}\r\n", data.len());
+                        let mut head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\
+                                        Transfer-Encoding: chunked\r\n\r\n"
+                            .to_owned();
+                        head.push_str(&chunk(&delta(json!({"content": text}), Some("stop"))));
+                        head.push_str(&chunk("data: [DONE]\n\n"));
+                        if stream.write_all(head.as_bytes()).is_err() {
+                            return;
+                        }
+                        if at == 0 {
+                            let _ = released.lock().expect("released").recv();
+                        }
+                        if stream.write_all(b"0\r\n\r\n").is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Self { base_url, connections, release }
+    }
+}
+
+/// Whether the client closed its end of `connection` (the server's end reads end of file).
+fn closed_by_client(connection: &std::net::TcpStream) -> bool {
+    connection.set_nonblocking(true).expect("non-blocking");
+    let closed = match connection.peek(&mut [0u8]) {
+        Ok(0) => true,
+        Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => false,
+        other => panic!("the connection holds something unexpected: {other:?}"),
+    };
+    connection.set_nonblocking(false).expect("blocking");
+    closed
+}
+
+#[test]
+fn an_answer_whose_body_ends_after_its_done_keeps_the_connection_for_the_next_request() {
+    let provider = KeptProvider::start(vec!["one", "two"]);
+    let mut options = AgentOptions::script(vec![]);
+    options.model_args = Some(vec![
+        "--model".into(),
+        "openai:test-model".into(),
+        "--base-url".into(),
+        provider.base_url.clone(),
+    ]);
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    let response = agent.prompt(&session, "first");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let first = provider.connections.recv_timeout(hotsh_tests::DEADLINE).expect("a connection");
+    // The answer is whole at its `[DONE]`, and the turn has ended; its body has not: hotsh
+    // still reads it to its end rather than closing a connection the next request can use
+    // (closed, the next request would pay a new connection, over TLS a new handshake).
+    assert!(
+        !closed_by_client(&first),
+        "hotsh closed the answer's connection before its body ended"
+    );
+    provider.release.send(()).expect("the server waits");
+    let response = agent.prompt(&session, "second");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let texts: Vec<String> = agent
+        .updates(&session)
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .map(|u| u["content"]["text"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(texts, ["one", "two"]);
+    // Whichever connection the second request took, the first was never closed by hotsh.
+    assert!(!closed_by_client(&first), "hotsh closed the first connection after its body ended");
+}
