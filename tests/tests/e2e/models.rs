@@ -659,9 +659,8 @@ fn closed_by_client(connection: &std::net::TcpStream) -> bool {
     closed
 }
 
-#[test]
-fn an_answer_whose_body_ends_after_its_done_keeps_the_connection_for_the_next_request() {
-    let provider = KeptProvider::start(vec!["one", "two"]);
+/// An agent on `provider` as `openai:test-model`, initialized, and a session of it.
+fn agent_on(provider: &KeptProvider) -> (Agent, String) {
     let mut options = AgentOptions::script(vec![]);
     options.model_args = Some(vec![
         "--model".into(),
@@ -672,6 +671,23 @@ fn an_answer_whose_body_ends_after_its_done_keeps_the_connection_for_the_next_re
     let mut agent = Agent::start(options);
     agent.initialize(true);
     let session = agent.new_session();
+    (agent, session)
+}
+
+/// The text of every agent message chunk of `session` so far.
+fn message_texts(agent: &Agent, session: &str) -> Vec<String> {
+    agent
+        .updates(session)
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .map(|u| u["content"]["text"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn an_answer_whose_body_ends_after_its_done_keeps_the_connection_for_the_next_request() {
+    let provider = KeptProvider::start(vec!["one", "two"]);
+    let (mut agent, session) = agent_on(&provider);
     let response = agent.prompt(&session, "first");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     let first = provider.connections.recv_timeout(hotsh_tests::DEADLINE).expect("a connection");
@@ -685,13 +701,23 @@ fn an_answer_whose_body_ends_after_its_done_keeps_the_connection_for_the_next_re
     provider.release.send(()).expect("the server waits");
     let response = agent.prompt(&session, "second");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
-    let texts: Vec<String> = agent
-        .updates(&session)
-        .iter()
-        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
-        .map(|u| u["content"]["text"].as_str().unwrap_or_default().to_owned())
-        .collect();
-    assert_eq!(texts, ["one", "two"]);
+    assert_eq!(message_texts(&agent, &session), ["one", "two"]);
     // Whichever connection the second request took, the first was never closed by hotsh.
     assert!(!closed_by_client(&first), "hotsh closed the first connection after its body ended");
+}
+
+#[test]
+fn an_answer_whose_body_never_ends_lets_its_connection_go_and_the_session_goes_on() {
+    // The first answer's body never ends (the test never lets it).
+    let provider = KeptProvider::start(vec!["one", "two"]);
+    let (mut agent, session) = agent_on(&provider);
+    let response = agent.prompt(&session, "first");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let first = provider.connections.recv_timeout(hotsh_tests::DEADLINE).expect("a connection");
+    // The next turn does not wait for it (its request takes another connection).
+    let response = agent.prompt(&session, "second");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(message_texts(&agent, &session), ["one", "two"]);
+    // And hotsh lets the first connection go (after 5 s) rather than hold it for ever.
+    eventually("the connection of a body that never ends let go", || closed_by_client(&first));
 }
