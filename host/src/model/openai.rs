@@ -183,8 +183,7 @@ const WRITE_BYTES: usize = 128 << 10;
 /// of a sixteenth of [`WRITE_BYTES`] make its writes that size, one after the other. (A body
 /// that said it had nothing ready after each write would make the same writes, but the task
 /// woken again goes to the runtime's other thread each time: 0.56 ms instead of 0.39 for
-/// 2.6 MB in a test of tokio alone.) Over TLS the client copies the frames into one buffer,
-/// and this changes nothing.
+/// 2.6 MB in a test of tokio alone.)
 const FRAME_BYTES: usize = WRITE_BYTES / 16;
 
 /// One session's messages as last sent: each message (held, so its address stays its own)
@@ -256,9 +255,9 @@ impl Conversation {
 /// A request's body as the pieces it is made of: the messages' encodings are shared with the
 /// session's [`Conversation`], so a request copies none of them and allocates nothing as
 /// long as the conversation (one large buffer a request would need grows with every turn,
-/// and the allocator keeps what each one left). Sent with its exact length; a clone (a
-/// retry) shares the pieces.
-/// Handed over in frames of at most [`FRAME_BYTES`] (slices of the pieces, nothing copied).
+/// and the allocator keeps what each one left). Sent with its exact length, in frames of at
+/// most [`FRAME_BYTES`] (slices of the pieces: nothing is copied); a clone (a retry) shares
+/// the pieces.
 #[derive(Debug, Clone)]
 pub(crate) struct RequestBody {
     pieces: Arc<[bytes::Bytes]>,
