@@ -526,6 +526,12 @@ impl OpenAiModel {
             let text = response.text().await.unwrap_or_default();
             return Err(self.http_failure(status.as_u16(), &text, retry_after));
         }
+        // Whether the connection may serve another request once this answer's body has ended
+        // (HTTP/1.1 keeps it unless the server says it closes it).
+        let kept = response.version() == reqwest::Version::HTTP_11
+            && !response.headers().get_all(reqwest::header::CONNECTION).iter().any(|value| {
+                value.to_str().is_ok_and(|v| v.to_ascii_lowercase().contains("close"))
+            });
         let limit = self.spec.answer_limit;
         let body = lines(Box::pin(response.bytes_stream()), limit + LINE_FRAMING);
         let mut stream = eventsource_stream::Eventsource::eventsource(Box::pin(body));
@@ -643,8 +649,12 @@ impl OpenAiModel {
         // The answer is whole at its `[DONE]`, but its body may end a moment later (a server
         // writes the two apart, and they reach hotsh apart). A body dropped before its end
         // costs its connection (hyper closes it unless the end is already in hand), and the
-        // next request a new one: over TLS a new handshake. So it is read to its end, away
-        // from the turn, for a short while and a few events at most.
+        // next request a new one: over TLS a new handshake. So a connection the server keeps
+        // is read to its body's end, away from the turn, for a short while and a few events
+        // at most. (One it closes has nothing to keep: dropped now, as it always was.)
+        if !kept {
+            return Ok(());
+        }
         let base_url = self.spec.base_url.clone();
         tokio::spawn(async move {
             let rest = stream.take(DRAIN_EVENTS).count();
