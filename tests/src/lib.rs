@@ -669,14 +669,20 @@ impl AgentOptions {
 
     /// An agent talking to `provider` as `openai:test-model`, with a key in `HOTSH_API_KEY`.
     pub fn with_provider(provider: &FakeProvider) -> Self {
+        let mut options = Self::with_model_at(&provider.base_url);
+        options.env = vec![("HOTSH_API_KEY".into(), "sk-test-0a1b2c3d4e5f".into())];
+        options
+    }
+
+    /// The model `openai:test-model` at `base_url`, with no key (a local server's).
+    pub fn with_model_at(base_url: &str) -> Self {
         let mut options = Self::script(vec![]);
         options.model_args = Some(vec![
             "--model".into(),
             "openai:test-model".into(),
             "--base-url".into(),
-            provider.base_url.clone(),
+            base_url.to_owned(),
         ]);
-        options.env = vec![("HOTSH_API_KEY".into(), "sk-test-0a1b2c3d4e5f".into())];
         options
     }
 

@@ -659,19 +659,16 @@ fn closed_by_client(connection: &std::net::TcpStream) -> bool {
     closed
 }
 
-/// An agent on `provider` as `openai:test-model`, initialized, and a session of it.
-fn agent_on(provider: &KeptProvider) -> (Agent, String) {
-    let mut options = AgentOptions::script(vec![]);
-    options.model_args = Some(vec![
-        "--model".into(),
-        "openai:test-model".into(),
-        "--base-url".into(),
-        provider.base_url.clone(),
-    ]);
-    let mut agent = Agent::start(options);
+/// An agent on `provider` as `openai:test-model` and a session of it, after a first turn (its
+/// answer "one"), with the connection that turn came on.
+fn after_first_turn(provider: &KeptProvider) -> (Agent, String, std::net::TcpStream) {
+    let mut agent = Agent::start(AgentOptions::with_model_at(&provider.base_url));
     agent.initialize(true);
     let session = agent.new_session();
-    (agent, session)
+    let response = agent.prompt(&session, "first");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let first = provider.connections.recv_timeout(hotsh_tests::DEADLINE).expect("a connection");
+    (agent, session, first)
 }
 
 /// The text of every agent message chunk of `session` so far.
@@ -687,10 +684,7 @@ fn message_texts(agent: &Agent, session: &str) -> Vec<String> {
 #[test]
 fn an_answer_whose_body_ends_after_its_done_keeps_the_connection_for_the_next_request() {
     let provider = KeptProvider::start(vec!["one", "two"]);
-    let (mut agent, session) = agent_on(&provider);
-    let response = agent.prompt(&session, "first");
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
-    let first = provider.connections.recv_timeout(hotsh_tests::DEADLINE).expect("a connection");
+    let (mut agent, session, first) = after_first_turn(&provider);
     // The answer is whole at its `[DONE]`, and the turn has ended; its body has not: hotsh
     // still reads it to its end rather than closing a connection the next request can use
     // (closed, the next request would pay a new connection, over TLS a new handshake).
@@ -710,10 +704,7 @@ fn an_answer_whose_body_ends_after_its_done_keeps_the_connection_for_the_next_re
 fn an_answer_whose_body_never_ends_lets_its_connection_go_and_the_session_goes_on() {
     // The first answer's body never ends (the test never lets it).
     let provider = KeptProvider::start(vec!["one", "two"]);
-    let (mut agent, session) = agent_on(&provider);
-    let response = agent.prompt(&session, "first");
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
-    let first = provider.connections.recv_timeout(hotsh_tests::DEADLINE).expect("a connection");
+    let (mut agent, session, first) = after_first_turn(&provider);
     // The next turn does not wait for it (its request takes another connection).
     let response = agent.prompt(&session, "second");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
