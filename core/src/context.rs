@@ -17,6 +17,12 @@ pub const DEFAULT_WINDOW: u64 = 32_768;
 pub const DEFAULT_COMPACT_AT: f64 = 0.85;
 /// Model requests one turn may make before it ends with `max_turn_requests`.
 pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 200;
+/// The newest tool output a request carries whole, in tokens; older output is cleared from
+/// it (see [`cleared_upto`]). opencode keeps as much before it prunes.
+pub const DEFAULT_KEEP_TOOL_OUTPUT: u64 = 40_000;
+/// The shortest tool output a request clears: a shorter one costs little more than what
+/// replaces it.
+pub const CLEARED_MIN_BYTES: usize = 512;
 
 /// What bounds a turn's use of its model.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -27,6 +33,9 @@ pub struct Limits {
     pub compact_at: f64,
     /// Model requests per turn.
     pub max_requests: u32,
+    /// The newest tool output requests carry whole, in tokens: older output is cleared from
+    /// them ([`cleared_upto`]). `None`: every output goes whole, always.
+    pub keep_tool_output: Option<u64>,
 }
 
 impl Default for Limits {
@@ -35,6 +44,7 @@ impl Default for Limits {
             window: DEFAULT_WINDOW,
             compact_at: DEFAULT_COMPACT_AT,
             max_requests: DEFAULT_MAX_TURN_REQUESTS,
+            keep_tool_output: Some(DEFAULT_KEEP_TOOL_OUTPUT),
         }
     }
 }
@@ -65,6 +75,37 @@ pub fn known_window(model: &str) -> Option<u64> {
         .filter(|(prefix, _)| model.starts_with(prefix))
         .max_by_key(|(prefix, _)| prefix.len())
         .map(|(_, window)| *window)
+}
+
+/// How many bytes of a history's tool output, from its start, a request clears when the
+/// history holds `total` bytes of it and `keep` tokens are carried whole: none until the
+/// newer output passes `keep` by half as much again, then in steps of half of `keep`. An
+/// output whose end lies within those bytes is sent as [`cleared_output`]. The steps keep
+/// the requests between them alike from their start (a provider's prompt cache serves what
+/// they share), and every output cleared has at least `keep` tokens of newer output after it.
+pub fn cleared_upto(total: u64, keep: u64) -> u64 {
+    let keep = keep.saturating_mul(4);
+    let step = (keep / 2).max(1);
+    match total.checked_sub(keep) {
+        Some(older) if older >= step => older / step * step,
+        _ => 0,
+    }
+}
+
+/// What a request carries instead of an older tool output of `bytes` bytes.
+pub fn cleared_output(bytes: usize) -> String {
+    format!(
+        "[hotsh cleared this older output from the conversation to save context ({bytes} bytes; \
+         the session's log keeps it). Run the call again if you need it.]"
+    )
+}
+
+/// The bytes a request saves by clearing a tool output `text`.
+pub fn cleared_saving(text: &str) -> u64 {
+    if text.len() < CLEARED_MIN_BYTES {
+        return 0;
+    }
+    text.len().saturating_sub(cleared_output(text.len()).len()) as u64
 }
 
 /// Tokens of `bytes` of text, estimated.

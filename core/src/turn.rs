@@ -204,7 +204,7 @@ async fn prepare(
 async fn next_request(turn: &Turn, session: &Session, system: &SystemParts) -> ModelRequest {
     ModelRequest {
         system: system_prompt(system, turn),
-        messages: session.messages(),
+        messages: session.request_messages(turn.limits.keep_tool_output),
         tools: turn.tools.offered(session.planning()).await,
         effort: turn.effort.clone(),
     }
@@ -241,10 +241,13 @@ async fn run(
         let fixed = context::fixed_tokens(&request);
         if !overflowed
             && session.compactable()
-            && session.context_estimate(fixed) > turn.limits.threshold()
+            && session.request_estimate(fixed, turn.limits.keep_tool_output)
+                > turn.limits.threshold()
         {
             match compact(turn, session, &request, Trigger::Auto, None, cancel).await {
-                Compacted::Done => request.messages = session.messages(),
+                Compacted::Done => {
+                    request.messages = session.request_messages(turn.limits.keep_tool_output);
+                }
                 Compacted::Cancelled => return Ok(StopReason::Cancelled),
                 // Shown on its card; the request goes as it is (it may still fit).
                 Compacted::Failed(_) => {}
@@ -273,7 +276,7 @@ async fn run(
                      messages (about {} tokens). Use a model with a larger window, or a shorter \
                      prompt.",
                     turn.limits.window,
-                    session.context_estimate(fixed)
+                    session.request_estimate(fixed, turn.limits.keep_tool_output)
                 )));
             }
             // The prompt is answered with the error; the session keeps serving.
@@ -304,7 +307,7 @@ async fn run(
                 finish_reason: answer.finish_reason,
             })
             .await;
-        let estimate = session.context_estimate(fixed);
+        let estimate = session.request_estimate(fixed, turn.limits.keep_tool_output);
         let mut shown = context::context_use(usage.as_ref(), estimate, turn.limits.window);
         shown.cost = spent(turn, session, usage.as_ref());
         session.emit(SessionEvent::Usage(shown)).await;

@@ -429,7 +429,7 @@ fn text(text: &str) -> Option<Vec<ModelEvent>> {
 /// A turn whose window is small: 2,000 tokens, compacting past half of it.
 fn small_turn(model: &Arc<Scripted>) -> Turn {
     let mut work = turn(model, true);
-    work.limits = Limits { window: 2000, compact_at: 0.5, max_requests: 50 };
+    work.limits = Limits { window: 2000, compact_at: 0.5, max_requests: 50, ..Limits::default() };
     work
 }
 

@@ -45,6 +45,8 @@
 //!                              # of the model's context window
 //! max_turn_requests = 200      # model requests one turn may make
 //! max_answer_tokens = 131072   # the longest answer a model may stream (default: its window)
+//! prune_tool_output = true     # requests carry older tool output cleared (default true)
+//! keep_tool_output = 40000     # tokens of the newest tool output they carry whole
 //!
 //! [models.local]               # a named model profile (OpenAI-compatible)
 //! base_url = "http://127.0.0.1:11434/v1"
@@ -112,6 +114,10 @@ pub(crate) struct SessionSection {
     pub(crate) max_turn_requests: Option<u32>,
     /// The longest answer a model may stream, in tokens (default: its context window).
     pub(crate) max_answer_tokens: Option<u64>,
+    /// Whether requests carry older tool output cleared (default true).
+    pub(crate) prune_tool_output: Option<bool>,
+    /// Tokens of the newest tool output requests carry whole (default 40,000).
+    pub(crate) keep_tool_output: Option<u64>,
 }
 
 /// A named OpenAI-compatible model.

@@ -14,7 +14,7 @@ mod history;
 pub mod log;
 mod tasks;
 
-pub use history::{CUT_OFF_NOTICE, CUT_OFF_RESULT, History};
+pub use history::{CUT_OFF_NOTICE, CUT_OFF_RESULT, ClearedOutputs, History};
 
 pub use log::{Fact, OutputPrefix, ParentLink, Prompt, Record, SessionMeta, TurnOutcome};
 pub use tasks::{Narrowing, task_end_of};
@@ -775,6 +775,8 @@ struct Attached {
 #[derive(Debug, Default)]
 struct State {
     history: History,
+    /// The cleared tool results its requests carry ([`History::request_messages`]).
+    cleared: ClearedOutputs,
     /// The session's title (its first prompt, shortened).
     title: Option<String>,
     /// Notices for the model, delivered into the history with its next request.
@@ -855,6 +857,7 @@ impl Session {
         let state = match folded {
             Some(folded) => State {
                 history: folded.history.clone(),
+                cleared: ClearedOutputs::new(),
                 title: folded.title.clone(),
                 notices: folded.pending_notices.clone(),
                 logged_output: HashMap::new(),
@@ -1341,10 +1344,23 @@ impl Session {
         lock(&self.state).history.messages.clone()
     }
 
-    /// The tokens the next request would carry; `fixed`: those of its system prompt and
-    /// tools.
+    /// The messages the next request carries: the history, its older tool outputs cleared
+    /// (all but the newest `keep` tokens of output: [`History::request_messages`]).
+    pub fn request_messages(&self, keep: Option<u64>) -> Vec<std::sync::Arc<Message>> {
+        let state = &mut *lock(&self.state);
+        state.history.request_messages(keep, &mut state.cleared)
+    }
+
+    /// The tokens the next request would carry, every output whole; `fixed`: those of its
+    /// system prompt and tools.
     pub fn context_estimate(&self, fixed: u64) -> u64 {
         lock(&self.state).history.estimate(fixed)
+    }
+
+    /// The tokens the next request carries, its older tool outputs cleared as
+    /// [`Session::request_messages`] clears them.
+    pub fn request_estimate(&self, fixed: u64, keep: Option<u64>) -> u64 {
+        lock(&self.state).history.request_estimate(fixed, keep)
     }
 
     /// Whether a compaction would replace anything.

@@ -28,7 +28,7 @@
 //!   default's `name` and `window` (the context window its context use shows), `images`
 //!   (whether one takes images, `promptCapabilities.image`), and `offered`: every model a
 //!   session could choose, the default first, with its `name`, `description`, `window`,
-//!   `compact_at`, `max_requests`, `efforts` and `default_effort`. The replay offers the same
+//!   `compact_at`, `max_requests`, `keep_tool_output`, `efforts` and `default_effort`. The replay offers the same
 //!   models, each played by the one scripted model, so a session that changed its model or
 //!   effort, or compacted at its model's threshold, replays as it went.
 //!

@@ -62,6 +62,10 @@ pub(crate) struct OfferedFacts {
     pub(crate) window: u64,
     pub(crate) compact_at: f64,
     pub(crate) max_requests: u32,
+    /// Tokens of the newest tool output its requests carried whole (absent: every output
+    /// went whole, as in arcs recorded before older output was cleared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) keep_tool_output: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) efforts: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -92,6 +96,7 @@ impl ModelChoices {
                     window: choice.limits.window,
                     compact_at: choice.limits.compact_at,
                     max_requests: choice.limits.max_requests,
+                    keep_tool_output: choice.limits.keep_tool_output,
                     efforts,
                     default_effort,
                 }
@@ -108,7 +113,8 @@ impl ModelChoices {
     /// A scripted model plays the models `facts` tell of (an arc's recorded ones, in its
     /// replay): one choice of the same name, picker line, limits and effort levels for each,
     /// all answering from the one script. An arc that names the default model alone gives
-    /// the scripted models its window.
+    /// the scripted models its window (and, recorded before older tool output was cleared,
+    /// every output whole).
     pub(crate) fn play_as(&mut self, facts: &ModelFacts) {
         self.script_images = facts.images;
         let script = match self.choices.as_slice() {
@@ -119,6 +125,7 @@ impl ModelChoices {
                 for choice in &mut self.choices {
                     if matches!(choice.spec, ModelSpec::Script(_)) {
                         choice.limits.window = facts.window;
+                        choice.limits.keep_tool_output = None;
                     }
                 }
                 return;
@@ -135,6 +142,7 @@ impl ModelChoices {
                     window: offered.window,
                     compact_at: offered.compact_at,
                     max_requests: offered.max_requests,
+                    keep_tool_output: offered.keep_tool_output,
                 },
                 price: None,
                 played_efforts: (offered.efforts.clone(), offered.default_effort.clone()),
@@ -406,7 +414,14 @@ fn limits(
     if max_requests == 0 {
         return Err("session.max_turn_requests must be at least 1".to_owned());
     }
-    Ok(Limits { window, compact_at, max_requests })
+    let keep_tool_output = match file.session.prune_tool_output {
+        Some(false) => None,
+        _ => match file.session.keep_tool_output.unwrap_or(context::DEFAULT_KEEP_TOOL_OUTPUT) {
+            0 => return Err("session.keep_tool_output must be at least 1".to_owned()),
+            keep => Some(keep),
+        },
+    };
+    Ok(Limits { window, compact_at, max_requests, keep_tool_output })
 }
 
 /// The key for `base_url` (see the module documentation for the order).

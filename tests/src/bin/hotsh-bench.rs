@@ -86,6 +86,9 @@
 //! short answer, the window too large to compact: the turn's
 //! time (prompt to answer: the host's work on both requests, the command, the cards; medians
 //! of 10 turns) near turn 10 and near the end, the host's RSS there, the log's bytes per turn.
+//! By default the requests clear older tool output as hotsh does by default (the newest
+//! 40,000 tokens whole); `long TURNS whole` turns that off (`prune_tool_output = false`), so
+//! every request carries the whole conversation.
 //! Then a compaction: the same
 //! session compacted with `/compact` (the model's summary is instant), prompt to answer.
 //!
@@ -143,7 +146,7 @@ fn main() {
         Some("edit") => edit(number(&args, 1, 20), number(&args, 2, 5)),
         Some("mcp") => mcp(number(&args, 1, 50), number(&args, 2, 5)),
         Some("slow-client") => slow_client(number(&args, 1, 12), number(&args, 2, 3)),
-        Some("long") => long(number(&args, 1, 600)),
+        Some("long") => long(number(&args, 1, 600), args.get(2).is_some_and(|a| a == "whole")),
         Some("toolcall") => toolcall(number(&args, 1, 50)),
         Some("subagents") => subagents(number(&args, 1, 50)),
         Some("exit") => exit(number(&args, 1, 2000), number(&args, 2, 3)),
@@ -151,7 +154,7 @@ fn main() {
         Some("memory") => memory(number(&args, 1, 3)),
         _ => {
             eprintln!(
-                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] [debug] | sessions [EVENTS] [RUNS] | load [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS] | card [TURNS] | hooks [TURNS] | edit [CALLS] [RUNS] | mcp [CALLS] [RUNS] | slow-client [SECONDS] [RUNS] | long [TURNS] | toolcall [TURNS] | long-line [MIB] [RUNS] | subagents [TURNS] | exit [SESSIONS] [RUNS] | memory [RUNS])"
+                "usage: hotsh-bench (startup [RUNS] | output [MIB] [RUNS] | overhead [CALLS] [RUNS] | tasks [COUNT] [RUNS] | reload [RELOADS] [debug] | sessions [EVENTS] [RUNS] | load [EVENTS] [RUNS] | models [TURNS] [CHUNKS] | arcs [RUNS] | card [TURNS] | hooks [TURNS] | edit [CALLS] [RUNS] | mcp [CALLS] [RUNS] | slow-client [SECONDS] [RUNS] | long [TURNS] [whole] | toolcall [TURNS] | long-line [MIB] [RUNS] | subagents [TURNS] | exit [SESSIONS] [RUNS] | memory [RUNS])"
             );
             std::process::exit(2);
         }
@@ -1559,7 +1562,7 @@ fn models(turns: usize, chunks: usize) {
     );
 }
 
-fn long(turns: usize) {
+fn long(turns: usize, whole: bool) {
     use hotsh_tests::{FakeProvider, Reply, delta};
     let call = || {
         let arguments = json!({"command": "head -c 4096 /dev/zero | tr '\\0' a"}).to_string();
@@ -1578,7 +1581,8 @@ fn long(turns: usize) {
     let mut replies: Vec<Reply> = (0..turns).flat_map(|_| [call(), text("ok")]).collect();
     replies.push(text("SUMMARY: printed 4 KiB a turn."));
     let provider = FakeProvider::start_unparsed(replies);
-    let (mut agent, data) = unconfined_on(&provider);
+    let session_settings = if whole { "[session]\nprune_tool_output = false\n" } else { "" };
+    let (mut agent, data) = unconfined_with(&provider, session_settings);
     let session = agent.session.as_str().unwrap_or_default().to_owned();
     let log = data.join("sessions").join(format!("{session}.jsonl"));
     let mut times = Vec::new();
@@ -1622,7 +1626,11 @@ fn long(turns: usize) {
     let log_bytes = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
     let last_request =
         provider.received().last().and_then(|r| r.header("content-length")?.parse().ok());
-    println!("a session of {turns} turns (a 4 KiB command each):");
+    println!(
+        "a session of {turns} turns (a 4 KiB command each; {}), its last request {:.1} KB:",
+        if whole { "every output whole" } else { "older output cleared, as by default" },
+        last_request.unwrap_or(0) as f64 / 1e3
+    );
     println!(
         "  turn time near turn 10: {early:.2} ms; near turn {turns}: {late:.2} ms ({:.2}x)",
         late / early
@@ -1841,11 +1849,16 @@ fn toolcall(turns: usize) {
 /// The release agent on `provider`'s loopback model, unconfined (the sandbox's cost would hide
 /// the host's), its window too large to compact; and its data directory.
 fn unconfined_on(provider: &hotsh_tests::FakeProvider) -> (Agent, PathBuf) {
+    unconfined_with(provider, "")
+}
+
+/// [`unconfined_on`], with more sections of the config file.
+fn unconfined_with(provider: &hotsh_tests::FakeProvider, sections: &str) -> (Agent, PathBuf) {
     let dir = tempfile::tempdir().expect("temp dir");
     let config = bench_profile(
         dir.path(),
         &provider.base_url,
-        "[sandbox]\nbackend = \"none\"\n",
+        &format!("[sandbox]\nbackend = \"none\"\n{sections}"),
         "context_window = 1000000000\n",
     );
     let data = dir.path().join("data");

@@ -552,6 +552,59 @@ fn a_session_with_a_plan_a_background_task_and_a_compaction_replays_unchanged() 
 }
 
 #[test]
+fn a_session_whose_requests_cleared_older_output_replays_unchanged() {
+    use hotsh_tests::{FakeProvider, Reply, delta};
+    let scratch = tempfile::tempdir().unwrap();
+    let arc = scratch.path().join("cleared.arc");
+    let call = |turn: usize| {
+        let arguments = json!({"command": format!("seq {turn}000 {turn}199")}).to_string();
+        Reply::Stream(vec![
+            delta(
+                json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                    "function": {"name": "bash", "arguments": arguments}}]}),
+                Some("tool_calls"),
+            ),
+            "data: [DONE]\n\n".into(),
+        ])
+    };
+    let done = Reply::Stream(vec![
+        delta(json!({"role": "assistant", "content": "ok"}), Some("stop")),
+        "data: [DONE]\n\n".into(),
+    ]);
+    let provider =
+        FakeProvider::start((1..=6).flat_map(|turn| [call(turn), done.clone()]).collect());
+    let mut options = AgentOptions::script(vec![]);
+    options.model_args = Some(Vec::new());
+    options.plugins = vec![tool_bash_plugin(), tool_fs_plugin(), hello_plugin()];
+    options.record = Some(arc.clone());
+    // 500 tokens of the newest output whole: the oldest of six 1,000-byte outputs are cleared.
+    options.config = Some(format!(
+        "model = \"real\"\n[session]\nkeep_tool_output = 500\n[models.real]\nbase_url = \"{}\"\nmodel = \"real-model\"\ncontext_window = 64000\n",
+        provider.base_url
+    ));
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    let session = agent.new_session();
+    for turn in 1..=6 {
+        let response = agent.prompt(&session, &format!("turn {turn}"));
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    }
+    agent.finish();
+    let recorded = std::fs::read_to_string(&arc).unwrap();
+    assert!(recorded.contains("[hotsh cleared this older output"), "no request cleared any");
+    assert_replays_unchanged(scratch.path(), &arc, &[]);
+    // The replay clears what the recording did because the arc says how much it kept: told
+    // nothing (as an arc recorded before clearing), it sends every output whole, and the
+    // requests differ.
+    let setting = "\"keep_tool_output\":500,";
+    assert!(recorded.lines().next().unwrap().contains(setting), "the header keeps the setting");
+    let older = scratch.path().join("older.arc");
+    std::fs::write(&older, recorded.replacen(setting, "", 1)).unwrap();
+    let (ok, stdout, stderr) = replay(scratch.path(), &[path_str(&older)]);
+    assert!(!ok && stdout.contains("1 failed"), "{stdout}\n{stderr}");
+}
+
+#[test]
 fn a_session_whose_command_the_sandbox_refused_replays_unchanged() {
     let scratch = tempfile::tempdir().unwrap();
     let arc = scratch.path().join("refused.arc");

@@ -727,3 +727,107 @@ fn the_prompt_names_the_day_the_session_began_not_today() {
     let system = second.model_requests()[0]["system"].as_str().unwrap().to_owned();
     assert!(system.contains("- Date (UTC): 2020-01-02\n"), "{system}");
 }
+
+/// The tool results a request carries, in order.
+fn tool_results(body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Six turns, each a command printing 1,000 bytes of its own numbers (`seq N000 N199`) and
+/// an answer, under `[session]` settings `more`: every request the provider received.
+fn six_commands(agent: &mut Agent, session: &str, provider: &FakeProvider) -> Vec<Value> {
+    for turn in 1..=6 {
+        let response = agent.prompt(session, &format!("turn {turn}"));
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    }
+    provider.received().into_iter().map(|r| r.body).collect()
+}
+
+fn six_command_replies() -> Vec<Reply> {
+    let usage = json!({"prompt_tokens": 500, "completion_tokens": 10});
+    (1..=6)
+        .flat_map(|turn| {
+            [bash(&format!("seq {turn}000 {turn}199"), usage.clone()), answer("ok", None)]
+        })
+        .collect()
+}
+
+#[test]
+fn older_tool_output_is_cleared_from_requests_not_from_the_thread_and_a_restart_sends_the_same() {
+    let data = tempfile::tempdir().unwrap();
+    let provider = FakeProvider::start(six_command_replies());
+    // 500 tokens of the newest output whole: older output is cleared 1,000 bytes at a time
+    // once 3,000 bytes are there.
+    let settings = "[session]\nkeep_tool_output = 500\n";
+    let mut agent = Agent::start(options(&provider, Some(data.path()), settings));
+    agent.initialize(true);
+    let session = agent.new_session();
+    let received = six_commands(&mut agent, &session, &provider);
+    assert_eq!(received.len(), 12);
+
+    // The first requests carry every output whole; the last ones the oldest cleared, the
+    // newest whole, each result still answering its call.
+    let early = tool_results(&received[3]);
+    assert_eq!(early.len(), 2);
+    assert!((1..).zip(&early).all(|(turn, text)| text.contains(&format!("{turn}199"))));
+    let last = tool_results(&received[11]);
+    assert_eq!(last.len(), 6, "{last:#?}");
+    let cleared: Vec<bool> =
+        last.iter().map(|text| text.starts_with("[hotsh cleared this older output")).collect();
+    assert!(cleared[0] && cleared[1], "the oldest are cleared: {last:#?}");
+    assert!(!cleared[4] && !cleared[5], "the newest are whole: {last:#?}");
+    assert!(last[5].contains("6000\n") && last[5].contains("6199"), "{}", last[5]);
+    assert!(last[0].contains("bytes; the session's log keeps it"), "{}", last[0]);
+    let first_cleared = received.iter().position(|body| {
+        tool_results(body).first().is_some_and(|text| text.starts_with("[hotsh cleared"))
+    });
+    // Once cleared, an output stays cleared, the same text in every request after.
+    let from = first_cleared.expect("a request cleared the first output");
+    assert!(received[from..].iter().all(|body| tool_results(body)[0] == last[0]));
+    // The thread keeps every output: the first command's card is whole when loaded.
+    agent.kill9();
+    let second_provider = FakeProvider::start(vec![answer("Still here.", None)]);
+    let mut second = Agent::start(options(&second_provider, Some(data.path()), settings));
+    second.initialize(true);
+    second.wait_for_stderr("initial plugin scan done");
+    let (replayed, load) = second.load(&session, &agent.workdir);
+    assert!(load.get("result").is_some(), "{load}");
+    let shown = serde_json::to_string(&replayed).unwrap();
+    assert!(shown.contains("1000\\n1001\\n") && shown.contains("1199"), "the first output");
+    // After the kill, the next request carries what the live one did, cleared the same.
+    let response = second.prompt(&session, "and now?");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let next = second_provider.received()[0].body.clone();
+    let live = received[11]["messages"].as_array().unwrap();
+    let messages = next["messages"].as_array().unwrap();
+    assert_eq!(messages[..live.len()], live[..], "the history differs after the restart");
+    assert_eq!(messages[live.len() + 1], json!({"role": "user", "content": "and now?"}));
+}
+
+#[test]
+fn with_pruning_off_every_request_carries_every_output_whole() {
+    let provider = FakeProvider::start(six_command_replies());
+    let settings = "[session]\nprune_tool_output = false\nkeep_tool_output = 500\n";
+    let mut agent = Agent::start(options(&provider, None, settings));
+    agent.initialize(true);
+    let session = agent.new_session();
+    let received = six_commands(&mut agent, &session, &provider);
+    let last = tool_results(&received[11]);
+    assert_eq!(last.len(), 6);
+    for (turn, text) in (1..=6).zip(&last) {
+        assert!(text.contains(&format!("{turn}000\n")) && text.contains(&format!("{turn}199")));
+    }
+    agent.finish();
+
+    // Keeping nothing whole is refused at start-up, saying which setting.
+    let provider = FakeProvider::start(vec![]);
+    let refused = Agent::start(options(&provider, None, "[session]\nkeep_tool_output = 0\n"));
+    refused.wait_for_stderr("session.keep_tool_output must be at least 1");
+    assert!(!refused.finish().success());
+}
