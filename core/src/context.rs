@@ -92,12 +92,16 @@ pub fn cleared_upto(total: u64, keep: u64) -> u64 {
     }
 }
 
+/// What a request carries instead of an older tool output of `bytes` bytes: these two
+/// around the number.
+const CLEARED_BEFORE: &str =
+    "[hotsh cleared this older output from the conversation to save context (";
+const CLEARED_AFTER: &str =
+    " bytes; the session's log keeps it). Run the call again if you need it.]";
+
 /// What a request carries instead of an older tool output of `bytes` bytes.
 pub fn cleared_output(bytes: usize) -> String {
-    format!(
-        "[hotsh cleared this older output from the conversation to save context ({bytes} bytes; \
-         the session's log keeps it). Run the call again if you need it.]"
-    )
+    format!("{CLEARED_BEFORE}{bytes}{CLEARED_AFTER}")
 }
 
 /// The bytes a request saves by clearing a tool output `text`.
@@ -105,7 +109,8 @@ pub fn cleared_saving(text: &str) -> u64 {
     if text.len() < CLEARED_MIN_BYTES {
         return 0;
     }
-    text.len().saturating_sub(cleared_output(text.len()).len()) as u64
+    let digits = text.len().ilog10() as usize + 1;
+    text.len().saturating_sub(CLEARED_BEFORE.len() + digits + CLEARED_AFTER.len()) as u64
 }
 
 /// Tokens of `bytes` of text, estimated.
@@ -421,6 +426,15 @@ mod tests {
         let shown = context_use(Some(&absurd), 99, 1000);
         assert_eq!((shown.used, shown.estimated), (99, true));
         assert!(context_use(None, 7, 1000).estimated);
+    }
+
+    #[test]
+    fn a_cleared_output_saves_its_length_less_its_placeholder() {
+        for bytes in [512, 999, 1_000, 4_096, 123_456] {
+            let saved = cleared_saving(&"a".repeat(bytes));
+            assert_eq!(saved as usize, bytes - cleared_output(bytes).len(), "{bytes}");
+        }
+        assert_eq!(cleared_saving(&"a".repeat(511)), 0);
     }
 
     #[test]
