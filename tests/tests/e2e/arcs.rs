@@ -500,6 +500,21 @@ fn an_arc_recorded_against_a_real_model_that_takes_images_replays_unchanged() {
     assert_replays_unchanged(scratch.path(), &arc, &[]);
 }
 
+/// An initialized agent recording to `arc`, its model the profile `real` (a 64,000-token
+/// window) at `base_url`, with more `sections` of the config file.
+fn recording_on(arc: &Path, base_url: &str, sections: &str) -> Agent {
+    let mut options = AgentOptions::script(vec![]);
+    options.model_args = Some(Vec::new());
+    options.plugins = vec![tool_bash_plugin(), tool_fs_plugin(), hello_plugin()];
+    options.record = Some(arc.to_owned());
+    options.config = Some(format!(
+        "model = \"real\"\n{sections}[models.real]\nbase_url = \"{base_url}\"\nmodel = \"real-model\"\ncontext_window = 64000\n"
+    ));
+    let mut agent = Agent::start(options);
+    agent.initialize(true);
+    agent
+}
+
 #[test]
 fn a_session_with_a_plan_a_background_task_and_a_compaction_replays_unchanged() {
     use hotsh_tests::{FakeProvider, Reply, delta};
@@ -530,16 +545,7 @@ fn a_session_with_a_plan_a_background_task_and_a_compaction_replays_unchanged() 
         text("Counted."),
         text("SUMMARY: counted."),
     ]);
-    let mut options = AgentOptions::script(vec![]);
-    options.model_args = Some(Vec::new());
-    options.plugins = vec![tool_bash_plugin(), tool_fs_plugin(), hello_plugin()];
-    options.record = Some(arc.clone());
-    options.config = Some(format!(
-        "model = \"real\"\n[models.real]\nbase_url = \"{}\"\nmodel = \"real-model\"\ncontext_window = 64000\n",
-        provider.base_url
-    ));
-    let mut agent = Agent::start(options);
-    agent.initialize(true);
+    let mut agent = recording_on(&arc, &provider.base_url, "");
     let session = agent.new_session();
     assert_eq!(agent.prompt(&session, "count")["result"]["stopReason"], "end_turn");
     assert_eq!(agent.prompt(&session, "/compact")["result"]["stopReason"], "end_turn");
@@ -573,17 +579,8 @@ fn a_session_whose_requests_cleared_older_output_replays_unchanged() {
     ]);
     let provider =
         FakeProvider::start((1..=6).flat_map(|turn| [call(turn), done.clone()]).collect());
-    let mut options = AgentOptions::script(vec![]);
-    options.model_args = Some(Vec::new());
-    options.plugins = vec![tool_bash_plugin(), tool_fs_plugin(), hello_plugin()];
-    options.record = Some(arc.clone());
     // 500 tokens of the newest output whole: the oldest of six 1,000-byte outputs are cleared.
-    options.config = Some(format!(
-        "model = \"real\"\n[session]\nkeep_tool_output = 500\n[models.real]\nbase_url = \"{}\"\nmodel = \"real-model\"\ncontext_window = 64000\n",
-        provider.base_url
-    ));
-    let mut agent = Agent::start(options);
-    agent.initialize(true);
+    let mut agent = recording_on(&arc, &provider.base_url, "[session]\nkeep_tool_output = 500\n");
     let session = agent.new_session();
     for turn in 1..=6 {
         let response = agent.prompt(&session, &format!("turn {turn}"));
