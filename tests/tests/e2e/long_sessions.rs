@@ -40,19 +40,22 @@ fn answer(text: &str, usage: Option<Value>) -> Reply {
     Reply::Stream(pieces)
 }
 
-/// A streamed tool call of `bash` running `command`.
-fn bash(command: &str, usage: Value) -> Reply {
+/// A streamed tool call of `bash` running `command`, with the usage the provider reports.
+fn bash(command: &str, usage: impl Into<Option<Value>>) -> Reply {
     let arguments = json!({"command": command}).to_string();
-    Reply::Stream(vec![
+    let mut pieces = vec![
         delta(
             json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_1", "type": "function",
                 "function": {"name": "bash", "arguments": arguments}}]}),
             None,
         ),
         delta(json!({}), Some("tool_calls")),
-        sse(&json!({"id": "x", "choices": [], "usage": usage})),
-        "data: [DONE]\n\n".into(),
-    ])
+    ];
+    if let Some(usage) = usage.into() {
+        pieces.push(sse(&json!({"id": "x", "choices": [], "usage": usage})));
+    }
+    pieces.push("data: [DONE]\n\n".into());
+    Reply::Stream(pieces)
 }
 
 /// The text of a request's last message.
@@ -739,23 +742,31 @@ fn tool_results(body: &Value) -> Vec<String> {
         .collect()
 }
 
-/// Six turns, each a command printing 1,000 bytes of its own numbers (`seq N000 N199`) and
-/// an answer, under `[session]` settings `more`: every request the provider received.
-fn six_commands(agent: &mut Agent, session: &str, provider: &FakeProvider) -> Vec<Value> {
-    for turn in 1..=6 {
+/// `turns` turns (the replies of [`command_replies`]): every request the provider received.
+fn commands(agent: &mut Agent, session: &str, provider: &FakeProvider, turns: usize) -> Vec<Value> {
+    for turn in 1..=turns {
         let response = agent.prompt(session, &format!("turn {turn}"));
         assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     }
     provider.received().into_iter().map(|r| r.body).collect()
 }
 
-fn six_command_replies() -> Vec<Reply> {
-    let usage = json!({"prompt_tokens": 500, "completion_tokens": 10});
-    (1..=6)
+/// The replies of `turns` turns, each a command printing 200 of its own numbers (`seq N000
+/// N199`, 1,000 bytes for turns 1 to 9), with `usage`, and an answer.
+fn command_replies(turns: usize, usage: Option<Value>) -> Vec<Reply> {
+    (1..=turns)
         .flat_map(|turn| {
             [bash(&format!("seq {turn}000 {turn}199"), usage.clone()), answer("ok", None)]
         })
         .collect()
+}
+
+fn six_command_replies() -> Vec<Reply> {
+    command_replies(6, Some(json!({"prompt_tokens": 500, "completion_tokens": 10})))
+}
+
+fn six_commands(agent: &mut Agent, session: &str, provider: &FakeProvider) -> Vec<Value> {
+    commands(agent, session, provider, 6)
 }
 
 #[test]
@@ -830,4 +841,32 @@ fn with_pruning_off_every_request_carries_every_output_whole() {
     let refused = Agent::start(options(&provider, None, "[session]\nkeep_tool_output = 0\n"));
     refused.wait_for_stderr("session.keep_tool_output must be at least 1");
     assert!(!refused.finish().success());
+}
+
+#[test]
+fn the_context_counts_what_requests_carry_so_cleared_output_puts_compaction_off() {
+    // No usage reported: hotsh's estimate decides. 20 commands of 1,000 to 1,200 bytes are
+    // over 20 KB, past the threshold (4,000 tokens, 16 KB) were they sent whole; cleared,
+    // the requests stay far under it, and nothing compacts.
+    let provider = FakeProvider::start(command_replies(20, None));
+    let settings = "[session]\nkeep_tool_output = 500\n";
+    let mut agent = Agent::start(options(&provider, None, settings));
+    agent.initialize(true);
+    let session = agent.new_session();
+    let received = commands(&mut agent, &session, &provider, 20);
+    assert_eq!(received.len(), 40, "a summary request was made");
+    assert!(received.iter().all(|body| !is_summary_request(body)));
+    // Each output as the request right after its command carried it, whole (the newest).
+    let outputs: usize =
+        (0..20).map(|turn| tool_results(&received[2 * turn + 1]).last().unwrap().len()).sum();
+    assert!(outputs > 20_000, "the outputs were {outputs} bytes");
+    let usage = of_kind(&agent.all_updates(&session), "usage_update")
+        .last()
+        .map(|u| (u["used"].as_u64().unwrap(), u["_meta"]["hotsh"]["estimated"].clone()))
+        .unwrap();
+    assert_eq!(usage.1, true);
+    assert!(usage.0 < WINDOW / 2, "the context shown is {} tokens", usage.0);
+    // The last request, tools and all, is smaller than its outputs would be alone.
+    assert!(tokens(&received[39]) < outputs as u64 / 4, "{} tokens", tokens(&received[39]));
+    agent.finish();
 }
