@@ -1,5 +1,5 @@
-//! Long sessions: the context indicator, compaction (automatic, on a "context too long"
-//! answer, `/compact`), slash commands, the title, a turn's request limit, a prompt prefix
+//! Long sessions: the context indicator, older tool output cleared from requests, compaction
+//! (automatic, on a "context too long" answer, `/compact`), slash commands, the title, a turn's request limit, a prompt prefix
 //! the providers can cache. Against the loopback SSE provider, with a profile whose window is
 //! a few thousand tokens.
 
