@@ -241,7 +241,7 @@ async fn run(
         let fixed = context::fixed_tokens(&request);
         if !overflowed
             && session.compactable()
-            && session.request_estimate(fixed, turn.limits.keep_tool_output)
+            && session.context_estimate(fixed, turn.limits.keep_tool_output)
                 > turn.limits.threshold()
         {
             match compact(turn, session, &request, Trigger::Auto, None, cancel).await {
@@ -276,7 +276,7 @@ async fn run(
                      messages (about {} tokens). Use a model with a larger window, or a shorter \
                      prompt.",
                     turn.limits.window,
-                    session.request_estimate(fixed, turn.limits.keep_tool_output)
+                    session.context_estimate(fixed, turn.limits.keep_tool_output)
                 )));
             }
             // The prompt is answered with the error; the session keeps serving.
@@ -307,7 +307,7 @@ async fn run(
                 finish_reason: answer.finish_reason,
             })
             .await;
-        let estimate = session.request_estimate(fixed, turn.limits.keep_tool_output);
+        let estimate = session.context_estimate(fixed, turn.limits.keep_tool_output);
         let mut shown = context::context_use(usage.as_ref(), estimate, turn.limits.window);
         shown.cost = spent(turn, session, usage.as_ref());
         session.emit(SessionEvent::Usage(shown)).await;

@@ -496,8 +496,8 @@ async fn past_the_threshold_the_history_is_compacted_before_the_next_request_and
     assert_eq!(folded.history.messages.len(), 3, "prompt, summary, the answer");
     assert_eq!(folded.history.messages, f.session.messages());
     // What the provider last said the context held: live and folded alike.
-    assert_eq!(f.session.context_estimate(0), 80);
-    assert_eq!(folded.history.estimate(0), 80);
+    assert_eq!(f.session.context_estimate(0, None), 80);
+    assert_eq!(folded.history.estimate(0, None), 80);
     let ended = f.client.0.lock().unwrap().iter().find_map(|e| match e {
         SessionEvent::CompactionEnded { ended, .. } => Some(ended.clone()),
         _ => None,

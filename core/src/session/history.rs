@@ -219,17 +219,11 @@ impl History {
         }
     }
 
-    /// The tokens a request with this history would carry, every output whole; `fixed`:
-    /// those of its system prompt and tools.
-    pub fn estimate(&self, fixed: u64) -> u64 {
-        self.request_estimate(fixed, None)
-    }
-
-    /// The tokens a request with this history carries, the older tool outputs cleared as
-    /// [`History::request_messages`] clears them: from the last count known (the provider's,
-    /// of a request that cleared what it did then), what came since, less what is cleared
-    /// since.
-    pub fn request_estimate(&self, fixed: u64, keep: Option<u64>) -> u64 {
+    /// The tokens a request with this history carries, `fixed` those of its system prompt
+    /// and tools, the older tool outputs cleared as [`History::request_messages`] clears them
+    /// (`keep`; `None`: every output whole): from the last count known (the provider's, of a
+    /// request that cleared what it did then), what came since, less what is cleared since.
+    pub fn estimate(&self, fixed: u64, keep: Option<u64>) -> u64 {
         let len = self.messages.len();
         let saved = self.saved(len, keep);
         match self.mark {
@@ -350,12 +344,11 @@ mod tests {
     #[test]
     fn the_estimate_counts_what_the_request_carries() {
         let history = history(40, 1_000);
-        let whole = history.estimate(0);
+        let whole = history.estimate(0, None);
         let sent = history.request_messages(Some(1_000), &mut ClearedOutputs::new());
         let carried = crate::context::messages_tokens(&sent);
         assert!(carried < whole / 2, "{carried} of {whole}");
-        assert!(history.request_estimate(0, Some(1_000)).abs_diff(carried) <= 2);
-        assert_eq!(history.request_estimate(0, None), whole);
+        assert!(history.estimate(0, Some(1_000)).abs_diff(carried) <= 2);
         // From a count the provider gave at turn 20, what came since, less what is cleared
         // since.
         let mut counted = self::history(20, 1_000);
@@ -365,7 +358,7 @@ mod tests {
         for turn in 20..40 {
             add_turn(&mut counted, turn, 1_000);
         }
-        let estimate = counted.request_estimate(0, Some(1_000));
+        let estimate = counted.estimate(0, Some(1_000));
         assert!(estimate.abs_diff(carried) <= tokens_of(64), "{estimate} against {carried}");
     }
 }

@@ -1351,16 +1351,10 @@ impl Session {
         state.history.request_messages(keep, &mut state.cleared)
     }
 
-    /// The tokens the next request would carry, every output whole; `fixed`: those of its
-    /// system prompt and tools.
-    pub fn context_estimate(&self, fixed: u64) -> u64 {
-        lock(&self.state).history.estimate(fixed)
-    }
-
-    /// The tokens the next request carries, its older tool outputs cleared as
-    /// [`Session::request_messages`] clears them.
-    pub fn request_estimate(&self, fixed: u64, keep: Option<u64>) -> u64 {
-        lock(&self.state).history.request_estimate(fixed, keep)
+    /// The tokens the next request carries; `fixed`: those of its system prompt and tools;
+    /// its older tool outputs cleared as [`Session::request_messages`] clears them.
+    pub fn context_estimate(&self, fixed: u64, keep: Option<u64>) -> u64 {
+        lock(&self.state).history.estimate(fixed, keep)
     }
 
     /// Whether a compaction would replace anything.
