@@ -149,7 +149,8 @@ impl History {
             .take_while(|((stands_for, _), output)| Arc::ptr_eq(stands_for, &messages[output.at]))
             .count();
         made.truncate(still);
-        for output in &self.outputs[made.len()..cleared] {
+        // Those made before may be more than this request clears (a smaller `keep`).
+        for output in self.outputs.iter().take(cleared).skip(made.len()) {
             let message = &messages[output.at];
             let replacement = match message.as_ref() {
                 Message::Tool { call_id, text, is_error } if cleared_saving(text) > 0 => {
@@ -339,6 +340,10 @@ mod tests {
         assert_eq!(outputs(&next)[..4].iter().filter(|t| t.len() < 1_000).count(), 4);
         // A history folded anew (a load) sends messages equal to the live one's.
         assert_eq!(grown.request_messages(Some(1_000), &mut ClearedOutputs::new()), next);
+        // Keeping more whole (another model's setting) clears fewer, with the same results.
+        let fewer = live.request_messages(Some(1_200), &mut made);
+        assert_eq!(outputs(&fewer).iter().filter(|t| t.len() < 1_000).count(), 2);
+        assert!(Arc::ptr_eq(&fewer[1], &first[1]) && Arc::ptr_eq(&fewer[5], &live.messages[5]));
     }
 
     #[test]
